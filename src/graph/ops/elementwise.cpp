@@ -1,0 +1,8 @@
+// elementwise operator family (stub; filled in below as the kernels land).
+#include "graph/op_registry.h"
+
+namespace qsmcore::graph {
+
+void register_elementwise_ops(OpRegistry& /*r*/) {}
+
+}  // namespace qsmcore::graph

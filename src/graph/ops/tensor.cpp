@@ -1,0 +1,8 @@
+// tensor operator family (stub; filled in below as the kernels land).
+#include "graph/op_registry.h"
+
+namespace qsmcore::graph {
+
+void register_tensor_ops(OpRegistry& /*r*/) {}
+
+}  // namespace qsmcore::graph
