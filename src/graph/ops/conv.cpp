@@ -1,8 +1,203 @@
-// conv operator family (stub; filled in below as the kernels land).
-#include "graph/op_registry.h"
+// Conv and ConvTranspose (f32, 1-D to 3-D, groups, dilations, pads/auto_pad, optional bias).
+// Both kernels run in 3-D (leading size-1 dims added) and parallelise over (batch, output
+// channel): every output plane is written by one thread in a fixed order, so results do not
+// depend on the thread count. The innermost loop runs over contiguous output x.
+#include <algorithm>
+#include <cstring>
+
+#include "graph/ops/window.h"
 
 namespace qsmcore::graph {
+namespace ops {
+namespace {
 
-void register_conv_ops(OpRegistry& /*r*/) {}
+struct ConvShapes {
+  std::int64_t n = 0, c = 0, m = 0, group = 1;
+  Window w;  // as_3d
+};
+
+std::vector<std::int64_t> kernel_of(const Node& n, const Shape& wshape) {
+  const Shape k(wshape.begin() + 2, wshape.end());
+  const auto attr = n.attrs.get_ints("kernel_shape", k);
+  if (attr != k) invalid(n, "kernel_shape " + ints_to_string(attr) + " does not match weight shape " + shape_to_string(wshape));
+  return k;
+}
+
+void check_inputs(const Node& n, const Inputs& in) {
+  expect_inputs(n, in, 2, 3);
+  for (std::size_t i = 0; i < in.size(); ++i)
+    if (in[i].present()) expect_float(n, in[i].dtype, i == 0 ? "X" : i == 1 ? "W" : "B");
+  if (in[1].shape.size() != in[0].shape.size())
+    invalid(n, "W " + shape_to_string(in[1].shape) + " and X " + shape_to_string(in[0].shape) + " differ in rank");
+}
+
+ConvShapes conv_shapes(const Node& n, const Inputs& in, bool transposed) {
+  check_inputs(n, in);
+  const Shape& x = in[0].shape;
+  const Shape& wt = in[1].shape;
+  const Shape sp = spatial_dims(n, x);
+  ConvShapes s;
+  s.n = x[0];
+  s.c = x[1];
+  s.group = n.attrs.get_int("group", 1);
+  if (s.group < 1 || s.c % s.group != 0)
+    invalid(n, "group " + std::to_string(s.group) + " does not divide the " + std::to_string(s.c) + " input channels");
+  if (!transposed) {
+    s.m = wt[0];
+    if (wt[1] * s.group != s.c)
+      invalid(n, "W " + shape_to_string(wt) + " expects " + std::to_string(wt[1] * s.group) + " input channels, X has " + std::to_string(s.c));
+    if (s.m % s.group != 0) invalid(n, "group " + std::to_string(s.group) + " does not divide the " + std::to_string(s.m) + " output channels");
+    s.w = forward_window(n, sp, kernel_of(n, wt), false).as_3d();
+  } else {
+    if (wt[0] != s.c) invalid(n, "W " + shape_to_string(wt) + " expects " + std::to_string(wt[0]) + " input channels, X has " + std::to_string(s.c));
+    s.m = wt[1] * s.group;
+    s.w = transposed_window(n, sp, kernel_of(n, wt)).as_3d();
+  }
+  if (has_input(in, 2) && in[2].shape != Shape{s.m})
+    invalid(n, "B " + shape_to_string(in[2].shape) + " must have shape [" + std::to_string(s.m) + "]");
+  return s;
+}
+
+std::vector<ValueType> conv_infer(const Node& n, const Inputs& in, bool transposed) {
+  const ConvShapes s = conv_shapes(n, in, transposed);
+  Shape out{s.n, s.m};
+  const std::size_t skip = 3 - (in[0].shape.size() - 2);
+  out.insert(out.end(), s.w.out.begin() + static_cast<std::ptrdiff_t>(skip), s.w.out.end());
+  return one(DType::F32, out);
+}
+
+void fill_bias(float* plane, std::int64_t size, const Tensor* bias, std::int64_t oc) {
+  const float b = bias ? bias->data<float>()[oc] : 0.0f;
+  std::fill(plane, plane + size, b);
+}
+
+void conv_ref(const Node& n, std::span<const Tensor> in, std::span<Tensor> out) {
+  const ConvShapes s = conv_shapes(n, types_of(in), false);
+  const Window& w = s.w;
+  const std::int64_t cg = s.c / s.group, mg = s.m / s.group;
+  const std::int64_t ID = w.in[0], IH = w.in[1], IW = w.in[2];
+  const std::int64_t OD = w.out[0], OH = w.out[1], OW = w.out[2];
+  const std::int64_t KD = w.kernel[0], KH = w.kernel[1], KW = w.kernel[2];
+  const std::int64_t in_plane = ID * IH * IW, out_plane = OD * OH * OW, ksize = KD * KH * KW;
+  const float* x = in[0].data<float>();
+  const float* wt = in[1].data<float>();
+  const Tensor* bias = has_input(in, 2) ? &in[2] : nullptr;
+  float* y = out[0].data<float>();
+  // Per kernel x-tap: the output-x range that reads inside the row, and the input offset.
+  std::vector<std::int64_t> lo(static_cast<std::size_t>(KW)), hi(static_cast<std::size_t>(KW)), off(static_cast<std::size_t>(KW));
+  for (std::int64_t kw = 0; kw < KW; ++kw) {
+    off[kw] = kw * w.dil[2] - w.pad_begin[2];
+    valid_range(off[kw], w.stride[2], IW, OW, lo[kw], hi[kw]);
+  }
+  const std::int64_t sw = w.stride[2];
+  parallel_for(s.n * s.m, cg * ksize * out_plane, [&](std::int64_t job) {
+    const std::int64_t b = job / s.m, oc = job % s.m, g = oc / mg;
+    float* yp = y + job * out_plane;
+    fill_bias(yp, out_plane, bias, oc);
+    for (std::int64_t od = 0; od < OD; ++od) {
+      for (std::int64_t oh = 0; oh < OH; ++oh) {
+        float* yrow = yp + (od * OH + oh) * OW;
+        // The output row stays in L1 while all taps of all input channels accumulate into it.
+        for (std::int64_t icg = 0; icg < cg; ++icg) {
+          const float* xp = x + (b * s.c + g * cg + icg) * in_plane;
+          const float* wk = wt + (oc * cg + icg) * ksize;
+          for (std::int64_t kd = 0; kd < KD; ++kd) {
+            const std::int64_t id = od * w.stride[0] - w.pad_begin[0] + kd * w.dil[0];
+            if (id < 0 || id >= ID) continue;
+            for (std::int64_t kh = 0; kh < KH; ++kh) {
+              const std::int64_t ih = oh * w.stride[1] - w.pad_begin[1] + kh * w.dil[1];
+              if (ih < 0 || ih >= IH) continue;
+              const float* xrow = xp + (id * IH + ih) * IW;
+              const float* wrow = wk + (kd * KH + kh) * KW;
+              for (std::int64_t kw = 0; kw < KW; ++kw) {
+                const float wv = wrow[kw];
+                const float* xs = xrow + off[kw];
+                if (sw == 1) {
+                  for (std::int64_t ox = lo[kw]; ox < hi[kw]; ++ox) yrow[ox] += wv * xs[ox];
+                } else {
+                  for (std::int64_t ox = lo[kw]; ox < hi[kw]; ++ox) yrow[ox] += wv * xs[ox * sw];
+                }
+              }
+            }
+          }
+        }
+      }
+    }
+  });
+}
+
+void conv_transpose_ref(const Node& n, std::span<const Tensor> in, std::span<Tensor> out) {
+  const ConvShapes s = conv_shapes(n, types_of(in), true);
+  const Window& w = s.w;
+  const std::int64_t cg = s.c / s.group, mg = s.m / s.group;
+  const std::int64_t ID = w.in[0], IH = w.in[1], IW = w.in[2];
+  const std::int64_t OD = w.out[0], OH = w.out[1], OW = w.out[2];
+  const std::int64_t KD = w.kernel[0], KH = w.kernel[1], KW = w.kernel[2];
+  const std::int64_t in_plane = ID * IH * IW, out_plane = OD * OH * OW, ksize = KD * KH * KW;
+  const float* x = in[0].data<float>();
+  const float* wt = in[1].data<float>();
+  const Tensor* bias = has_input(in, 2) ? &in[2] : nullptr;
+  float* y = out[0].data<float>();
+  // Input x maps to output x*stride + off; per tap, the input-x range landing inside the output.
+  std::vector<std::int64_t> lo(static_cast<std::size_t>(KW)), hi(static_cast<std::size_t>(KW)), off(static_cast<std::size_t>(KW));
+  for (std::int64_t kw = 0; kw < KW; ++kw) {
+    off[kw] = kw * w.dil[2] - w.pad_begin[2];
+    valid_range(off[kw], w.stride[2], OW, IW, lo[kw], hi[kw]);
+  }
+  const std::int64_t sw = w.stride[2];
+  // Gather form per output plane (one thread each): output rows receive contributions from
+  // every input row/tap that lands on them, accumulated in a fixed (icg, id, kd, ih, kh, kw) order.
+  parallel_for(s.n * s.m, cg * ksize * in_plane, [&](std::int64_t job) {
+    const std::int64_t b = job / s.m, oc = job % s.m, g = oc / mg, ocg = oc % mg;
+    float* yp = y + job * out_plane;
+    fill_bias(yp, out_plane, bias, oc);
+    for (std::int64_t icg = 0; icg < cg; ++icg) {
+      const std::int64_t ic = g * cg + icg;
+      const float* xp = x + (b * s.c + ic) * in_plane;
+      const float* wk = wt + (ic * mg + ocg) * ksize;
+      for (std::int64_t id = 0; id < ID; ++id) {
+        for (std::int64_t kd = 0; kd < KD; ++kd) {
+          const std::int64_t od = id * w.stride[0] - w.pad_begin[0] + kd * w.dil[0];
+          if (od < 0 || od >= OD) continue;
+          for (std::int64_t ih = 0; ih < IH; ++ih) {
+            const float* xrow = xp + (id * IH + ih) * IW;
+            for (std::int64_t kh = 0; kh < KH; ++kh) {
+              const std::int64_t oh = ih * w.stride[1] - w.pad_begin[1] + kh * w.dil[1];
+              if (oh < 0 || oh >= OH) continue;
+              float* yrow = yp + (od * OH + oh) * OW;
+              const float* wrow = wk + (kd * KH + kh) * KW;
+              for (std::int64_t kw = 0; kw < KW; ++kw) {
+                const float wv = wrow[kw];
+                float* ys = yrow + off[kw];
+                if (sw == 1) {
+                  for (std::int64_t ix = lo[kw]; ix < hi[kw]; ++ix) ys[ix] += wv * xrow[ix];
+                } else {
+                  for (std::int64_t ix = lo[kw]; ix < hi[kw]; ++ix) ys[ix * sw] += wv * xrow[ix];
+                }
+              }
+            }
+          }
+        }
+      }
+    }
+  });
+}
+
+}  // namespace
+}  // namespace ops
+
+void register_conv_ops(OpRegistry& r) {
+  OpDef conv;
+  conv.name = "Conv";
+  conv.infer = [](const Node& n, const ops::Inputs& in) { return ops::conv_infer(n, in, false); };
+  conv.ref = ops::conv_ref;
+  r.add(std::move(conv));
+
+  OpDef convt;
+  convt.name = "ConvTranspose";
+  convt.infer = [](const Node& n, const ops::Inputs& in) { return ops::conv_infer(n, in, true); };
+  convt.ref = ops::conv_transpose_ref;
+  r.add(std::move(convt));
+}
 
 }  // namespace qsmcore::graph
