@@ -1,0 +1,81 @@
+// The accounting layer: every byte the engine allocates goes through accounted_alloc /
+// accounted_free, tagged with a category, so that memory figures are measured, not guessed.
+// Counters are process-wide and atomic; peaks can be reset per phase (load, plan, run).
+#pragma once
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+namespace qsmcore {
+
+enum class MemCategory : int {
+  Weights = 0,  // initializers, packed weights, folded constants
+  Plan,         // plan tables, primitive descriptors kept by kernels
+  Arena,        // the activation arena of a plan
+  Scratch,      // kernel scratchpads (oneDNN user-managed scratchpad)
+  IO,           // input/output tensors handed across the API
+  Other,        // parser tables, wrapper buffers
+  Count
+};
+constexpr int kMemCategoryCount = static_cast<int>(MemCategory::Count);
+const char* to_string(MemCategory c);
+
+struct MemoryCounters {
+  std::array<std::int64_t, kMemCategoryCount> current{};
+  std::array<std::int64_t, kMemCategoryCount> peak{};
+  std::int64_t total_current = 0;
+  std::int64_t total_peak = 0;
+};
+
+/// Snapshot of all counters.
+MemoryCounters memory_counters();
+/// Bytes currently allocated (all categories).
+std::int64_t memory_current();
+/// High-water of the total since the last reset_memory_peak().
+std::int64_t memory_peak();
+/// Sets every peak (total and per category) to the current value.
+void reset_memory_peak();
+
+/// Optional hard cap (bytes, 0 = none) on the total: an allocation that would exceed it throws
+/// Error{OutOfBudget} instead of allocating. Planning refuses earlier; this is the safety net.
+void set_memory_cap(std::int64_t bytes);
+std::int64_t memory_cap();
+
+/// Fault injection for tests: the n-th accounted allocation from now (1-based) throws
+/// Error{OutOfBudget}. 0 disables.
+void fail_allocation_after(std::int64_t n);
+
+/// Aligned (64 B), accounted allocation. Throws Error{OutOfBudget} on cap or failure.
+void* accounted_alloc(std::size_t bytes, MemCategory cat);
+void accounted_free(void* p, std::size_t bytes, MemCategory cat) noexcept;
+
+/// An owned, aligned, accounted block of bytes.
+class Buffer {
+ public:
+  Buffer() = default;
+  Buffer(std::size_t bytes, MemCategory cat);
+  ~Buffer();
+  Buffer(Buffer&& o) noexcept;
+  Buffer& operator=(Buffer&& o) noexcept;
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+
+  std::byte* data() const { return data_; }
+  std::size_t size() const { return size_; }
+  MemCategory category() const { return cat_; }
+  void reset();
+
+ private:
+  std::byte* data_ = nullptr;
+  std::size_t size_ = 0;
+  MemCategory cat_ = MemCategory::Other;
+};
+
+/// Process view for cross-checks: VmRSS / VmHWM (bytes) from /proc/self/status; -1 if unknown.
+std::int64_t process_rss_bytes();
+std::int64_t process_hwm_bytes();
+/// Resets VmHWM (writes 5 to /proc/self/clear_refs); false if not permitted.
+bool reset_process_hwm();
+
+}  // namespace qsmcore

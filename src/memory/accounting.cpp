@@ -1,0 +1,164 @@
+// Process-wide accounting of engine allocations. Counters are relaxed atomics: the figures are
+// exact totals; the peak is maintained with a CAS loop so concurrent allocations never lose a
+// high-water mark.
+#include <atomic>
+#include <cstdlib>
+#include <fstream>
+#include <new>
+#include <string>
+
+#include "qsmcore/error.h"
+#include "qsmcore/memory.h"
+
+namespace qsmcore {
+namespace {
+
+constexpr std::size_t kAlign = 64;
+
+struct Counters {
+  std::atomic<std::int64_t> current[kMemCategoryCount]{};
+  std::atomic<std::int64_t> peak[kMemCategoryCount]{};
+  std::atomic<std::int64_t> total{0};
+  std::atomic<std::int64_t> total_peak{0};
+  std::atomic<std::int64_t> cap{0};
+  std::atomic<std::int64_t> fail_countdown{0};
+};
+
+Counters& counters() {
+  static Counters c;
+  return c;
+}
+
+void raise_peak(std::atomic<std::int64_t>& peak, std::int64_t value) {
+  std::int64_t old = peak.load(std::memory_order_relaxed);
+  while (value > old && !peak.compare_exchange_weak(old, value, std::memory_order_relaxed)) {
+  }
+}
+
+std::int64_t read_status_kb(const char* key) {
+  std::ifstream f("/proc/self/status");
+  std::string line;
+  const std::string k(key);
+  while (std::getline(f, line)) {
+    if (line.compare(0, k.size(), k) == 0) return std::atoll(line.c_str() + k.size()) * 1024;
+  }
+  return -1;
+}
+
+}  // namespace
+
+const char* to_string(MemCategory c) {
+  switch (c) {
+    case MemCategory::Weights: return "weights";
+    case MemCategory::Plan: return "plan";
+    case MemCategory::Arena: return "arena";
+    case MemCategory::Scratch: return "scratch";
+    case MemCategory::IO: return "io";
+    case MemCategory::Other: return "other";
+    case MemCategory::Count: break;
+  }
+  return "?";
+}
+
+MemoryCounters memory_counters() {
+  auto& c = counters();
+  MemoryCounters m;
+  for (int i = 0; i < kMemCategoryCount; ++i) {
+    m.current[i] = c.current[i].load(std::memory_order_relaxed);
+    m.peak[i] = c.peak[i].load(std::memory_order_relaxed);
+  }
+  m.total_current = c.total.load(std::memory_order_relaxed);
+  m.total_peak = c.total_peak.load(std::memory_order_relaxed);
+  return m;
+}
+
+std::int64_t memory_current() { return counters().total.load(std::memory_order_relaxed); }
+std::int64_t memory_peak() { return counters().total_peak.load(std::memory_order_relaxed); }
+
+void reset_memory_peak() {
+  auto& c = counters();
+  for (int i = 0; i < kMemCategoryCount; ++i) c.peak[i].store(c.current[i].load());
+  c.total_peak.store(c.total.load());
+}
+
+void set_memory_cap(std::int64_t bytes) { counters().cap.store(bytes); }
+std::int64_t memory_cap() { return counters().cap.load(); }
+void fail_allocation_after(std::int64_t n) { counters().fail_countdown.store(n); }
+
+void* accounted_alloc(std::size_t bytes, MemCategory cat) {
+  auto& c = counters();
+  if (c.fail_countdown.load(std::memory_order_relaxed) > 0 && c.fail_countdown.fetch_sub(1) == 1) {
+    throw Error(ErrorKind::OutOfBudget, "injected allocation failure (" + std::to_string(bytes) +
+                                            " bytes, " + to_string(cat) + ")");
+  }
+  const auto n = static_cast<std::int64_t>(bytes);
+  const std::int64_t cap = c.cap.load(std::memory_order_relaxed);
+  const std::int64_t now = c.total.fetch_add(n, std::memory_order_relaxed) + n;
+  if (cap > 0 && now > cap) {
+    c.total.fetch_sub(n, std::memory_order_relaxed);
+    throw Error(ErrorKind::OutOfBudget, "allocating " + std::to_string(bytes) + " bytes of " +
+                                            to_string(cat) + " would exceed the memory cap of " +
+                                            std::to_string(cap) + " bytes (in use: " +
+                                            std::to_string(now - n) + ")");
+  }
+  const std::size_t rounded = (bytes + kAlign - 1) / kAlign * kAlign;
+  void* p = rounded == 0 ? nullptr : std::aligned_alloc(kAlign, rounded);
+  if (rounded != 0 && p == nullptr) {
+    c.total.fetch_sub(n, std::memory_order_relaxed);
+    throw Error(ErrorKind::OutOfBudget, "the system refused " + std::to_string(bytes) + " bytes of " +
+                                            to_string(cat));
+  }
+  const int i = static_cast<int>(cat);
+  raise_peak(c.peak[i], c.current[i].fetch_add(n, std::memory_order_relaxed) + n);
+  raise_peak(c.total_peak, now);
+  return p;
+}
+
+void accounted_free(void* p, std::size_t bytes, MemCategory cat) noexcept {
+  if (p == nullptr && bytes == 0) return;
+  std::free(p);
+  auto& c = counters();
+  const auto n = static_cast<std::int64_t>(bytes);
+  c.current[static_cast<int>(cat)].fetch_sub(n, std::memory_order_relaxed);
+  c.total.fetch_sub(n, std::memory_order_relaxed);
+}
+
+Buffer::Buffer(std::size_t bytes, MemCategory cat)
+    : data_(static_cast<std::byte*>(accounted_alloc(bytes, cat))), size_(bytes), cat_(cat) {}
+
+Buffer::~Buffer() { reset(); }
+
+Buffer::Buffer(Buffer&& o) noexcept : data_(o.data_), size_(o.size_), cat_(o.cat_) {
+  o.data_ = nullptr;
+  o.size_ = 0;
+}
+
+Buffer& Buffer::operator=(Buffer&& o) noexcept {
+  if (this != &o) {
+    reset();
+    data_ = o.data_;
+    size_ = o.size_;
+    cat_ = o.cat_;
+    o.data_ = nullptr;
+    o.size_ = 0;
+  }
+  return *this;
+}
+
+void Buffer::reset() {
+  if (data_ != nullptr || size_ != 0) accounted_free(data_, size_, cat_);
+  data_ = nullptr;
+  size_ = 0;
+}
+
+std::int64_t process_rss_bytes() { return read_status_kb("VmRSS:"); }
+std::int64_t process_hwm_bytes() { return read_status_kb("VmHWM:"); }
+
+bool reset_process_hwm() {
+  std::ofstream f("/proc/self/clear_refs");
+  if (!f) return false;
+  f << "5";
+  return static_cast<bool>(f.flush());
+}
+
+}  // namespace qsmcore

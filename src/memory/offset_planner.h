@@ -1,0 +1,24 @@
+// Assigns arena offsets to buffers with known lifetimes (measure only; nothing is allocated).
+// Two buffers may share bytes iff their [first, last] step intervals do not overlap.
+#pragma once
+#include <cstddef>
+#include <vector>
+
+namespace qsmcore::memory {
+
+struct Lifetime {
+  std::size_t bytes = 0;
+  int first = 0;  // step that writes it first
+  int last = 0;   // step that reads it last (inclusive)
+};
+
+struct OffsetPlan {
+  std::vector<std::size_t> offsets;  // one per Lifetime, 64-byte aligned
+  std::size_t total = 0;             // arena size
+};
+
+/// Greedy best-fit: largest buffers first, each at the lowest-waste gap among the buffers
+/// already placed that overlap it in time. Deterministic.
+OffsetPlan plan_offsets(const std::vector<Lifetime>& lifetimes);
+
+}  // namespace qsmcore::memory
