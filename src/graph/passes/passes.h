@@ -1,0 +1,29 @@
+// Graph rewrites on a TypedGraph. Each keeps results equal up to float rounding and is
+// independent of the backend (fused post-ops are applied by reference kernels too), so the
+// conformance suite can run with and without them.
+#pragma once
+#include "graph/typed_graph.h"
+
+namespace qsmcore::graph {
+
+/// Conv (constant W, B) followed only by inference BatchNormalization (constant parameters):
+/// scales W and shifts B, the BN node dies. Returns the number of folds.
+int fold_batchnorm(TypedGraph& g);
+
+/// Conv/ConvTranspose followed by a chain of single-consumer Relu/LeakyRelu/Elu/Sigmoid/Tanh/Clip
+/// and at most one same-shape Add of another computed value: those become post-ops of the
+/// convolution (oneDNN executes them inside the kernel). Returns the number of fused nodes.
+int fuse_conv_chains(TypedGraph& g);
+
+/// Marks nodes dead whose outputs nobody reads and that are not graph outputs.
+int remove_dead_nodes(TypedGraph& g);
+
+struct PassOptions {
+  bool fold_bn = true;
+  bool fuse = true;
+};
+
+/// The standard pipeline.
+void run_passes(TypedGraph& g, const PassOptions& opts = {});
+
+}  // namespace qsmcore::graph
