@@ -1,0 +1,39 @@
+// A kernel backend as the planner sees it. The reference backend handles every registered op
+// on plain layouts; oneDNN handles the heavy ops and may choose blocked layouts, which the
+// planner propagates between its kernels and reorders only where a consumer needs another.
+#pragma once
+#include <memory>
+#include <vector>
+
+#include "graph/typed_graph.h"
+#include "kernels/kernel.h"
+
+namespace qsmcore::kernels {
+
+struct LayoutDecision {
+  std::vector<Layout> inputs;   // the layout each input must be in (plain for constants)
+  std::vector<Layout> outputs;  // the layout the kernel writes each output in
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  /// A kernel for this node, given its producers' layouts; nullptr if this backend does not
+  /// implement the node (the planner then uses the reference kernel).
+  virtual std::unique_ptr<Kernel> make(const graph::TypedGraph& g, const graph::TNode& n,
+                                       const std::vector<Layout>& producer_layouts, LayoutDecision& decision) = 0;
+  /// A kernel converting a value of this type between two layouts.
+  virtual std::unique_ptr<Kernel> make_reorder(const graph::TValue& v, const Layout& from, const Layout& to) = 0;
+  virtual bool same_layout(const Layout& a, const Layout& b) const = 0;
+};
+
+/// The reference kernel for a node (its OpDef's ref, plus post-ops). Plain layouts only.
+std::unique_ptr<Kernel> make_reference_kernel(const graph::TNode& n);
+
+/// A plain-to-plain copy (graph outputs that alias inputs or constants).
+std::unique_ptr<Kernel> make_copy_kernel();
+
+/// The oneDNN backend; nullptr when qsmcore was built without it.
+std::unique_ptr<Backend> make_onednn_backend();
+
+}  // namespace qsmcore::kernels

@@ -1,0 +1,61 @@
+// The kernel interface the runtime executes. A kernel is built once per plan step (weights
+// packed, primitives created, scratch size known) and run many times on tensors the plan binds.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "qsmcore/tensor.h"
+
+namespace qsmcore::kernels {
+
+/// How a value's bytes are laid out. Plain = dense row-major of its logical shape (the only
+/// layout reference kernels read and write). Otherwise `desc` is a backend descriptor (a
+/// dnnl::memory::desc for oneDNN's blocked layouts) and `bytes` its size, which can exceed the
+/// plain size (channel padding).
+struct Layout {
+  std::shared_ptr<const void> desc;
+  std::size_t bytes = 0;
+  bool plain() const { return desc == nullptr; }
+};
+
+/// An elementwise operation fused into the producing kernel (applied to its output in order).
+struct PostOp {
+  enum class Kind { Relu, LeakyRelu, Elu, Sigmoid, Tanh, Clip, Sum };
+  Kind kind = Kind::Relu;
+  float alpha = 0.0f;  // LeakyRelu slope, Elu alpha, Clip min
+  float beta = 0.0f;   // Clip max
+  int sum_input = -1;  // Sum: index (in the step's inputs) of the addend; the output aliases it
+};
+
+/// Applies post-ops to a plain f32 buffer in place (reference path and fallback).
+void apply_post_ops(std::span<const PostOp> post, float* data, std::int64_t n);
+/// Applies one activation to a scalar (shared by reference kernels and tests).
+float apply_activation(const PostOp& p, float x);
+
+struct ExecContext {
+  std::byte* scratch = nullptr;  // the plan's scratch block, scratch_bytes() of the largest kernel
+  std::size_t scratch_bytes = 0;
+  int threads = 1;
+};
+
+class Kernel {
+ public:
+  virtual ~Kernel() = default;
+  /// Inputs/outputs are views in the layouts agreed at plan time.
+  virtual void run(std::span<const Tensor> inputs, std::span<Tensor> outputs, ExecContext& ctx) = 0;
+  /// Scratch this kernel needs while it runs.
+  virtual std::size_t scratch_bytes() const { return 0; }
+  /// Bytes of execution-ready weights the kernel owns (packed, folded).
+  virtual std::int64_t packed_bytes() const { return 0; }
+  /// Index of the input whose bytes output 0 may share (the planner aliases them when that
+  /// input has no later reader and the layouts match), or -1.
+  virtual int inplace_input() const { return -1; }
+  /// Backend/implementation name for profiles ("ref", "onednn:jit:avx2", ...).
+  virtual std::string impl_name() const = 0;
+};
+
+}  // namespace qsmcore::kernels

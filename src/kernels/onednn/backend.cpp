@@ -1,0 +1,50 @@
+// The oneDNN backend: a table from op type to kernel factory. Factories decline (nullptr)
+// what they do not implement, and the planner falls back to the reference kernel.
+#include <unordered_map>
+
+#include "kernels/onednn/common.h"
+#include "qsmcore/error.h"
+
+namespace qsmcore::kernels {
+namespace onednn {
+namespace {
+
+class OneDnnBackend final : public Backend {
+ public:
+  OneDnnBackend() {
+    table_["Conv"] = &make_conv;
+    for (const char* op : {"Relu", "LeakyRelu", "Elu", "Sigmoid", "Tanh", "Abs", "Exp", "Sqrt", "Neg", "Clip"})
+      table_[op] = &make_eltwise;
+    for (const char* op : {"Add", "Sub", "Mul", "Div", "Max", "Min"}) table_[op] = &make_binary;
+    register_more_kernels(table_);
+  }
+  std::unique_ptr<Kernel> make(const graph::TypedGraph& g, const graph::TNode& n, const std::vector<Layout>& producer,
+                               LayoutDecision& dec) override {
+    auto it = table_.find(n.node.op_type);
+    if (it == table_.end()) return nullptr;
+    try {
+      return it->second(g, n, producer, dec);
+    } catch (const dnnl::error& e) {
+      // oneDNN has no implementation for this configuration: the reference kernel runs it.
+      dec = {};
+      return nullptr;
+    }
+  }
+  std::unique_ptr<Kernel> make_reorder(const graph::TValue& v, const Layout& from, const Layout& to) override {
+    return make_reorder_kernel(v.shape, desc_of(from, v.shape), desc_of(to, v.shape));
+  }
+  bool same_layout(const Layout& a, const Layout& b) const override {
+    if (a.plain() || b.plain()) return a.plain() == b.plain();
+    return *static_cast<const memory::desc*>(a.desc.get()) == *static_cast<const memory::desc*>(b.desc.get());
+  }
+
+ private:
+  std::unordered_map<std::string, MakeFn> table_;
+};
+
+}  // namespace
+}  // namespace onednn
+
+std::unique_ptr<Backend> make_onednn_backend() { return std::make_unique<onednn::OneDnnBackend>(); }
+
+}  // namespace qsmcore::kernels

@@ -1,0 +1,116 @@
+#include "kernels/onednn/common.h"
+
+#include <cstring>
+
+#include "qsmcore/error.h"
+
+namespace qsmcore::kernels::onednn {
+
+dnnl::engine& engine() {
+  static dnnl::engine e(dnnl::engine::kind::cpu, 0);
+  return e;
+}
+
+dnnl::stream& stream() {
+  static dnnl::stream s(engine());
+  return s;
+}
+
+memory::dims to_dims(const Shape& s) { return memory::dims(s.begin(), s.end()); }
+
+memory::desc plain_desc(const Shape& s, memory::data_type dt) {
+  using tag = memory::format_tag;
+  static const tag tags[] = {tag::a, tag::a, tag::ab, tag::abc, tag::abcd, tag::abcde, tag::abcdef};
+  if (s.empty()) return memory::desc({1}, dt, tag::a);
+  QSM_ASSERT(s.size() <= 6, "rank above 6 for oneDNN");
+  return memory::desc(to_dims(s), dt, tags[s.size()]);
+}
+
+memory::desc desc_of(const Layout& l, const Shape& s) {
+  if (l.plain()) return plain_desc(s);
+  return *static_cast<const memory::desc*>(l.desc.get());
+}
+
+Layout to_layout(const memory::desc& md, const Shape& s) {
+  if (md == plain_desc(s)) return Layout{};
+  Layout l;
+  l.desc = std::make_shared<const memory::desc>(md);
+  l.bytes = md.get_size();
+  return l;
+}
+
+dnnl::primitive_attr make_attr(const std::vector<PostOp>& post) {
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  if (post.empty()) return attr;
+  dnnl::post_ops ops;
+  for (const auto& p : post) {
+    using K = PostOp::Kind;
+    using A = dnnl::algorithm;
+    switch (p.kind) {
+      case K::Sum: ops.append_sum(1.0f); break;
+      case K::Relu: ops.append_eltwise(1.0f, A::eltwise_relu, 0.0f, 0.0f); break;
+      case K::LeakyRelu: ops.append_eltwise(1.0f, A::eltwise_relu, p.alpha, 0.0f); break;
+      case K::Elu: ops.append_eltwise(1.0f, A::eltwise_elu, p.alpha, 0.0f); break;
+      case K::Sigmoid: ops.append_eltwise(1.0f, A::eltwise_logistic, 0.0f, 0.0f); break;
+      case K::Tanh: ops.append_eltwise(1.0f, A::eltwise_tanh, 0.0f, 0.0f); break;
+      case K::Clip: ops.append_eltwise(1.0f, A::eltwise_clip, p.alpha, p.beta); break;
+    }
+  }
+  attr.set_post_ops(ops);
+  return attr;
+}
+
+void PrimitiveKernel::set_primitive(const dnnl::primitive& p, const memory::desc& scratch_md, const char* impl) {
+  prim_ = p;
+  scratch_bytes_ = scratch_md.get_size();
+  impl_ = std::string("onednn:") + impl;
+}
+
+void PrimitiveKernel::bind_constant(int arg, const Tensor& plain, const memory::desc& plain_md, const memory::desc& md) {
+  auto buf = std::make_shared<Buffer>(md.get_size(), MemCategory::Weights);
+  memory dst(md, engine(), buf->data());
+  if (md == plain_md) {
+    std::memcpy(buf->data(), plain.raw(), md.get_size());
+  } else {
+    memory src(plain_md, engine(), plain.raw());
+    dnnl::reorder(src, dst).execute(stream(), src, dst);
+    stream().wait();
+  }
+  packed_bytes_ += static_cast<std::int64_t>(md.get_size());
+  packed_.push_back(std::move(buf));
+  const_args_.emplace_back(arg, dst);
+}
+
+void PrimitiveKernel::run(std::span<const Tensor> inputs, std::span<Tensor> outputs, ExecContext& ctx) {
+  prepare(inputs, outputs);
+  std::unordered_map<int, memory> args;
+  for (std::size_t i = 0; i < in_binds_.size() && i < inputs.size(); ++i) {
+    if (in_binds_[i].arg < 0) continue;
+    args.emplace(in_binds_[i].arg, memory(in_binds_[i].md, engine(), inputs[i].raw()));
+  }
+  for (std::size_t i = 0; i < out_binds_.size() && i < outputs.size(); ++i) {
+    if (out_binds_[i].arg < 0) continue;
+    args.emplace(out_binds_[i].arg, memory(out_binds_[i].md, engine(), outputs[i].raw()));
+  }
+  for (const auto& [arg, mem] : const_args_) args.emplace(arg, mem);
+  if (scratch_bytes_ > 0) {
+    QSM_ASSERT(ctx.scratch_bytes >= scratch_bytes_, "scratch block smaller than a kernel's scratchpad");
+    memory::desc smd({static_cast<memory::dim>(scratch_bytes_)}, memory::data_type::u8, memory::format_tag::a);
+    args.emplace(DNNL_ARG_SCRATCHPAD, memory(smd, engine(), ctx.scratch));
+  }
+  prim_.execute(stream(), args);
+  stream().wait();
+}
+
+const graph::TValue& value(const graph::TypedGraph& g, int v) { return g.values.at(static_cast<std::size_t>(v)); }
+
+bool all_f32(const graph::TypedGraph& g, const graph::TNode& n) {
+  for (int v : n.in)
+    if (v >= 0 && value(g, v).dtype != DType::F32) return false;
+  for (int v : n.out)
+    if (v >= 0 && value(g, v).dtype != DType::F32) return false;
+  return true;
+}
+
+}  // namespace qsmcore::kernels::onednn

@@ -1,0 +1,77 @@
+// Shared pieces of the oneDNN backend: the engine and stream, plain memory descriptors for
+// ONNX shapes, Layout <-> memory::desc conversion, and a base kernel that executes one
+// primitive with a user-managed scratchpad (so scratch is planned and accounted by us).
+#pragma once
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include <memory>
+#include <unordered_map>
+#include <vector>
+
+#include "graph/typed_graph.h"
+#include "kernels/backend.h"
+
+namespace qsmcore::kernels::onednn {
+
+using dnnl::memory;
+
+dnnl::engine& engine();
+dnnl::stream& stream();
+
+memory::dims to_dims(const Shape& s);
+/// Dense row-major descriptor of an f32 tensor of this shape (rank 1..6).
+memory::desc plain_desc(const Shape& s, memory::data_type dt = memory::data_type::f32);
+/// The descriptor a Layout stands for, for a value of this shape.
+memory::desc desc_of(const Layout& l, const Shape& s);
+/// Wraps a descriptor as a Layout (plain descriptors become the plain Layout).
+Layout to_layout(const memory::desc& md, const Shape& s);
+
+/// Attributes with a user-managed scratchpad and the fused post-ops (Sum included).
+dnnl::primitive_attr make_attr(const std::vector<PostOp>& post);
+
+/// A kernel running one primitive. Subclasses fill `args_` slots: input i -> DNNL arg,
+/// output i -> DNNL arg, plus constant memories (packed weights) bound once.
+class PrimitiveKernel : public Kernel {
+ public:
+  void run(std::span<const Tensor> inputs, std::span<Tensor> outputs, ExecContext& ctx) override;
+  std::size_t scratch_bytes() const override { return scratch_bytes_; }
+  std::int64_t packed_bytes() const override { return packed_bytes_; }
+  std::string impl_name() const override { return impl_; }
+
+ protected:
+  struct Bind {
+    int arg;
+    memory::desc md;
+  };
+  /// Called before execute (e.g. to copy a Sum addend into dst when not aliased).
+  virtual void prepare(std::span<const Tensor> /*inputs*/, std::span<Tensor> /*outputs*/) {}
+  void set_primitive(const dnnl::primitive& p, const memory::desc& scratch_md, const char* impl);
+  /// Packs a plain constant into `md` (accounted as Weights) and binds it to `arg`.
+  void bind_constant(int arg, const Tensor& plain, const memory::desc& plain_md, const memory::desc& md);
+
+  dnnl::primitive prim_;
+  std::vector<Bind> in_binds_;   // per step input (arg < 0 = not bound: constants packed)
+  std::vector<Bind> out_binds_;  // per step output
+  std::vector<std::pair<int, memory>> const_args_;
+  std::vector<std::shared_ptr<Buffer>> packed_;
+  std::size_t scratch_bytes_ = 0;
+  std::int64_t packed_bytes_ = 0;
+  std::string impl_;
+};
+
+// Per-family factories: nullptr when oneDNN does not handle this node (reference fallback).
+using MakeFn = std::unique_ptr<Kernel> (*)(const graph::TypedGraph& g, const graph::TNode& n,
+                                           const std::vector<Layout>& producer, LayoutDecision& dec);
+std::unique_ptr<Kernel> make_conv(const graph::TypedGraph&, const graph::TNode&, const std::vector<Layout>&, LayoutDecision&);
+std::unique_ptr<Kernel> make_eltwise(const graph::TypedGraph&, const graph::TNode&, const std::vector<Layout>&, LayoutDecision&);
+std::unique_ptr<Kernel> make_binary(const graph::TypedGraph&, const graph::TNode&, const std::vector<Layout>&, LayoutDecision&);
+std::unique_ptr<Kernel> make_reorder_kernel(const Shape& s, const memory::desc& from, const memory::desc& to);
+
+/// Registers extra families (pooling, normalisation, concat, deconvolution, ...): each adds
+/// (op_type, factory) pairs. Defined in their own files.
+void register_more_kernels(std::unordered_map<std::string, MakeFn>& table);
+
+const graph::TValue& value(const graph::TypedGraph& g, int v);
+bool all_f32(const graph::TypedGraph& g, const graph::TNode& n);
+
+}  // namespace qsmcore::kernels::onednn
