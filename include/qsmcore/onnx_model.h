@@ -1,0 +1,83 @@
+// OnnxModel: load an ONNX file (weights indexed by offset, copied once into accounted memory),
+// plan it for a set of input shapes (shape inference, folding, fusion, kernel choice, arena
+// offsets by liveness), and run it. Plans are cached by input shapes: run() builds a plan the
+// first time it sees a shape set and reuses it after.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "qsmcore/tensor.h"
+
+namespace qsmcore {
+
+enum class Backend { OneDnn, Reference };
+const char* to_string(Backend b);
+Backend backend_from_string(const std::string& s);  // "onednn" | "reference"
+
+struct ModelOptions {
+  Backend backend = Backend::OneDnn;
+  int threads = 0;                 // 0 = all cores
+  std::int64_t mem_budget = 0;     // bytes; 0 = unlimited. A plan whose peak exceeds it is refused
+                                   // before anything of the run is allocated.
+};
+
+/// A graph input or output as declared in the file (dims: -1 = dynamic, with its name in params).
+struct ValueDesc {
+  std::string name;
+  DType dtype = DType::Undefined;
+  std::vector<std::int64_t> dims;
+  std::vector<std::string> dim_params;
+  bool has_shape = false;
+};
+
+/// Memory figures of one plan, known before it runs.
+struct PlanMemory {
+  std::int64_t arena_bytes = 0;     // activations (one block, offsets by liveness)
+  std::int64_t scratch_bytes = 0;   // largest kernel scratchpad
+  std::int64_t packed_weight_bytes = 0;  // execution-ready weights owned by the plan
+  std::int64_t table_bytes = 0;     // plan bookkeeping (approximate)
+  std::int64_t io_bytes = 0;        // output tensors handed back
+  /// Predicted peak above the resident model for one run (arena + scratch + outputs + packed).
+  std::int64_t run_peak_bytes() const { return arena_bytes + scratch_bytes + io_bytes; }
+};
+
+class Plan;  // internal (src/runtime/plan.h)
+
+class OnnxModel {
+ public:
+  static OnnxModel load(const std::string& path, const ModelOptions& opts = {});
+  static OnnxModel load(std::span<const std::uint8_t> bytes, const ModelOptions& opts = {},
+                        const std::string& name = "<memory>");
+  OnnxModel(OnnxModel&&) noexcept;
+  OnnxModel& operator=(OnnxModel&&) noexcept;
+  ~OnnxModel();
+
+  const std::string& path() const;
+  const std::vector<ValueDesc>& inputs() const;
+  const std::vector<ValueDesc>& outputs() const;
+  const ModelOptions& options() const;
+
+  /// Runs with inputs in graph-input order; returns outputs in graph-output order.
+  std::vector<Tensor> run(const std::vector<Tensor>& inputs);
+  /// Runs with named inputs; returns named outputs.
+  std::map<std::string, Tensor> run(const std::map<std::string, Tensor>& inputs);
+
+  /// The plan for these input shapes (built once, cached).
+  const Plan& plan_for(const std::vector<Shape>& input_shapes);
+  /// Memory figures of the plan for these shapes (builds it if needed).
+  PlanMemory plan_memory(const std::vector<Shape>& input_shapes);
+  /// Drops cached plans (and their packed weights).
+  void clear_plans();
+
+  struct Impl;
+
+ private:
+  explicit OnnxModel(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace qsmcore

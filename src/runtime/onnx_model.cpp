@@ -1,0 +1,156 @@
+// OnnxModel: owns the parsed graph and the resident weights (one accounted copy of every
+// initializer, read by offset from the file), and caches one Plan per input-shape set.
+#include <omp.h>
+
+#include <filesystem>
+#include <mutex>
+
+#include "graph/passes/passes.h"
+#include "onnx/reader.h"
+#include "qsmcore/error.h"
+#include "qsmcore/onnx_model.h"
+#include "runtime/plan.h"
+
+namespace qsmcore {
+
+const char* to_string(Backend b) { return b == Backend::OneDnn ? "onednn" : "reference"; }
+
+Backend backend_from_string(const std::string& s) {
+  if (s == "onednn") return Backend::OneDnn;
+  if (s == "reference" || s == "ref") return Backend::Reference;
+  throw Error(ErrorKind::InvalidInput, "unknown backend '" + s + "' (expected onednn or reference)");
+}
+
+struct OnnxModel::Impl {
+  graph::Model model;
+  graph::ConstantTable constants;
+  std::vector<ValueDesc> inputs, outputs;
+  ModelOptions opts;
+  std::mutex mu;
+  std::vector<std::unique_ptr<Plan>> plans;
+
+  void init() {
+    for (const auto& init : model.graph.initializers) {
+      constants.names.push_back(init.name);
+      constants.tensors.push_back(std::make_shared<const Tensor>(graph::load_initializer(model, init)));
+    }
+    auto desc = [](const graph::ValueInfo& vi) {
+      ValueDesc d;
+      d.name = vi.name;
+      d.dtype = vi.dtype;
+      d.has_shape = vi.has_shape;
+      for (const auto& dim : vi.dims) {
+        d.dims.push_back(dim.value);
+        d.dim_params.push_back(dim.param);
+      }
+      return d;
+    };
+    for (const auto& vi : model.graph.inputs) inputs.push_back(desc(vi));
+    for (const auto& vi : model.graph.outputs) outputs.push_back(desc(vi));
+    if (opts.threads <= 0) opts.threads = omp_get_num_procs();
+  }
+
+  Plan& plan(const std::vector<Shape>& shapes, const std::vector<DType>& dtypes) {
+    std::lock_guard<std::mutex> lock(mu);
+    for (auto& p : plans)
+      if (p->input_shapes() == shapes) return *p;
+    graph::TypedGraph tg = graph::build_typed_graph(model, constants, shapes, dtypes);
+    graph::run_passes(tg);
+    plans.push_back(std::make_unique<Plan>(std::move(tg), opts.backend, opts.threads));
+    return *plans.back();
+  }
+
+  std::vector<DType> declared_dtypes() const {
+    std::vector<DType> d;
+    for (const auto& i : inputs) d.push_back(i.dtype == DType::Undefined ? DType::F32 : i.dtype);
+    return d;
+  }
+
+  std::vector<Tensor> run(const std::vector<Tensor>& in) {
+    if (in.size() != inputs.size()) {
+      throw Error(ErrorKind::InvalidInput, model.path + ": the model takes " + std::to_string(inputs.size()) +
+                                               " input(s), " + std::to_string(in.size()) + " given");
+    }
+    std::vector<Shape> shapes;
+    std::vector<DType> dtypes;
+    for (const auto& t : in) {
+      shapes.push_back(t.shape());
+      dtypes.push_back(t.dtype());
+    }
+    Plan& p = plan(shapes, dtypes);
+    if (opts.mem_budget > 0) {
+      const std::int64_t predicted = memory_current() + p.memory().run_peak_bytes();
+      if (predicted > opts.mem_budget) {
+        throw Error(ErrorKind::OutOfBudget, model.path + ": a run at input shape " + shape_to_string(shapes[0]) +
+                                                " needs " + std::to_string(predicted) + " bytes (resident " +
+                                                std::to_string(memory_current()) + " + run " +
+                                                std::to_string(p.memory().run_peak_bytes()) +
+                                                "), above the budget of " + std::to_string(opts.mem_budget) + " bytes");
+      }
+    }
+    return p.run(in);
+  }
+};
+
+OnnxModel::OnnxModel(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+OnnxModel::OnnxModel(OnnxModel&&) noexcept = default;
+OnnxModel& OnnxModel::operator=(OnnxModel&&) noexcept = default;
+OnnxModel::~OnnxModel() = default;
+
+OnnxModel OnnxModel::load(const std::string& path, const ModelOptions& opts) {
+  auto impl = std::make_unique<Impl>();
+  impl->opts = opts;
+  impl->model = onnx::read_model(path);
+  impl->init();
+  return OnnxModel(std::move(impl));
+}
+
+OnnxModel OnnxModel::load(std::span<const std::uint8_t> bytes, const ModelOptions& opts, const std::string& name) {
+  auto impl = std::make_unique<Impl>();
+  impl->opts = opts;
+  impl->model = onnx::read_model(bytes, name);
+  impl->init();
+  // The caller's span need not outlive load(): every initializer is resident by now.
+  impl->model.sources.clear();
+  return OnnxModel(std::move(impl));
+}
+
+const std::string& OnnxModel::path() const { return impl_->model.path; }
+const std::vector<ValueDesc>& OnnxModel::inputs() const { return impl_->inputs; }
+const std::vector<ValueDesc>& OnnxModel::outputs() const { return impl_->outputs; }
+const ModelOptions& OnnxModel::options() const { return impl_->opts; }
+
+std::vector<Tensor> OnnxModel::run(const std::vector<Tensor>& inputs) { return impl_->run(inputs); }
+
+std::map<std::string, Tensor> OnnxModel::run(const std::map<std::string, Tensor>& named) {
+  std::vector<Tensor> in;
+  for (const auto& d : impl_->inputs) {
+    auto it = named.find(d.name);
+    if (it == named.end()) throw Error(ErrorKind::InvalidInput, impl_->model.path + ": missing input '" + d.name + "'");
+    in.push_back(it->second);
+  }
+  if (named.size() != in.size()) {
+    for (const auto& [name, t] : named) {
+      bool known = false;
+      for (const auto& d : impl_->inputs) known = known || d.name == name;
+      if (!known) throw Error(ErrorKind::InvalidInput, impl_->model.path + ": the model has no input '" + name + "'");
+    }
+  }
+  auto outs = impl_->run(in);
+  std::map<std::string, Tensor> result;
+  for (std::size_t i = 0; i < outs.size(); ++i) result[impl_->outputs[i].name] = std::move(outs[i]);
+  return result;
+}
+
+const Plan& OnnxModel::plan_for(const std::vector<Shape>& input_shapes) {
+  return impl_->plan(input_shapes, impl_->declared_dtypes());
+}
+
+PlanMemory OnnxModel::plan_memory(const std::vector<Shape>& input_shapes) { return plan_for(input_shapes).memory(); }
+
+void OnnxModel::clear_plans() {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  impl_->plans.clear();
+}
+
+}  // namespace qsmcore
