@@ -1,0 +1,12 @@
+// Each command family registers its subcommands on the root CLI11 app. Commands report errors
+// by throwing qsmcore::Error; main() prints "qsm: <message>" and exits 2.
+#pragma once
+#include <CLI/CLI.hpp>
+
+namespace qsmcore::cli {
+
+void register_onnx_commands(CLI::App& app);    // qsm onnx info|run
+void register_models_commands(CLI::App& app);  // qsm models, fetch, verify
+void register_demo_command(CLI::App& app);     // qsm demo
+
+}  // namespace qsmcore::cli

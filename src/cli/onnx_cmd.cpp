@@ -1,0 +1,135 @@
+// qsm onnx info|run: the generic commands for any ONNX file, with NumPy .npy files as array
+// I/O (what our users' Python tools read and write).
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <map>
+
+#include "cli/commands.h"
+#include "io/npy.h"
+#include "onnx/reader.h"
+#include "qsmcore/error.h"
+#include "qsmcore/onnx_model.h"
+#include "runtime/plan.h"
+
+namespace qsmcore::cli {
+namespace {
+
+std::string dims_string(const graph::ValueInfo& vi) {
+  if (!vi.has_shape) return "(unknown shape)";
+  std::string s = "[";
+  for (std::size_t i = 0; i < vi.dims.size(); ++i) {
+    if (i) s += ", ";
+    s += vi.dims[i].value >= 0 ? std::to_string(vi.dims[i].value) : (vi.dims[i].param.empty() ? "?" : vi.dims[i].param);
+  }
+  return s + "]";
+}
+
+std::string mib(std::int64_t bytes) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.1f MiB", static_cast<double>(bytes) / (1024.0 * 1024.0));
+  return buf;
+}
+
+void info(const std::string& path) {
+  const graph::Model m = onnx::read_model(path);
+  std::printf("model: %s\n", path.c_str());
+  std::printf("producer: %s %s, ir_version %lld\n", m.producer_name.c_str(), m.producer_version.c_str(),
+              static_cast<long long>(m.ir_version));
+  std::printf("opsets:");
+  for (const auto& [d, v] : m.opsets) std::printf(" %s=%lld", d.empty() ? "ai.onnx" : d.c_str(), static_cast<long long>(v));
+  std::printf("\ninputs:\n");
+  for (const auto& vi : m.graph.inputs) std::printf("  %s: %s %s\n", vi.name.c_str(), dtype_name(vi.dtype), dims_string(vi).c_str());
+  std::printf("outputs:\n");
+  for (const auto& vi : m.graph.outputs) std::printf("  %s: %s %s\n", vi.name.c_str(), dtype_name(vi.dtype), dims_string(vi).c_str());
+  std::uint64_t bytes = 0, params = 0;
+  for (const auto& init : m.graph.initializers) {
+    bytes += init.nbytes();
+    params += static_cast<std::uint64_t>(numel(init.dims));
+  }
+  std::printf("parameters: %llu (%llu bytes in %zu initializers)\n", static_cast<unsigned long long>(params),
+              static_cast<unsigned long long>(bytes), m.graph.initializers.size());
+  std::map<std::string, int> hist;
+  for (const auto& n : m.graph.nodes) ++hist[n.op_type];
+  std::printf("operators (%zu nodes):\n", m.graph.nodes.size());
+  for (const auto& [op, count] : hist) std::printf("  %-24s %d\n", op.c_str(), count);
+}
+
+struct RunArgs {
+  std::string model;
+  std::vector<std::string> ins;
+  std::string out_dir;
+  std::string backend = "onednn";
+  int threads = 0;
+};
+
+void run(const RunArgs& a) {
+  ModelOptions opts;
+  opts.backend = backend_from_string(a.backend);
+  opts.threads = a.threads;
+  reset_memory_peak();
+  const auto t0 = std::chrono::steady_clock::now();
+  OnnxModel model = OnnxModel::load(a.model, opts);
+  const auto t1 = std::chrono::steady_clock::now();
+  const std::int64_t resident = memory_current();
+  std::map<std::string, Tensor> inputs;
+  for (const auto& spec : a.ins) {
+    const auto eq = spec.find('=');
+    if (eq == std::string::npos || eq == 0)
+      throw Error(ErrorKind::InvalidInput, "--in expects NAME=FILE.npy, got '" + spec + "'");
+    inputs[spec.substr(0, eq)] = io::read_npy(spec.substr(eq + 1));
+  }
+  if (inputs.size() == 1 && model.inputs().size() == 1 && !inputs.count(model.inputs()[0].name)) {
+    throw Error(ErrorKind::InvalidInput, a.model + ": the model's input is '" + model.inputs()[0].name + "', not '" +
+                                             inputs.begin()->first + "'");
+  }
+  std::vector<Shape> shapes;
+  for (const auto& d : model.inputs()) {
+    auto it = inputs.find(d.name);
+    if (it != inputs.end()) shapes.push_back(it->second.shape());
+  }
+  const std::int64_t before_plan = memory_current();
+  const auto t2 = std::chrono::steady_clock::now();
+  auto outputs = model.run(inputs);
+  const auto t3 = std::chrono::steady_clock::now();
+  std::filesystem::create_directories(a.out_dir);
+  for (const auto& [name, t] : outputs) io::write_npy((std::filesystem::path(a.out_dir) / (name + ".npy")).string(), t);
+  const double load_s = std::chrono::duration<double>(t1 - t0).count();
+  const double run_s = std::chrono::duration<double>(t3 - t2).count();
+  std::printf("backend %s, %d thread(s)\n", to_string(model.options().backend), model.options().threads);
+  std::printf("load %.3f s, first run (plan + run) %.3f s\n", load_s, run_s);
+  if (shapes.size() == model.inputs().size()) {
+    const PlanMemory pm = model.plan_memory(shapes);
+    std::printf("predicted run memory %s (arena %s, scratch %s, outputs %s; packed weights %s)\n",
+                mib(pm.run_peak_bytes()).c_str(), mib(pm.arena_bytes).c_str(), mib(pm.scratch_bytes).c_str(),
+                mib(pm.io_bytes).c_str(), mib(pm.packed_weight_bytes).c_str());
+  }
+  std::printf("resident model %s; accounted peak %s (above inputs: %s); process peak RSS %s\n", mib(resident).c_str(),
+              mib(memory_peak()).c_str(), mib(memory_peak() - before_plan + resident).c_str(),
+              mib(process_hwm_bytes()).c_str());
+  for (const auto& [name, t] : outputs)
+    std::printf("wrote %s/%s.npy %s\n", a.out_dir.c_str(), name.c_str(), shape_to_string(t.shape()).c_str());
+}
+
+}  // namespace
+
+void register_onnx_commands(CLI::App& app) {
+  auto* onnx = app.add_subcommand("onnx", "Inspect or run any ONNX file");
+  onnx->require_subcommand(1);
+
+  auto* info_cmd = onnx->add_subcommand("info", "Inputs, outputs, operators, parameters and opsets of a model");
+  auto info_path = std::make_shared<std::string>();
+  info_cmd->add_option("model", *info_path, "ONNX file")->required();
+  info_cmd->callback([info_path] { info(*info_path); });
+
+  auto* run_cmd = onnx->add_subcommand("run", "Run a model on .npy inputs, writing DIR/<output>.npy");
+  auto args = std::make_shared<RunArgs>();
+  run_cmd->add_option("model", args->model, "ONNX file")->required();
+  run_cmd->add_option("--in", args->ins, "NAME=FILE.npy (repeat per input)")->required();
+  run_cmd->add_option("--out", args->out_dir, "output folder")->required();
+  run_cmd->add_option("--backend", args->backend, "onednn | reference")->check(CLI::IsMember({"onednn", "reference"}));
+  run_cmd->add_option("--threads", args->threads, "threads (default: all cores)");
+  run_cmd->callback([args] { run(*args); });
+}
+
+}  // namespace qsmcore::cli
