@@ -3,7 +3,9 @@
 #pragma once
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <string>
 
@@ -44,5 +46,25 @@ class TempDir {
  private:
   std::filesystem::path path_;
 };
+
+/// Runs a Python script with the system interpreter (which has numpy, onnx and torch) in
+/// `cwd`. Returns false, after a test failure unless QSM_ALLOW_MISSING_DATA=1, when the
+/// interpreter or a module it imports is missing; the script's own failures are test failures.
+inline bool run_python(const std::string& script, const std::filesystem::path& cwd, const std::string& needs) {
+  const char* py = "/usr/bin/python3";
+  const std::string probe = std::string(py) + " -c 'import " + needs + "' >/dev/null 2>&1";
+  if (std::system(probe.c_str()) != 0) {
+    const char* allow = std::getenv("QSM_ALLOW_MISSING_DATA");
+    if (allow == nullptr || std::string(allow) != "1")
+      ADD_FAILURE() << py << " cannot import " << needs << " (set QSM_ALLOW_MISSING_DATA=1 to skip)";
+    return false;
+  }
+  const auto file = cwd / "script.py";
+  std::ofstream(file) << script;
+  const std::string cmd = "cd '" + cwd.string() + "' && " + py + " script.py";
+  const int rc = std::system(cmd.c_str());
+  EXPECT_EQ(rc, 0) << "python failed:\n" << script;
+  return rc == 0;
+}
 
 }  // namespace qsmtest
