@@ -221,8 +221,6 @@ std::uint64_t tensor_nbytes(const TensorProtoView& v, DType t) {
   return n;
 }
 
-bool has_inline_values(const TensorProtoView& v) { return !v.has_raw && !v.external; }
-
 Tensor decode_tensor(const TensorProtoView& v, MemCategory cat) {
   const DType t = tensor_dtype(v);
   const std::uint64_t nbytes = tensor_nbytes(v, t);
@@ -262,7 +260,7 @@ Tensor decode_tensor(const TensorProtoView& v, MemCategory cat) {
     if (fixed32 || fixed64) {
       // Packed fixed-width values are already the little-endian element bytes.
       const std::size_t len = run.end() - run.pos();
-      std::memcpy(dst + i * dtype_size(t), run.base() + run.pos(), len);
+      if (len) std::memcpy(dst + i * dtype_size(t), run.base() + run.pos(), len);  // dst is null when empty
       i += len / dtype_size(t);
     } else {
       while (!run.at_end()) store(dst, i++, t, run.read_varint());

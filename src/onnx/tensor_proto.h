@@ -46,7 +46,5 @@ std::uint64_t tensor_nbytes(const TensorProtoView& v, DType t);
 /// An owned tensor from the in-file data (raw_data copied, or typed values decoded); throws
 /// for external data, which the caller resolves. Empty tensors without data are allowed.
 Tensor decode_tensor(const TensorProtoView& v, MemCategory cat);
-/// True when the values live in typed fields (or nowhere, for an empty tensor).
-bool has_inline_values(const TensorProtoView& v);
 
 }  // namespace qsmcore::onnx

@@ -127,6 +127,8 @@ TEST(Reader, TypedFieldsOfEveryDtype) {
   p.initializers.push_back(w::tensor_header("u64", 13, {1}).packed_varints(11, {-1}));
   p.initializers.push_back(w::tensor_header("scalar", 1, {}).f32(4, 7.0f));
   p.initializers.push_back(w::tensor_header("empty", 1, {0, 3}));
+  // Found by the fuzzer: an empty packed run into an empty tensor (no storage to copy into).
+  p.initializers.push_back(w::tensor_header("empty_run", 1, {0}).packed_fixed(4, std::vector<float>{}));
   p.inputs.push_back(w::value_info("a", 1, {1}));
   p.outputs.push_back(w::value_info("y", 1, {1}));
   const auto bytes = w::model(w::graph(p)).bytes;
@@ -152,6 +154,7 @@ TEST(Reader, TypedFieldsOfEveryDtype) {
   EXPECT_EQ(s.rank(), 0);
   EXPECT_EQ(s.to_float_vector(), (std::vector<float>{7.0f}));
   EXPECT_EQ(get("empty").numel(), 0);
+  EXPECT_EQ(get("empty_run").numel(), 0);
 }
 
 // Files written before AttributeProto.type existed: the kind comes from the field that is set.
