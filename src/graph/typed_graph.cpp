@@ -118,7 +118,11 @@ TypedGraph build_typed_graph(const Model& model, const ConstantTable& constants,
   };
   for (std::size_t i = 0; i < g.inputs.size(); ++i) {
     const DType dt = i < input_dtypes.size() ? input_dtypes[i] : g.inputs[i].dtype;
-    check_input_shape(g.inputs[i], input_shapes[i], dt);
+    try {
+      check_input_shape(g.inputs[i], input_shapes[i], dt);
+    } catch (const Error& e) {
+      throw Error(e.kind(), model.path + ": " + e.what());
+    }
     TValue v;
     v.name = g.inputs[i].name;
     v.dtype = dt;

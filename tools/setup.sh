@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Installs every dependency from Debian bookworm and npm, then builds qsmcore (Release) into
+# build/. Idempotent: safe to run again.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+SUDO=""
+[ "$(id -u)" = 0 ] || SUDO=sudo
+pkgs=(cmake ninja-build g++ pkg-config git
+  libdnnl-dev libfftw3-dev libnifti2-dev libcli11-dev nlohmann-json3-dev libssl-dev
+  libcurl4-openssl-dev libpng-dev libgtest-dev libgmock-dev libbenchmark-dev
+  python3-torch python3-onnx python3-numpy)
+command -v node >/dev/null && command -v npm >/dev/null || pkgs+=(nodejs npm)
+missing=()
+for p in "${pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
+if [ ${#missing[@]} -gt 0 ]; then
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+# onnxruntime-node's install script downloads GPU binaries (fails offline); the CPU library
+# ships in the package, so skip scripts.
+if [ ! -f node_modules/onnxruntime-node/package.json ]; then
+  npm install --ignore-scripts --no-audit --no-fund --loglevel=error
+fi
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+ninja -C build

@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# The README's second command: set up, generate the test data (ONNX conformance cases,
+# reduced architecture twins, parity test networks) and run the whole suite with ctest.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash tools/setup.sh
+data=build/testdata
+mkdir -p "$data"
+[ -d "$data/onnx-cases/node" ] || bash tools/conformance/generate.sh "$data/onnx-cases"
+[ -f "$data/testnets/manifest.json" ] || /usr/bin/python3 tools/testnets/export_testnets.py --out "$data/testnets"
+[ -f "$data/twins/manifest.json" ] || tools/twins/make --out "$data/twins"
+export QSM_ONNX_CASES="$PWD/$data/onnx-cases/node"
+export QSM_TESTNETS_DIR="$PWD/$data/testnets"
+export QSM_TWINS_DIR="$PWD/$data/twins"
+export QSM_ORT_RUNNER="$PWD/tools/ort/run.js"
+ctest --test-dir build --output-on-failure -j2 "$@"
