@@ -7,7 +7,7 @@ bash tools/setup.sh
 data=build/testdata
 mkdir -p "$data"
 [ -d "$data/onnx-cases/node" ] || bash tools/conformance/generate.sh "$data/onnx-cases"
-[ -f "$data/testnets/manifest.json" ] || /usr/bin/python3 tools/testnets/export_testnets.py --out "$data/testnets"
+[ -f "$data/testnets/unet3d_b16.onnx" ] || /usr/bin/python3 tools/testnets/export_testnets.py --out "$data/testnets" >/dev/null
 [ -f "$data/twins/manifest.json" ] || tools/twins/make --out "$data/twins"
 export QSM_ONNX_CASES="$PWD/$data/onnx-cases/node"
 export QSM_TESTNETS_DIR="$PWD/$data/testnets"

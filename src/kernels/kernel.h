@@ -54,6 +54,9 @@ class Kernel {
   /// Index of the input whose bytes output 0 may share (the planner aliases them when that
   /// input has no later reader and the layouts match), or -1.
   virtual int inplace_input() const { return -1; }
+  /// False for inputs the kernel never reads at run time (constants it packed at plan time),
+  /// so the plan can release their plain copies.
+  virtual bool reads_input(std::size_t /*i*/) const { return true; }
   /// Backend/implementation name for profiles ("ref", "onednn:jit:avx2", ...).
   virtual std::string impl_name() const = 0;
 };

@@ -160,6 +160,19 @@ void Plan::schedule(const graph::TypedGraph& g, kernels::Backend* be) {
     outputs_.push_back(out);
   }
   for (int t : g.inputs) inputs_.push_back(primary(t));
+
+  // Constants every reader packed at plan time (BN-folded weights, say) are not needed at run
+  // time: release the plan's plain copy so weights are held once.
+  std::vector<bool> read(values_.size(), false);
+  for (const auto& st : steps_)
+    for (std::size_t i = 0; i < st.in.size(); ++i)
+      if (st.in[i] >= 0 && st.kernel->reads_input(i)) read[static_cast<std::size_t>(st.in[i])] = true;
+  for (std::size_t v = 0; v < values_.size(); ++v) {
+    if (values_[v].storage == Storage::Constant && !read[v]) {
+      values_[v].constant.reset();
+      values_[v].storage = Storage::Absent;
+    }
+  }
 }
 
 void Plan::assign_offsets() {

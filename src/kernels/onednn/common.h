@@ -37,6 +37,7 @@ class PrimitiveKernel : public Kernel {
   std::size_t scratch_bytes() const override { return scratch_bytes_; }
   std::int64_t packed_bytes() const override { return packed_bytes_; }
   std::string impl_name() const override { return impl_; }
+  bool reads_input(std::size_t i) const override { return i < in_binds_.size() && in_binds_[i].arg >= 0; }
 
  protected:
   struct Bind {

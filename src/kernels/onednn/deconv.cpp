@@ -1,0 +1,274 @@
+// ConvTranspose on oneDNN. oneDNN 2.6 has no fast blocked implementation of the U-Net's
+// upsampling deconvolution (kernel 2, stride 2), so that case has its own path: with stride
+// equal to the kernel, every output voxel receives exactly one tap, and output sub-lattice
+// (a, b, c) is a 1x1 convolution of the input with W[:, :, a, b, c]. One 1x1 conv with all
+// 2^d sub-lattices stacked as output channels runs on oneDNN's fast jit kernel into a scratch
+// tensor, and a copy of 8-channel vectors scatters it into the blocked output. Other shapes
+// use deconvolution_forward. Both fuse activations; the general path also fuses Sum.
+#include <omp.h>
+
+#include <cstring>
+
+#include "graph/conv_geometry.h"
+#include "kernels/onednn/common.h"
+#include "qsmcore/error.h"
+
+namespace qsmcore::kernels::onednn {
+namespace {
+
+using dt = memory::data_type;
+using tag = memory::format_tag;
+
+tag blocked_tag(std::size_t rank, int blk) {
+  if (blk == 16) return rank == 3 ? tag::aBc16b : rank == 4 ? tag::aBcd16b : tag::aBcde16b;
+  return rank == 3 ? tag::aBc8b : rank == 4 ? tag::aBcd8b : tag::aBcde8b;
+}
+
+/// The channel block oneDNN's convolutions use on this CPU (8 with AVX2, 16 with AVX-512),
+/// asked once of a typical 3x3x3 conv: our output must match it or every deconv would be
+/// followed by a reorder.
+int native_block() {
+  static const int blk = [] {
+    try {
+      const memory::dims x{1, 32, 8, 8, 8}, w{32, 32, 3, 3, 3}, one{1, 1, 1}, zero{0, 0, 0};
+      dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
+                                        memory::desc(x, dt::f32, tag::any), memory::desc(w, dt::f32, tag::any),
+                                        memory::desc(x, dt::f32, tag::any), one, zero, one, one);
+      dnnl::convolution_forward::primitive_desc pd(d, engine());
+      const auto& b = pd.dst_desc().data.format_desc.blocking;
+      if (pd.dst_desc().data.format_kind == dnnl_blocked && b.inner_nblks == 1 && b.inner_idxs[0] == 1 && b.inner_blks[0] == 16)
+        return 16;
+    } catch (const dnnl::error&) {
+    }
+    return 8;
+  }();
+  return blk;
+}
+
+class DeconvKernel final : public PrimitiveKernel {
+ public:
+  DeconvKernel(const graph::TypedGraph& g, const graph::TNode& n, const graph::ConvGeometry& geo, LayoutDecision& dec) {
+    const auto& x = value(g, n.in[0]);
+    const auto& w = value(g, n.in[1]);
+    const auto& y = value(g, n.out[0]);
+    const std::size_t rank = x.shape.size();
+    const std::int64_t groups = geo.group, c = x.shape[1], m = y.shape[1];
+    // ONNX weights are [C, M/g, k...]: oneDNN's (o, i, k...) dims read in "io" order.
+    memory::dims wdims;
+    memory::desc w_plain;
+    if (groups == 1) {
+      wdims = {m, c};
+      wdims.insert(wdims.end(), w.shape.begin() + 2, w.shape.end());
+      w_plain = memory::desc(wdims, dt::f32, rank == 3 ? tag::bac : rank == 4 ? tag::bacd : tag::bacde);
+    } else {
+      wdims = {groups, m / groups, c / groups};
+      wdims.insert(wdims.end(), w.shape.begin() + 2, w.shape.end());
+      w_plain = memory::desc(wdims, dt::f32, rank == 3 ? tag::acbd : rank == 4 ? tag::acbde : tag::acbdef);
+    }
+    memory::desc src_any(to_dims(x.shape), dt::f32, tag::any);
+    memory::desc dst_any(to_dims(y.shape), dt::f32, tag::any);
+    memory::desc w_any(wdims, dt::f32, tag::any);
+    const bool has_bias = n.in.size() > 2 && n.in[2] >= 0 && (n.post.empty() || n.post[0].sum_input != 2);
+    memory::desc b_md({m}, dt::f32, tag::a);
+    memory::dims strides, dil, pl, pr;
+    for (std::size_t i = 0; i < rank - 2; ++i) {
+      strides.push_back(geo.strides[i]);
+      dil.push_back(geo.dilations[i] - 1);
+      pl.push_back(geo.pads_begin[i]);
+      pr.push_back(geo.pads_end[i]);
+    }
+    using D = dnnl::deconvolution_forward;
+    const auto pk = dnnl::prop_kind::forward_inference;
+    const auto alg = dnnl::algorithm::deconvolution_direct;
+    auto desc = has_bias ? D::desc(pk, alg, src_any, w_any, b_md, dst_any, strides, dil, pl, pr)
+                         : D::desc(pk, alg, src_any, w_any, dst_any, strides, dil, pl, pr);
+    D::primitive_desc pd(desc, make_attr(n.post), engine());
+    set_primitive(D(pd), pd.scratchpad_desc(), pd.impl_info_str());
+    bind_constant(DNNL_ARG_WEIGHTS, *w.constant, w_plain, pd.weights_desc());
+    if (has_bias) bind_constant(DNNL_ARG_BIAS, *value(g, n.in[2]).constant, b_md, b_md);
+    const Layout dst_l = to_layout(pd.dst_desc(), y.shape);
+    dec.inputs.assign(n.in.size(), Layout{});
+    dec.inputs[0] = to_layout(pd.src_desc(), x.shape);
+    dec.outputs = {dst_l};
+    in_binds_.assign(n.in.size(), Bind{-1, {}});
+    in_binds_[0] = {DNNL_ARG_SRC, pd.src_desc()};
+    out_binds_ = {{DNNL_ARG_DST, pd.dst_desc()}};
+    for (const auto& p : n.post) {
+      if (p.kind != PostOp::Kind::Sum) continue;
+      sum_input_ = p.sum_input;
+      dec.inputs[static_cast<std::size_t>(p.sum_input)] = dst_l;  // the addend is read in dst's layout
+      dst_bytes_ = pd.dst_desc().get_size();
+    }
+  }
+  int inplace_input() const override { return sum_input_; }
+
+ protected:
+  void prepare(std::span<const Tensor> inputs, std::span<Tensor> outputs) override {
+    // The sum post-op accumulates into dst, which must hold the addend first.
+    if (sum_input_ < 0) return;
+    const Tensor& a = inputs[static_cast<std::size_t>(sum_input_)];
+    if (a.raw() != outputs[0].raw()) std::memcpy(outputs[0].raw(), a.raw(), dst_bytes_);
+  }
+
+ private:
+  int sum_input_ = -1;
+  std::size_t dst_bytes_ = 0;
+};
+
+constexpr std::size_t kAlign = 64;
+std::size_t align_up(std::size_t v) { return (v + kAlign - 1) / kAlign * kAlign; }
+
+/// Kernel 2 / stride 2 (no pads, dilation or groups): 1x1 conv to T = [N, S*Mp, D, H, W]
+/// (S = 2^d sub-lattices, Mp = M rounded up to the block B, channel s*Mp + m) in nC..Bc
+/// (B = the conv's native block), then scatter B-channel vectors.
+class Deconv2x2Kernel final : public PrimitiveKernel {
+ public:
+  Deconv2x2Kernel(const graph::TypedGraph& g, const graph::TNode& n, LayoutDecision& dec) {
+    const auto& x = value(g, n.in[0]);
+    const auto& w = value(g, n.in[1]);
+    const auto& y = value(g, n.out[0]);
+    const std::size_t rank = x.shape.size();
+    const int sp = static_cast<int>(rank) - 2;
+    n_ = x.shape[0];
+    c_ = x.shape[1];
+    m_ = y.shape[1];
+    blk_ = native_block();
+    mp_ = (m_ + blk_ - 1) / blk_ * blk_;
+    sd_ = sp == 3 ? 2 : 1;
+    sh_ = sp >= 2 ? 2 : 1;
+    in_d_ = sp == 3 ? x.shape[2] : 1;
+    in_h_ = sp >= 2 ? x.shape[rank - 2] : 1;
+    in_w_ = x.shape[rank - 1];
+    const std::int64_t subs = sd_ * sh_ * 2;
+
+    // Stacked 1x1 weights [subs*Mp, C, 1...] and bias; padding channels are zero.
+    Shape tw_shape{subs * mp_, c_};
+    tw_shape.resize(rank, 1);
+    std::vector<float> tw(static_cast<std::size_t>(subs * mp_ * c_), 0.0f);
+    const float* wsrc = w.constant->data<float>();  // [C, M, sd, sh, 2]
+    for (std::int64_t ci = 0; ci < c_; ++ci)
+      for (std::int64_t mi = 0; mi < m_; ++mi)
+        for (std::int64_t s = 0; s < subs; ++s)
+          tw[static_cast<std::size_t>((s * mp_ + mi) * c_ + ci)] = wsrc[(ci * m_ + mi) * subs + s];
+    const bool has_bias = n.in.size() > 2 && n.in[2] >= 0;
+    std::vector<float> tb(static_cast<std::size_t>(subs * mp_), 0.0f);
+    if (has_bias) {
+      const float* b = value(g, n.in[2]).constant->data<float>();
+      for (std::int64_t s = 0; s < subs; ++s)
+        for (std::int64_t mi = 0; mi < m_; ++mi) tb[static_cast<std::size_t>(s * mp_ + mi)] = b[mi];
+    }
+    Shape t_shape = x.shape;
+    t_shape[1] = subs * mp_;
+    t_md_ = memory::desc(to_dims(t_shape), dt::f32, blocked_tag(rank, blk_));
+    memory::desc src_any(to_dims(x.shape), dt::f32, tag::any);
+    memory::desc w_any(to_dims(tw_shape), dt::f32, tag::any);
+    memory::desc b_md({subs * mp_}, dt::f32, tag::a);
+    const memory::dims ones(static_cast<std::size_t>(sp), 1), zeros(static_cast<std::size_t>(sp), 0);
+    dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, src_any,
+                                      w_any, b_md, t_md_, ones, zeros, zeros, zeros);
+    dnnl::convolution_forward::primitive_desc pd(d, make_attr(n.post), engine());
+    set_primitive(dnnl::convolution_forward(pd), pd.scratchpad_desc(), pd.impl_info_str());
+    impl_ = "qsm:deconv2x2+" + impl_;
+    conv_scratch_ = scratch_bytes_;
+    t_bytes_ = align_up(t_md_.get_size());
+    scratch_bytes_ = t_bytes_ + conv_scratch_;
+    const Tensor tw_t = Tensor::view(DType::F32, tw_shape, tw.data());
+    bind_constant(DNNL_ARG_WEIGHTS, tw_t, plain_desc(tw_shape), pd.weights_desc());
+    const Tensor tb_t = Tensor::view(DType::F32, {subs * mp_}, tb.data());
+    bind_constant(DNNL_ARG_BIAS, tb_t, b_md, b_md);
+    src_md_ = pd.src_desc();
+    dec.inputs.assign(n.in.size(), Layout{});
+    dec.inputs[0] = to_layout(src_md_, x.shape);
+    dec.outputs = {to_layout(memory::desc(to_dims(y.shape), dt::f32, blocked_tag(rank, blk_)), y.shape)};
+  }
+
+  void run(std::span<const Tensor> inputs, std::span<Tensor> outputs, ExecContext& ctx) override {
+    QSM_ASSERT(ctx.scratch_bytes >= scratch_bytes_, "scratch block smaller than a kernel's scratchpad");
+    float* t = reinterpret_cast<float*>(ctx.scratch);
+    std::unordered_map<int, memory> args;
+    args.emplace(DNNL_ARG_SRC, memory(src_md_, engine(), inputs[0].raw()));
+    args.emplace(DNNL_ARG_DST, memory(t_md_, engine(), t));
+    for (const auto& [arg, mem] : const_args_) args.emplace(arg, mem);
+    if (conv_scratch_ > 0) {
+      memory::desc smd({static_cast<memory::dim>(conv_scratch_)}, dt::u8, tag::a);
+      args.emplace(DNNL_ARG_SCRATCHPAD, memory(smd, engine(), ctx.scratch + t_bytes_));
+    }
+    prim_.execute(stream(), args);
+    stream().wait();
+    scatter(t, outputs[0].data<float>());
+  }
+
+ private:
+  // Y[n][mb][2d+a][2h+b][2w+c][B] = T[n][s(a,b,c)*Mp/B + mb][d][h][w][B].
+  void scatter(const float* t, float* y) const {
+    if (blk_ == 16) scatter_blk<16>(t, y);
+    else scatter_blk<8>(t, y);
+  }
+  template <int B>
+  void scatter_blk(const float* t, float* y) const {
+    const std::int64_t mb_count = mp_ / B, subs = sd_ * sh_ * 2;
+    const std::int64_t plane = in_d_ * in_h_ * in_w_ * B;  // one T channel block
+    const std::int64_t ow = in_w_ * 2, oh = in_h_ * sh_, od = in_d_ * sd_;
+    const std::int64_t rows = n_ * mb_count * in_d_ * in_h_;
+    const int real_last = static_cast<int>(m_ - (mb_count - 1) * B);
+#pragma omp parallel for schedule(static)
+    for (std::int64_t r = 0; r < rows; ++r) {
+      const std::int64_t h = r % in_h_, d = (r / in_h_) % in_d_, mb = (r / (in_h_ * in_d_)) % mb_count;
+      const std::int64_t bn = r / (in_h_ * in_d_ * mb_count);
+      const float* tbase = t + (bn * subs * mb_count + mb) * plane + (d * in_h_ + h) * in_w_ * B;
+      float* ybase = y + (bn * mb_count + mb) * od * oh * ow * B;
+      const bool pad_block = mb == mb_count - 1 && real_last < B;
+      for (std::int64_t a = 0; a < sd_; ++a)
+        for (std::int64_t b = 0; b < sh_; ++b) {
+          float* yrow = ybase + ((d * sd_ + a) * oh + h * sh_ + b) * ow * B;
+          const float* t0 = tbase + ((a * sh_ + b) * 2) * mb_count * plane;
+          const float* t1 = t0 + mb_count * plane;
+          for (std::int64_t wi = 0; wi < in_w_; ++wi)
+            for (int j = 0; j < B; ++j) {
+              yrow[wi * 2 * B + j] = t0[wi * B + j];
+              yrow[wi * 2 * B + B + j] = t1[wi * B + j];
+            }
+          if (pad_block) {
+            // Padding lanes got act(0) from the conv (e.g. sigmoid's 0.5): the layout wants zeros.
+            for (std::int64_t v = 0; v < ow; ++v)
+              for (int j = real_last; j < B; ++j) yrow[v * B + j] = 0.0f;
+          }
+        }
+    }
+  }
+
+  memory::desc src_md_, t_md_;
+  std::size_t t_bytes_ = 0, conv_scratch_ = 0;
+  int blk_ = 8;
+  std::int64_t n_ = 0, c_ = 0, m_ = 0, mp_ = 0, sd_ = 1, sh_ = 1, in_d_ = 1, in_h_ = 1, in_w_ = 1;
+};
+
+bool is_k2s2(const graph::TNode& n, const graph::ConvGeometry& geo, const Shape& x, const Shape& y) {
+  if (geo.group != 1) return false;
+  for (const auto& p : n.post)
+    if (p.kind == PostOp::Kind::Sum) return false;
+  for (std::size_t i = 0; i < geo.kernel.size(); ++i) {
+    if (geo.kernel[i] != 2 || geo.strides[i] != 2 || geo.dilations[i] != 1 || geo.pads_begin[i] != 0 || geo.pads_end[i] != 0)
+      return false;
+    if (y[i + 2] != 2 * x[i + 2]) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+std::unique_ptr<Kernel> make_deconv(const graph::TypedGraph& g, const graph::TNode& n, const std::vector<Layout>&,
+                                    LayoutDecision& dec) {
+  if (!all_f32(g, n) || n.in.size() < 2 || n.in[0] < 0 || n.in[1] < 0 || !value(g, n.in[1]).is_const()) return nullptr;
+  // Input 2 is the bias (constant) unless it is absent; a Sum addend sits at index >= 3.
+  if (n.in.size() > 2 && n.in[2] >= 0 && !value(g, n.in[2]).is_const()) return nullptr;
+  const auto& x = value(g, n.in[0]);
+  const auto& y = value(g, n.out[0]);
+  const auto rank = x.shape.size();
+  if (rank < 3 || rank > 5 || numel(x.shape) == 0 || numel(y.shape) == 0) return nullptr;
+  const auto geo = graph::conv_transpose_geometry(n.node, x.shape, value(g, n.in[1]).shape);
+  if (is_k2s2(n, geo, x.shape, y.shape)) return std::make_unique<Deconv2x2Kernel>(g, n, dec);
+  return std::make_unique<DeconvKernel>(g, n, geo, dec);
+}
+
+}  // namespace qsmcore::kernels::onednn

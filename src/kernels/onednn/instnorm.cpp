@@ -1,0 +1,138 @@
+// InstanceNormalization: oneDNN 2.6 has no primitive for it, so this is our own kernel. It
+// reads plain NC... tensors and, to keep a conv -> IN -> conv chain blocked, oneDNN's
+// channel-blocked layouts (nC[d][h]w8c / 16c) directly: there the lanes of a block are
+// channels, so one vector carries 8 or 16 independent statistics. Mean and variance are
+// two-pass and accumulated in double like the reference (planes of 64^3 voxels).
+#include <omp.h>
+
+#include <cmath>
+#include <string>
+
+#include "kernels/onednn/common.h"
+
+namespace qsmcore::kernels::onednn {
+namespace {
+
+constexpr int kLanes = 8;
+
+/// acc[j] += sum over g of f(x[g*L + j]); the fixed L-wide inner loop vectorises.
+template <int L = kLanes, class F>
+void lane_sums(const float* x, std::int64_t groups, double* acc, F f) {
+  for (std::int64_t g = 0; g < groups; ++g)
+    for (int j = 0; j < L; ++j) acc[j] += f(x[g * L + j], j);
+}
+
+class InstanceNormKernel final : public Kernel {
+ public:
+  /// blk: 0 for plain, else the channel block (8 or 16) of the layout.
+  InstanceNormKernel(const Shape& x, int blk, float eps) : blk_(blk), eps_(eps) {
+    n_ = x[0];
+    c_ = x[1];
+    spatial_ = numel(x) / (n_ * c_);
+  }
+  int inplace_input() const override { return 0; }
+  std::string impl_name() const override { return blk_ ? "qsm:instnorm:blocked" + std::to_string(blk_) : "qsm:instnorm:plain"; }
+
+  void run(std::span<const Tensor> in, std::span<Tensor> out, ExecContext&) override {
+    const float* x = in[0].data<float>();
+    const float* scale = in[1].data<float>();
+    const float* bias = in[2].data<float>();
+    float* y = out[0].data<float>();
+    if (blk_ == 16) run_blocked<16>(x, scale, bias, y);
+    else if (blk_ == 8) run_blocked<8>(x, scale, bias, y);
+    else run_plain(x, scale, bias, y);
+  }
+
+ private:
+  void run_plain(const float* x, const float* scale, const float* bias, float* y) const {
+    const std::int64_t planes = n_ * c_, s = spatial_, groups = s / kLanes, tail = groups * kLanes;
+#pragma omp parallel for schedule(dynamic, 1)
+    for (std::int64_t p = 0; p < planes; ++p) {
+      const float* xp = x + p * s;
+      float* yp = y + p * s;
+      double acc[kLanes] = {};
+      lane_sums(xp, groups, acc, [](float v, int) { return static_cast<double>(v); });
+      double sum = 0;
+      for (double a : acc) sum += a;
+      for (std::int64_t i = tail; i < s; ++i) sum += xp[i];
+      const double mean = sum / static_cast<double>(s);
+      double q[kLanes] = {};
+      lane_sums(xp, groups, q, [mean](float v, int) { const double d = v - mean; return d * d; });
+      double var = 0;
+      for (double a : q) var += a;
+      for (std::int64_t i = tail; i < s; ++i) var += (xp[i] - mean) * (xp[i] - mean);
+      var /= static_cast<double>(s);
+      const std::int64_t ch = p % c_;
+      const float a = static_cast<float>(scale[ch] / std::sqrt(var + eps_));
+      const float b = static_cast<float>(bias[ch] - mean * a);
+      for (std::int64_t i = 0; i < s; ++i) yp[i] = xp[i] * a + b;
+    }
+  }
+
+  template <int L>
+  void run_blocked(const float* x, const float* scale, const float* bias, float* y) const {
+    const std::int64_t cb = (c_ + L - 1) / L, units = n_ * cb, s = spatial_;
+#pragma omp parallel for schedule(dynamic, 1)
+    for (std::int64_t u = 0; u < units; ++u) {
+      const float* xp = x + u * s * L;
+      float* yp = y + u * s * L;
+      const std::int64_t c0 = (u % cb) * L;
+      double mean[L] = {};
+      lane_sums<L>(xp, s, mean, [](float v, int) { return static_cast<double>(v); });
+      for (double& m : mean) m /= static_cast<double>(s);
+      double var[L] = {};
+      lane_sums<L>(xp, s, var, [&mean](float v, int j) { const double d = v - mean[j]; return d * d; });
+      float a[L], b[L];
+      for (int j = 0; j < L; ++j) {
+        // Lanes past C are the layout's padding: keep them zero for whoever reads them.
+        const bool real = c0 + j < c_;
+        a[j] = real ? static_cast<float>(scale[c0 + j] / std::sqrt(var[j] / static_cast<double>(s) + eps_)) : 0.0f;
+        b[j] = real ? static_cast<float>(bias[c0 + j] - mean[j] * a[j]) : 0.0f;
+      }
+      if (c0 + L <= c_) {
+        for (std::int64_t i = 0; i < s; ++i)
+          for (int j = 0; j < L; ++j) yp[i * L + j] = xp[i * L + j] * a[j] + b[j];
+      } else {
+        // Padding lanes may hold anything (even NaN): write zeros rather than x * 0.
+        const int real = static_cast<int>(c_ - c0);
+        for (std::int64_t i = 0; i < s; ++i)
+          for (int j = 0; j < L; ++j) yp[i * L + j] = j < real ? xp[i * L + j] * a[j] + b[j] : 0.0f;
+      }
+    }
+  }
+
+  int blk_;
+  float eps_;
+  std::int64_t n_ = 0, c_ = 0, spatial_ = 0;
+};
+
+/// The channel block (8 or 16) if a layout is oneDNN's nC..8c / nC..16c blocking of this
+/// shape (what convs write), else 0.
+int channel_block(const Layout& l, const Shape& s) {
+  if (l.plain()) return 0;
+  using tag = memory::format_tag;
+  const memory::desc md = desc_of(l, s);
+  const tag t8 = s.size() == 3 ? tag::aBc8b : s.size() == 4 ? tag::aBcd8b : tag::aBcde8b;
+  const tag t16 = s.size() == 3 ? tag::aBc16b : s.size() == 4 ? tag::aBcd16b : tag::aBcde16b;
+  if (md == memory::desc(to_dims(s), memory::data_type::f32, t8)) return 8;
+  if (md == memory::desc(to_dims(s), memory::data_type::f32, t16)) return 16;
+  return 0;
+}
+
+}  // namespace
+
+std::unique_ptr<Kernel> make_instnorm(const graph::TypedGraph& g, const graph::TNode& n, const std::vector<Layout>& producer,
+                                      LayoutDecision& dec) {
+  if (!all_f32(g, n) || n.in.size() != 3 || !n.post.empty()) return nullptr;
+  for (int v : n.in)
+    if (v < 0) return nullptr;
+  const auto& x = value(g, n.in[0]);
+  if (x.shape.size() < 3 || x.shape.size() > 5 || numel(x.shape) == 0) return nullptr;
+  const int blk = channel_block(producer[0], x.shape);
+  dec.inputs.assign(3, Layout{});
+  dec.inputs[0] = blk ? producer[0] : Layout{};
+  dec.outputs = {dec.inputs[0]};
+  return std::make_unique<InstanceNormKernel>(x.shape, blk, n.node.attrs.get_float("epsilon", 1e-5f));
+}
+
+}  // namespace qsmcore::kernels::onednn

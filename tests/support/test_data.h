@@ -1,0 +1,80 @@
+// Where the generated test data lives (set by tools/test.sh and .ci/run) and how the tests
+// talk to the reference engine (ONNX Runtime through node). A test whose data is missing fails
+// with the variable to set, unless QSM_ALLOW_MISSING_DATA=1 (then it is skipped, visibly).
+#pragma once
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <random>
+#include <string>
+
+#include "io/npy.h"
+#include "qsmcore/tensor.h"
+
+namespace qsmtest {
+
+/// Folder named by an environment variable, or "" when unset/missing.
+inline std::string data_dir(const char* var) {
+  const char* v = std::getenv(var);
+  if (v == nullptr || !std::filesystem::is_directory(v)) return "";
+  return v;
+}
+
+inline bool allow_missing_data() {
+  const char* v = std::getenv("QSM_ALLOW_MISSING_DATA");
+  return v != nullptr && std::string(v) == "1";
+}
+
+#define QSM_REQUIRE_DATA(dir, var)                                                       \
+  do {                                                                                   \
+    if ((dir).empty()) {                                                                 \
+      if (::qsmtest::allow_missing_data()) GTEST_SKIP() << var " is not set";            \
+      FAIL() << var " must name the generated test data folder (see tools/test.sh)";     \
+    }                                                                                    \
+  } while (0)
+
+/// Seeded standard-normal f32 tensor.
+inline qsmcore::Tensor random_tensor(const qsmcore::Shape& s, unsigned seed) {
+  qsmcore::Tensor t = qsmcore::Tensor::empty(qsmcore::DType::F32, s);
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  for (auto& v : t.span<float>()) v = nd(rng);
+  return t;
+}
+
+/// Runs ONNX Runtime (tools/ort/run.js via node) on named .npy inputs; returns the output
+/// folder. Fails the test on a non-zero exit.
+inline std::string run_ort(const std::string& model, const std::vector<std::pair<std::string, std::string>>& inputs,
+                           const std::string& out_dir, int threads = 2) {
+  const char* runner = std::getenv("QSM_ORT_RUNNER");
+  std::string cmd = std::string("node ") + (runner ? runner : QSM_SOURCE_DIR "/tools/ort/run.js") + " '" + model + "'";
+  for (const auto& [name, file] : inputs) cmd += " --in '" + name + "=" + file + "'";
+  cmd += " --out '" + out_dir + "' --threads " + std::to_string(threads) + " > '" + out_dir + ".log' 2>&1";
+  std::filesystem::create_directories(out_dir);
+  const int rc = std::system(cmd.c_str());
+  EXPECT_EQ(rc, 0) << "ONNX Runtime failed: " << cmd;
+  return out_dir;
+}
+
+/// max |a - b| / (max(b) - min(b)) over all elements; +inf when shapes differ.
+inline double relative_max_error(const qsmcore::Tensor& a, const qsmcore::Tensor& b) {
+  if (a.shape() != b.shape() || a.dtype() != qsmcore::DType::F32 || b.dtype() != qsmcore::DType::F32) return INFINITY;
+  float lo = INFINITY, hi = -INFINITY;
+  for (float v : b.span<float>()) {
+    lo = std::min(lo, v);
+    hi = std::max(hi, v);
+  }
+  double worst = 0.0;
+  const float* pa = a.data<float>();
+  const float* pb = b.data<float>();
+  for (std::int64_t i = 0; i < a.numel(); ++i) {
+    const double d = std::fabs(static_cast<double>(pa[i]) - pb[i]);
+    if (!(d <= worst)) worst = d;  // NaN propagates as a failure
+  }
+  const double range = hi > lo ? hi - lo : 1.0;
+  return worst / range;
+}
+
+}  // namespace qsmtest
