@@ -1,0 +1,492 @@
+// oneDNN kernels for pooling, concat, normalisation, ConvTranspose, softmax and matmul against
+// the reference backend: small in-memory ONNX models, seeded random inputs, outputs compared
+// within 1e-5 of their range; each case also checks that the oneDNN kernel really ran (a
+// silent fallback to the reference would make the comparison vacuous).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <random>
+
+#include "onnx/onnx_writer.h"
+#include "qsmcore/onnx_model.h"
+#include "runtime/plan.h"
+
+using namespace qsmtest::onnxw;
+using qsmcore::Backend;
+using qsmcore::DType;
+using qsmcore::OnnxModel;
+using qsmcore::Shape;
+using qsmcore::Tensor;
+
+namespace {
+
+std::vector<float> random_values(std::int64_t n, unsigned seed, float lo = -1.0f, float hi = 1.0f) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> d(lo, hi);
+  std::vector<float> v(static_cast<std::size_t>(n));
+  for (auto& x : v) x = d(rng);
+  return v;
+}
+
+/// A model under construction: inputs get random data of a fixed shape.
+struct Net {
+  GraphParts p;
+  std::vector<Shape> in_shapes;
+  unsigned seed = 1;
+  std::int64_t opset = 17;
+
+  void input(const std::string& name, const Shape& s) {
+    p.inputs.push_back(value_info(name, 1, s));
+    in_shapes.push_back(s);
+  }
+  void output(const std::string& name) { p.outputs.push_back(value_info(name, 1, {})); }
+  void weight(const std::string& name, const Shape& s, float lo = -0.5f, float hi = 0.5f) {
+    p.initializers.push_back(float_tensor(name, s, random_values(qsmcore::numel(s), seed++, lo, hi)));
+  }
+  void add(const std::string& op, const std::vector<std::string>& in, const std::vector<std::string>& out,
+           const std::vector<Proto>& attrs = {}) {
+    p.nodes.push_back(node(op, in, out, out[0] + "_" + op, attrs));
+  }
+  /// Conv with k^d kernel, pads (k-1)/2, bias.
+  void conv(const std::string& x, const std::string& y, std::int64_t c, std::int64_t m, int dims = 3, std::int64_t k = 3) {
+    Shape w{m, c};
+    for (int i = 0; i < dims; ++i) w.push_back(k);
+    weight(y + "_w", w);
+    weight(y + "_b", {m});
+    add("Conv", {x, y + "_w", y + "_b"}, {y}, {attr_ints("pads", std::vector<std::int64_t>(2 * dims, (k - 1) / 2))});
+  }
+};
+
+OnnxModel load(const Net& n, Backend b) {
+  qsmcore::ModelOptions o;
+  o.backend = b;
+  o.threads = 2;
+  const Proto m = model(graph(n.p), n.opset);
+  return OnnxModel::load(m.bytes, o, "test.onnx");
+}
+
+/// Runs the net on both backends and compares; returns the oneDNN plan's impl names by op type.
+std::vector<std::pair<std::string, std::string>> compare(const Net& net, double rel_tol = 1e-5) {
+  std::vector<Tensor> inputs;
+  unsigned s = 1000;
+  for (const auto& shape : net.in_shapes) inputs.push_back(Tensor::from_vector(shape, random_values(qsmcore::numel(shape), s++)));
+  OnnxModel ref = load(net, Backend::Reference);
+  OnnxModel dnn = load(net, Backend::OneDnn);
+  const auto want = ref.run(inputs);
+  const auto got = dnn.run(inputs);
+  EXPECT_EQ(want.size(), got.size());
+  for (std::size_t o = 0; o < want.size() && o < got.size(); ++o) {
+    EXPECT_EQ(want[o].shape(), got[o].shape());
+    if (want[o].shape() != got[o].shape()) continue;
+    const float* a = want[o].data<float>();
+    const float* b = got[o].data<float>();
+    const auto [lo, hi] = std::minmax_element(a, a + want[o].numel());
+    const double tol = std::max(rel_tol * (*hi - *lo), 1e-7);
+    std::int64_t bad = 0, first = -1;
+    for (std::int64_t i = 0; i < want[o].numel(); ++i)
+      if (!(std::abs(double(a[i]) - double(b[i])) <= tol)) bad++, first = first < 0 ? i : first;
+    EXPECT_EQ(bad, 0) << "output " << o << ": first mismatch at " << first << ": ref " << a[first] << " onednn " << b[first];
+  }
+  std::vector<std::pair<std::string, std::string>> impls;
+  for (const auto& st : dnn.plan_for(net.in_shapes).steps()) {
+    // Reorders are recorded under their step name ("reorder:<value>") to tell edges from interior.
+    impls.emplace_back(st.op_type == "Reorder" ? st.name : st.op_type, st.kernel->impl_name());
+    if (std::getenv("QSM_TEST_DUMP_PLAN")) std::printf("  %-20s %-28s %s\n", st.op_type.c_str(), st.name.c_str(), st.kernel->impl_name().c_str());
+  }
+  return impls;
+}
+
+/// Expects every step of this op type to run on a non-reference kernel.
+void expect_onednn(const std::vector<std::pair<std::string, std::string>>& impls, const std::string& op) {
+  int seen = 0;
+  for (const auto& [type, impl] : impls) {
+    if (type != op) continue;
+    ++seen;
+    EXPECT_NE(impl, "ref") << op << " fell back to the reference kernel";
+  }
+  EXPECT_GT(seen, 0) << "no " << op << " step in the plan";
+}
+
+void expect_ref(const std::vector<std::pair<std::string, std::string>>& impls, const std::string& op) {
+  for (const auto& [type, impl] : impls) {
+    if (type == op) {
+      EXPECT_EQ(impl, "ref") << op << " should have been declined";
+    }
+  }
+}
+
+int count_op(const std::vector<std::pair<std::string, std::string>>& impls, const std::string& op) {
+  return static_cast<int>(std::count_if(impls.begin(), impls.end(), [&](const auto& p) { return p.first == op; }));
+}
+
+/// Reorders of anything but the graph input x and output y (the hot chain must not have any).
+int interior_reorders(const std::vector<std::pair<std::string, std::string>>& impls) {
+  return static_cast<int>(std::count_if(impls.begin(), impls.end(), [](const auto& p) {
+    return p.first.rfind("reorder:", 0) == 0 && p.first != "reorder:x" && p.first != "reorder:y";
+  }));
+}
+
+// ---- pooling ---------------------------------------------------------------------------------
+
+Net pool_net(const std::string& op, const Shape& x, const std::vector<Proto>& attrs, bool after_conv = true) {
+  Net n;
+  n.input("x", x);
+  if (after_conv) {
+    // A conv in front makes the pool read oneDNN's blocked layout.
+    n.conv("x", "c", x[1], 12, static_cast<int>(x.size()) - 2);
+    n.add(op, {"c"}, {"y"}, attrs);
+  } else {
+    n.add(op, {"x"}, {"y"}, attrs);
+  }
+  n.output("y");
+  return n;
+}
+
+TEST(OneDnnPool, MaxPool2Blocked3d) {
+  expect_onednn(compare(pool_net("MaxPool", {1, 3, 8, 10, 6}, {attr_ints("kernel_shape", {2, 2, 2}), attr_ints("strides", {2, 2, 2})})), "MaxPool");
+}
+
+TEST(OneDnnPool, MaxPoolPadsCeilMode) {
+  expect_onednn(compare(pool_net("MaxPool", {2, 5, 7, 9, 6},
+                                 {attr_ints("kernel_shape", {3, 3, 2}), attr_ints("strides", {2, 2, 2}),
+                                  attr_ints("pads", {1, 1, 0, 1, 0, 0}), attr_int("ceil_mode", 1)})),
+                "MaxPool");
+}
+
+TEST(OneDnnPool, MaxPoolDilated2dPlain) {
+  expect_onednn(compare(pool_net("MaxPool", {1, 3, 11, 12},
+                                 {attr_ints("kernel_shape", {3, 2}), attr_ints("dilations", {2, 3}), attr_ints("pads", {1, 0, 2, 1})},
+                                 false)),
+                "MaxPool");
+}
+
+TEST(OneDnnPool, MaxPoolWithIndicesDeclines) {
+  Net n;
+  n.input("x", {1, 2, 6, 6});
+  n.add("MaxPool", {"x"}, {"y", "i"}, {attr_ints("kernel_shape", {2, 2}), attr_ints("strides", {2, 2})});
+  n.output("y");
+  expect_ref(compare(n), "MaxPool");
+}
+
+TEST(OneDnnPool, AveragePoolExcludePad) {
+  expect_onednn(compare(pool_net("AveragePool", {1, 4, 7, 8, 9},
+                                 {attr_ints("kernel_shape", {3, 3, 3}), attr_ints("pads", {1, 1, 1, 1, 1, 1})})),
+                "AveragePool");
+}
+
+TEST(OneDnnPool, AveragePoolIncludePad) {
+  expect_onednn(compare(pool_net("AveragePool", {1, 4, 7, 8, 9},
+                                 {attr_ints("kernel_shape", {3, 3, 3}), attr_ints("strides", {2, 2, 2}),
+                                  attr_ints("pads", {1, 1, 1, 1, 1, 1}), attr_int("count_include_pad", 1)})),
+                "AveragePool");
+}
+
+TEST(OneDnnPool, AveragePoolCeilModeExcludePad) {
+  expect_onednn(compare(pool_net("AveragePool", {1, 3, 8, 7},
+                                 {attr_ints("kernel_shape", {3, 3}), attr_ints("strides", {2, 2}), attr_int("ceil_mode", 1)})),
+                "AveragePool");
+}
+
+TEST(OneDnnPool, AveragePoolCeilModeIncludePadStillCorrect) {
+  // The ceil overflow is not counted by ONNX but would be by oneDNN: declined, still correct.
+  const auto impls = compare(pool_net("AveragePool", {1, 3, 8, 7},
+                                      {attr_ints("kernel_shape", {3, 3}), attr_ints("strides", {2, 2}), attr_int("ceil_mode", 1),
+                                       attr_ints("pads", {1, 1, 1, 1}), attr_int("count_include_pad", 1)}));
+  expect_ref(impls, "AveragePool");
+}
+
+TEST(OneDnnPool, AveragePoolDilated) {
+  expect_onednn(compare(pool_net("AveragePool", {1, 2, 9, 10},
+                                 {attr_ints("kernel_shape", {2, 3}), attr_ints("dilations", {2, 2}), attr_ints("pads", {1, 1, 1, 1})},
+                                 false)),
+                "AveragePool");
+}
+
+TEST(OneDnnPool, GlobalPools) {
+  expect_onednn(compare(pool_net("GlobalAveragePool", {2, 3, 6, 7, 5}, {})), "GlobalAveragePool");
+  expect_onednn(compare(pool_net("GlobalMaxPool", {2, 3, 6, 7, 5}, {})), "GlobalMaxPool");
+  expect_onednn(compare(pool_net("GlobalAveragePool", {1, 5, 9, 4}, {}, false)), "GlobalAveragePool");
+}
+
+// ---- concat ----------------------------------------------------------------------------------
+
+TEST(OneDnnConcat, BlockedChannelsNotMultipleOf8) {
+  // 12 + 5 + plain 3 channels: blocked sources with padded last blocks.
+  Net n;
+  n.input("x", {1, 3, 6, 5, 7});
+  n.conv("x", "a", 3, 12);
+  n.conv("x", "b", 3, 5);
+  n.add("Concat", {"a", "b", "x"}, {"c"}, {attr_int("axis", 1)});
+  n.conv("c", "y", 20, 6);
+  n.output("y");
+  expect_onednn(compare(n), "Concat");
+}
+
+TEST(OneDnnConcat, BlockedOutputAndSpatialAxis) {
+  Net n;
+  n.input("x", {1, 4, 6, 5, 7});
+  n.conv("x", "a", 4, 8);
+  n.conv("x", "b", 4, 8);
+  n.add("Concat", {"a", "b"}, {"c"}, {attr_int("axis", 1)});
+  n.add("Concat", {"a", "b"}, {"d"}, {attr_int("axis", -2)});
+  n.output("c");
+  n.output("d");
+  expect_onednn(compare(n), "Concat");
+}
+
+TEST(OneDnnConcat, PlainWithConstant) {
+  Net n;
+  n.input("x", {2, 3, 4});
+  n.weight("k", {2, 2, 4});
+  n.add("Concat", {"x", "k"}, {"y"}, {attr_int("axis", 1)});
+  n.output("y");
+  expect_onednn(compare(n), "Concat");
+}
+
+// ---- normalisation ---------------------------------------------------------------------------
+
+void bn_weights(Net& n, const std::string& p, std::int64_t c) {
+  n.weight(p + "_s", {c}, 0.5f, 1.5f);
+  n.weight(p + "_b", {c});
+  n.weight(p + "_m", {c});
+  n.weight(p + "_v", {c}, 0.2f, 2.0f);
+}
+
+TEST(OneDnnNorm, BatchNormAfterPoolBlocked) {
+  // BN after a pool is not folded into a conv.
+  Net n;
+  n.input("x", {1, 3, 8, 8, 6});
+  n.conv("x", "c", 3, 11);
+  n.add("MaxPool", {"c"}, {"p"}, {attr_ints("kernel_shape", {2, 2, 2}), attr_ints("strides", {2, 2, 2})});
+  bn_weights(n, "bn", 11);
+  n.add("BatchNormalization", {"p", "bn_s", "bn_b", "bn_m", "bn_v"}, {"y"}, {attr_float("epsilon", 1e-3f)});
+  n.output("y");
+  expect_onednn(compare(n), "BatchNormalization");
+}
+
+TEST(OneDnnNorm, BatchNormPlain) {
+  Net n;
+  n.input("x", {2, 5, 7, 3});
+  bn_weights(n, "bn", 5);
+  n.add("BatchNormalization", {"x", "bn_s", "bn_b", "bn_m", "bn_v"}, {"y"});
+  n.output("y");
+  expect_onednn(compare(n), "BatchNormalization");
+}
+
+TEST(OneDnnNorm, InstanceNormPlain) {
+  Net n;
+  n.input("x", {2, 3, 5, 7, 9});
+  n.weight("s", {3}, 0.5f, 1.5f);
+  n.weight("b", {3});
+  n.add("InstanceNormalization", {"x", "s", "b"}, {"y"});
+  n.output("y");
+  expect_onednn(compare(n), "InstanceNormalization");
+}
+
+TEST(OneDnnNorm, InstanceNormBlockedPaddedChannels) {
+  Net n;
+  n.input("x", {2, 3, 5, 6, 7});
+  n.conv("x", "c", 3, 12);
+  n.weight("s", {12}, 0.5f, 1.5f);
+  n.weight("b", {12});
+  n.add("InstanceNormalization", {"c", "s", "b"}, {"i"}, {attr_float("epsilon", 1e-4f)});
+  n.add("Relu", {"i"}, {"r"});
+  n.conv("r", "y", 12, 4);
+  n.output("y");
+  const auto impls = compare(n);
+  expect_onednn(impls, "InstanceNormalization");
+  EXPECT_EQ(interior_reorders(impls), 0);
+}
+
+// ---- ConvTranspose ---------------------------------------------------------------------------
+
+Net deconv_net(const Shape& x, std::int64_t m, const std::vector<std::int64_t>& k, const std::vector<Proto>& attrs,
+               const std::string& act = "", std::int64_t group = 1, bool bias = true, bool conv_first = true) {
+  Net n;
+  n.input("x", x);
+  std::string src = "x";
+  std::int64_t c = x[1];
+  if (conv_first) {
+    n.conv("x", "c", x[1], 16, static_cast<int>(x.size()) - 2);
+    src = "c";
+    c = 16;
+  }
+  Shape w{c, m / group};
+  w.insert(w.end(), k.begin(), k.end());
+  n.weight("w", w);
+  std::vector<std::string> in{src, "w"};
+  if (bias) {
+    n.weight("b", {m});
+    in.push_back("b");
+  }
+  auto a = attrs;
+  if (group > 1) a.push_back(attr_int("group", group));
+  n.add("ConvTranspose", in, {act.empty() ? "y" : "d"}, a);
+  if (!act.empty()) n.add(act, {"d"}, {"y"});
+  n.output("y");
+  return n;
+}
+
+TEST(OneDnnDeconv, K2S2FastPath3dRelu) {
+  const auto impls = compare(deconv_net({1, 3, 5, 6, 7}, 8, {2, 2, 2}, {attr_ints("strides", {2, 2, 2})}, "Relu"));
+  expect_onednn(impls, "ConvTranspose");
+  for (const auto& [op, impl] : impls) {
+    if (op == "ConvTranspose") {
+      EXPECT_NE(impl.find("deconv2x2"), std::string::npos) << impl;
+    }
+  }
+  EXPECT_EQ(count_op(impls, "Relu"), 0);  // fused
+}
+
+TEST(OneDnnDeconv, K2S2ChannelsNotMultipleOf8Sigmoid) {
+  // Sigmoid(0) = 0.5 in the padding lanes must not leak into the output.
+  expect_onednn(compare(deconv_net({2, 3, 3, 4, 5}, 5, {2, 2, 2}, {attr_ints("strides", {2, 2, 2})}, "Sigmoid")), "ConvTranspose");
+  expect_onednn(compare(deconv_net({1, 6, 3, 4, 5}, 13, {2, 2, 2}, {attr_ints("strides", {2, 2, 2})}, "", 1, false, false)),
+                "ConvTranspose");
+}
+
+TEST(OneDnnDeconv, K2S2TwoAndOneDim) {
+  expect_onednn(compare(deconv_net({1, 4, 6, 7}, 12, {2, 2}, {attr_ints("strides", {2, 2})})), "ConvTranspose");
+  expect_onednn(compare(deconv_net({2, 4, 9}, 3, {2}, {attr_ints("strides", {2})}, "Tanh")), "ConvTranspose");
+}
+
+TEST(OneDnnDeconv, GeneralStridesPadsOutputPadding) {
+  expect_onednn(compare(deconv_net({1, 3, 4, 5, 3}, 6, {3, 3, 3},
+                                   {attr_ints("strides", {2, 2, 2}), attr_ints("pads", {1, 1, 1, 1, 1, 1}),
+                                    attr_ints("output_padding", {1, 0, 1})},
+                                   "LeakyRelu")),
+                "ConvTranspose");
+}
+
+TEST(OneDnnDeconv, GroupsAndDilation) {
+  expect_onednn(compare(deconv_net({1, 4, 5, 6}, 6, {3, 2}, {attr_ints("dilations", {2, 1}), attr_ints("strides", {1, 2})}, "", 2)),
+                "ConvTranspose");
+}
+
+TEST(OneDnnDeconv, SumPostOpThenRelu) {
+  // ConvTranspose + Add(skip) + Relu: Sum and activation fused, addend in dst's layout.
+  for (bool k2 : {true, false}) {
+    Net n;
+    n.input("x", {1, 4, 4, 5, 3});
+    n.input("s", {1, 8, 8, 10, 6});
+    n.conv("s", "skip", 8, 8);
+    n.conv("x", "c", 4, 16);
+    const std::int64_t k = k2 ? 2 : 4;
+    n.weight("w", {16, 8, k, k, k});
+    n.weight("b", {8});
+    std::vector<Proto> a{attr_ints("strides", {2, 2, 2})};
+    if (!k2) a.push_back(attr_ints("pads", {1, 1, 1, 1, 1, 1}));
+    n.add("ConvTranspose", {"c", "w", "b"}, {"d"}, a);
+    n.add("Add", {"d", "skip"}, {"e"});
+    n.add("Relu", {"e"}, {"y"});
+    n.output("y");
+    const auto impls = compare(n);
+    expect_onednn(impls, "ConvTranspose");
+    EXPECT_EQ(count_op(impls, "Add"), 0);
+  }
+}
+
+// ---- a U-Net-like chain: blocked layouts end to end ------------------------------------------
+
+TEST(OneDnnChain, ConvPoolDeconvConcatStaysBlocked) {
+  Net n;
+  n.input("x", {1, 2, 8, 12, 10});
+  n.conv("x", "e1", 2, 8);
+  n.add("Relu", {"e1"}, {"r1"});
+  n.add("MaxPool", {"r1"}, {"p1"}, {attr_ints("kernel_shape", {2, 2, 2}), attr_ints("strides", {2, 2, 2})});
+  n.conv("p1", "e2", 8, 16);
+  n.add("Relu", {"e2"}, {"r2"});
+  n.weight("up_w", {16, 8, 2, 2, 2});
+  n.weight("up_b", {8});
+  n.add("ConvTranspose", {"r2", "up_w", "up_b"}, {"u"}, {attr_ints("strides", {2, 2, 2})});
+  n.add("Concat", {"u", "r1"}, {"cat"}, {attr_int("axis", 1)});
+  n.conv("cat", "d1", 16, 8);
+  n.add("Relu", {"d1"}, {"r3"});
+  n.conv("r3", "y", 8, 1, 3, 1);
+  n.output("y");
+  const auto impls = compare(n);
+  for (const char* op : {"MaxPool", "ConvTranspose", "Concat", "Conv"}) expect_onednn(impls, op);
+  EXPECT_EQ(interior_reorders(impls), 0);
+}
+
+// ---- softmax ---------------------------------------------------------------------------------
+
+TEST(OneDnnSoftmax, AxesAndLog) {
+  for (const char* op : {"Softmax", "LogSoftmax"})
+    for (std::int64_t axis : {1, -1, 0}) {
+      Net n;
+      n.input("x", {3, 4, 5, 6});
+      n.add(op, {"x"}, {"y"}, {attr_int("axis", axis)});
+      n.output("y");
+      expect_onednn(compare(n), op);
+    }
+}
+
+TEST(OneDnnSoftmax, LegacyOpsetCoercesTo2d) {
+  for (const char* op : {"Softmax", "LogSoftmax"})
+    for (std::int64_t axis : {1, 2}) {
+      Net n;
+      n.opset = 11;
+      n.input("x", {2, 3, 4, 5});
+      n.add(op, {"x"}, {"y"}, {attr_int("axis", axis)});
+      n.output("y");
+      expect_onednn(compare(n), op);
+    }
+}
+
+// ---- matmul / gemm ---------------------------------------------------------------------------
+
+TEST(OneDnnMatMul, ConstantAndBatchedBroadcast) {
+  Net a;
+  a.input("x", {7, 12});
+  a.weight("w", {12, 9});
+  a.add("MatMul", {"x", "w"}, {"y"});
+  a.output("y");
+  expect_onednn(compare(a), "MatMul");
+
+  Net b;
+  b.input("x", {2, 3, 4, 5});
+  b.input("z", {3, 5, 6});
+  b.add("MatMul", {"x", "z"}, {"y"});
+  b.output("y");
+  expect_onednn(compare(b), "MatMul");
+
+  Net c;
+  c.input("x", {2, 3, 4, 5});
+  c.weight("w", {5, 6});
+  c.add("MatMul", {"x", "w"}, {"y"});
+  c.output("y");
+  expect_onednn(compare(c), "MatMul");
+}
+
+TEST(OneDnnMatMul, GemmVariants) {
+  struct V {
+    bool ta, tb;
+    float alpha, beta;
+    Shape c;
+    bool b_const;
+  };
+  for (const V& v : {V{false, false, 1.0f, 1.0f, {}, true}, V{true, false, 0.5f, 2.0f, {9}, true},
+                     V{false, true, 1.0f, 0.5f, {7, 9}, true}, V{true, true, 1.0f, 1.0f, {1, 9}, false},
+                     V{false, false, 1.0f, 1.0f, {7, 1}, false}}) {
+    Net n;
+    n.input("a", v.ta ? Shape{11, 7} : Shape{7, 11});
+    const Shape bs = v.tb ? Shape{9, 11} : Shape{11, 9};
+    if (v.b_const) n.weight("b", bs);
+    else n.input("b", bs);
+    std::vector<std::string> in{"a", "b"};
+    if (!v.c.empty()) {
+      n.weight("c", v.c);
+      in.push_back("c");
+    }
+    n.add("Gemm", in, {"y"},
+          {attr_int("transA", v.ta), attr_int("transB", v.tb), attr_float("alpha", v.alpha), attr_float("beta", v.beta)});
+    n.output("y");
+    expect_onednn(compare(n), "Gemm");
+  }
+}
+
+}  // namespace
