@@ -13,6 +13,7 @@ fi
 out="$1"
 mkdir -p "$out"
 out="$(cd "$out" && pwd)"
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 # Run from a neutral directory: a folder named 'onnx' in the caller's cwd would shadow the package.
 cd /
 QSM_GEN_OUT="$out" /usr/bin/python3 -c "
@@ -23,5 +24,8 @@ sys.argv = ['backend-test-tools', 'generate-data', '-o', os.environ['QSM_GEN_OUT
 from onnx.backend.test.cmd_tools import main
 main()
 "
+# Shape-like inputs (Reshape's shape, Slice's starts, ...) must be plan-time constants in
+# qsmcore; the node cases feed them as graph inputs, so freeze them into initializers.
+/usr/bin/python3 "$here/freeze_const_inputs.py" "$out/node"
 n=$(find "$out/node" -mindepth 1 -maxdepth 1 -type d | wc -l)
 echo "generated $n node cases in $out/node"

@@ -1,6 +1,6 @@
 // Helpers shared by the operator families: error reporting with the node's label, attribute and
 // constant-input reading, axis normalisation, dtype dispatch, multidirectional broadcasting and
-// float16/bfloat16 conversion.
+// float16/bfloat16 conversion (half.h).
 #pragma once
 #include <bit>
 #include <cstdint>
@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "graph/op_registry.h"
+#include "graph/ops/half.h"
 #include "qsmcore/error.h"
 
 namespace qsmcore::graph::ops {
@@ -25,15 +26,9 @@ using Inputs = std::vector<ValueType>;
 
 std::string ints_to_string(const std::vector<std::int64_t>& v);
 
-/// The default-domain opset the node was written against, when the IR carries it (a Node
-/// member `opset`); 0 = unknown, which callers treat as "latest". Only a few ops (Softmax,
-/// LogSoftmax) change meaning between versions without any visible difference in the node.
-template <class N>
-std::int64_t node_opset(const N& n) {
-  if constexpr (requires { n.opset; }) return static_cast<std::int64_t>(n.opset);
-  else if constexpr (requires { n.opset_version; }) return static_cast<std::int64_t>(n.opset_version);
-  else return 0;
-}
+/// The default-domain opset the node was written against (0 = unknown: treated as latest).
+/// Only a few ops (Softmax, LogSoftmax) change meaning between versions invisibly.
+inline std::int64_t node_opset(const Node& n) { return n.opset; }
 
 /// Maps axis in [-rank, rank-1] to [0, rank-1]; throws InvalidModel otherwise.
 std::int64_t normalize_axis(const Node& n, std::int64_t axis, std::int64_t rank, const char* what = "axis");
@@ -84,13 +79,6 @@ decltype(auto) dispatch_numeric(const Node& n, DType t, F&& f) {
     default: unsupported(n, std::string("dtype ") + dtype_name(t) + " is not supported");
   }
 }
-
-/// IEEE half <-> float (round to nearest even) and bfloat16 <-> float. float -> bfloat16
-/// truncates (NaN kept quiet), as the ONNX 1.12 reference and its Cast test data do.
-float half_to_float(std::uint16_t h);
-std::uint16_t float_to_half(float f);
-inline float bf16_to_float(std::uint16_t b) { return std::bit_cast<float>(static_cast<std::uint32_t>(b) << 16); }
-std::uint16_t float_to_bf16(float f);
 
 // ---- shapes and strides -------------------------------------------------------------------
 /// Row-major element strides.

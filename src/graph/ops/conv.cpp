@@ -11,48 +11,28 @@ namespace qsmcore::graph {
 namespace ops {
 namespace {
 
-struct ConvShapes {
-  std::int64_t n = 0, c = 0, m = 0, group = 1;
-  Window w;  // as_3d
-};
-
-std::vector<std::int64_t> kernel_of(const Node& n, const Shape& wshape) {
-  const Shape k(wshape.begin() + 2, wshape.end());
-  const auto attr = n.attrs.get_ints("kernel_shape", k);
-  if (attr != k) invalid(n, "kernel_shape " + ints_to_string(attr) + " does not match weight shape " + shape_to_string(wshape));
-  return k;
-}
-
 void check_inputs(const Node& n, const Inputs& in) {
   expect_inputs(n, in, 2, 3);
   for (std::size_t i = 0; i < in.size(); ++i)
     if (in[i].present()) expect_float(n, in[i].dtype, i == 0 ? "X" : i == 1 ? "W" : "B");
-  if (in[1].shape.size() != in[0].shape.size())
-    invalid(n, "W " + shape_to_string(in[1].shape) + " and X " + shape_to_string(in[0].shape) + " differ in rank");
 }
+
+struct ConvShapes {
+  std::int64_t n = 0, c = 0, m = 0, group = 1;
+  Window w;
+};
 
 ConvShapes conv_shapes(const Node& n, const Inputs& in, bool transposed) {
   check_inputs(n, in);
   const Shape& x = in[0].shape;
   const Shape& wt = in[1].shape;
-  const Shape sp = spatial_dims(n, x);
+  const ConvGeometry g = transposed ? conv_transpose_geometry(n, x, wt) : conv_geometry(n, x, wt);
   ConvShapes s;
   s.n = x[0];
   s.c = x[1];
-  s.group = n.attrs.get_int("group", 1);
-  if (s.group < 1 || s.c % s.group != 0)
-    invalid(n, "group " + std::to_string(s.group) + " does not divide the " + std::to_string(s.c) + " input channels");
-  if (!transposed) {
-    s.m = wt[0];
-    if (wt[1] * s.group != s.c)
-      invalid(n, "W " + shape_to_string(wt) + " expects " + std::to_string(wt[1] * s.group) + " input channels, X has " + std::to_string(s.c));
-    if (s.m % s.group != 0) invalid(n, "group " + std::to_string(s.group) + " does not divide the " + std::to_string(s.m) + " output channels");
-    s.w = forward_window(n, sp, kernel_of(n, wt), false).as_3d();
-  } else {
-    if (wt[0] != s.c) invalid(n, "W " + shape_to_string(wt) + " expects " + std::to_string(wt[0]) + " input channels, X has " + std::to_string(s.c));
-    s.m = wt[1] * s.group;
-    s.w = transposed_window(n, sp, kernel_of(n, wt)).as_3d();
-  }
+  s.group = g.group;
+  s.m = transposed ? wt[1] * g.group : wt[0];
+  s.w = window_3d(n, g, x);
   if (has_input(in, 2) && in[2].shape != Shape{s.m})
     invalid(n, "B " + shape_to_string(in[2].shape) + " must have shape [" + std::to_string(s.m) + "]");
   return s;
@@ -62,7 +42,7 @@ std::vector<ValueType> conv_infer(const Node& n, const Inputs& in, bool transpos
   const ConvShapes s = conv_shapes(n, in, transposed);
   Shape out{s.n, s.m};
   const std::size_t skip = 3 - (in[0].shape.size() - 2);
-  out.insert(out.end(), s.w.out.begin() + static_cast<std::ptrdiff_t>(skip), s.w.out.end());
+  out.insert(out.end(), s.w.out + skip, s.w.out + 3);
   return one(DType::F32, out);
 }
 

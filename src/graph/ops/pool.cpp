@@ -11,16 +11,13 @@ namespace ops {
 namespace {
 
 Window pool_window(const Node& n, const Shape& x) {
-  const Shape sp = spatial_dims(n, x);
-  const auto* k = n.attrs.find("kernel_shape");
-  if (k == nullptr) invalid(n, "missing required attribute 'kernel_shape'");
-  const bool ceil_mode = n.attrs.get_int("ceil_mode", 0) != 0;
-  return forward_window(n, sp, n.attrs.get_ints("kernel_shape"), ceil_mode);
+  if (!n.attrs.has("kernel_shape")) invalid(n, "missing required attribute 'kernel_shape'");
+  return window_3d(n, pool_geometry(n, x), x);
 }
 
-Shape with_spatial(const Shape& x, const std::vector<std::int64_t>& out) {
+Shape with_spatial(const Shape& x, const Window& w) {
   Shape s{x[0], x[1]};
-  s.insert(s.end(), out.begin(), out.end());
+  s.insert(s.end(), w.out + (5 - x.size()), w.out + 3);
   return s;
 }
 
@@ -73,13 +70,13 @@ OpDef max_pool() {
     const Window w = pool_window(n, in[0].shape);
     const std::int64_t order = n.attrs.get_int("storage_order", 0);
     if (order != 0 && order != 1) invalid(n, "storage_order must be 0 or 1, got " + std::to_string(order));
-    const Shape out = with_spatial(in[0].shape, w.out);
+    const Shape out = with_spatial(in[0].shape, w);
     std::vector<ValueType> res{{in[0].dtype, out, nullptr}};
     if (n.outputs.size() > 1) res.push_back({DType::I64, out, nullptr});
     return res;
   };
   d.ref = [](const Node& n, std::span<const Tensor> in, std::span<Tensor> out) {
-    const Window w = pool_window(n, in[0].shape()).as_3d();
+    const Window w = pool_window(n, in[0].shape());
     const bool col_major = n.attrs.get_int("storage_order", 0) == 1;
     std::int64_t* idx = out.size() > 1 && out[1].defined() ? out[1].data<std::int64_t>() : nullptr;
     const std::int64_t in_plane = w.in[0] * w.in[1] * w.in[2];
@@ -115,10 +112,10 @@ OpDef average_pool() {
   d.name = "AveragePool";
   d.infer = [](const Node& n, const Inputs& in) {
     check_x(n, in, true);
-    return one(in[0].dtype, with_spatial(in[0].shape, pool_window(n, in[0].shape).out));
+    return one(in[0].dtype, with_spatial(in[0].shape, pool_window(n, in[0].shape)));
   };
   d.ref = [](const Node& n, std::span<const Tensor> in, std::span<Tensor> out) {
-    const Window w = pool_window(n, in[0].shape()).as_3d();
+    const Window w = pool_window(n, in[0].shape());
     const bool include_pad = n.attrs.get_int("count_include_pad", 0) != 0;
     dispatch_numeric(n, in[0].dtype(), [&](auto tag) {
       using T = typename decltype(tag)::type;
