@@ -24,9 +24,10 @@ tag blocked_tag(std::size_t rank, int blk) {
   return rank == 3 ? tag::aBc8b : rank == 4 ? tag::aBcd8b : tag::aBcde8b;
 }
 
-/// The channel block oneDNN's convolutions use on this CPU (8 with AVX2, 16 with AVX-512),
-/// asked once of a typical 3x3x3 conv: our output must match it or every deconv would be
-/// followed by a reorder.
+/// The activation layout oneDNN's convolutions use on this CPU, asked once of a typical
+/// 3x3x3 conv: the channel block (8 with AVX2 jit, 16 with AVX-512 jit), or -1 for
+/// channels-last (brgconv on AVX-512). Our deconv output must match it or every deconv would
+/// be followed by a reorder.
 int native_block() {
   static const int blk = [] {
     try {
@@ -35,14 +36,19 @@ int native_block() {
                                         memory::desc(x, dt::f32, tag::any), memory::desc(w, dt::f32, tag::any),
                                         memory::desc(x, dt::f32, tag::any), one, zero, one, one);
       dnnl::convolution_forward::primitive_desc pd(d, engine());
-      const auto& b = pd.dst_desc().data.format_desc.blocking;
-      if (pd.dst_desc().data.format_kind == dnnl_blocked && b.inner_nblks == 1 && b.inner_idxs[0] == 1 && b.inner_blks[0] == 16)
-        return 16;
+      const memory::desc dst = pd.dst_desc();
+      if (dst == memory::desc(x, dt::f32, tag::aBcde16b)) return 16;
+      if (dst == memory::desc(x, dt::f32, tag::acdeb)) return -1;
     } catch (const dnnl::error&) {
     }
     return 8;
   }();
   return blk;
+}
+
+tag layout_tag(std::size_t rank, int blk) {
+  if (blk < 0) return rank == 3 ? tag::acb : rank == 4 ? tag::acdb : tag::acdeb;
+  return blocked_tag(rank, blk);
 }
 
 class DeconvKernel final : public PrimitiveKernel {
@@ -120,7 +126,8 @@ std::size_t align_up(std::size_t v) { return (v + kAlign - 1) / kAlign * kAlign;
 
 /// Kernel 2 / stride 2 (no pads, dilation or groups): 1x1 conv to T = [N, S*Mp, D, H, W]
 /// (S = 2^d sub-lattices, Mp = M rounded up to the block B, channel s*Mp + m) in nC..Bc
-/// (B = the conv's native block), then scatter B-channel vectors.
+/// (B = the conv's native block), then scatter B-channel vectors. With channels-last convs
+/// (blk_ < 0) T is [N, D, H, W, S*M] and whole M-channel pixels are scattered.
 class Deconv2x2Kernel final : public PrimitiveKernel {
  public:
   Deconv2x2Kernel(const graph::TypedGraph& g, const graph::TNode& n, LayoutDecision& dec) {
@@ -133,7 +140,7 @@ class Deconv2x2Kernel final : public PrimitiveKernel {
     c_ = x.shape[1];
     m_ = y.shape[1];
     blk_ = native_block();
-    mp_ = (m_ + blk_ - 1) / blk_ * blk_;
+    mp_ = blk_ > 0 ? (m_ + blk_ - 1) / blk_ * blk_ : m_;
     sd_ = sp == 3 ? 2 : 1;
     sh_ = sp >= 2 ? 2 : 1;
     in_d_ = sp == 3 ? x.shape[2] : 1;
@@ -159,7 +166,7 @@ class Deconv2x2Kernel final : public PrimitiveKernel {
     }
     Shape t_shape = x.shape;
     t_shape[1] = subs * mp_;
-    t_md_ = memory::desc(to_dims(t_shape), dt::f32, blocked_tag(rank, blk_));
+    t_md_ = memory::desc(to_dims(t_shape), dt::f32, layout_tag(rank, blk_));
     memory::desc src_any(to_dims(x.shape), dt::f32, tag::any);
     memory::desc w_any(to_dims(tw_shape), dt::f32, tag::any);
     memory::desc b_md({subs * mp_}, dt::f32, tag::a);
@@ -179,7 +186,7 @@ class Deconv2x2Kernel final : public PrimitiveKernel {
     src_md_ = pd.src_desc();
     dec.inputs.assign(n.in.size(), Layout{});
     dec.inputs[0] = to_layout(src_md_, x.shape);
-    dec.outputs = {to_layout(memory::desc(to_dims(y.shape), dt::f32, blocked_tag(rank, blk_)), y.shape)};
+    dec.outputs = {to_layout(memory::desc(to_dims(y.shape), dt::f32, layout_tag(rank, blk_)), y.shape)};
   }
 
   void run(std::span<const Tensor> inputs, std::span<Tensor> outputs, ExecContext& ctx) override {
@@ -201,7 +208,8 @@ class Deconv2x2Kernel final : public PrimitiveKernel {
  private:
   // Y[n][mb][2d+a][2h+b][2w+c][B] = T[n][s(a,b,c)*Mp/B + mb][d][h][w][B].
   void scatter(const float* t, float* y) const {
-    if (blk_ == 16) scatter_blk<16>(t, y);
+    if (blk_ < 0) scatter_nxc(t, y);
+    else if (blk_ == 16) scatter_blk<16>(t, y);
     else scatter_blk<8>(t, y);
   }
   template <int B>
@@ -233,6 +241,24 @@ class Deconv2x2Kernel final : public PrimitiveKernel {
             for (std::int64_t v = 0; v < ow; ++v)
               for (int j = real_last; j < B; ++j) yrow[v * B + j] = 0.0f;
           }
+        }
+    }
+  }
+
+  // Y[n][2d+a][2h+b][2w+c][:M] = T[n][d][h][w][s(a,b,c)*M : +M].
+  void scatter_nxc(const float* t, float* y) const {
+    const std::int64_t subs = sd_ * sh_ * 2, ow = in_w_ * 2, oh = in_h_ * sh_, od = in_d_ * sd_;
+    const std::size_t px = static_cast<std::size_t>(m_) * sizeof(float);
+#pragma omp parallel for schedule(static)
+    for (std::int64_t r = 0; r < n_ * in_d_ * in_h_; ++r) {
+      const std::int64_t h = r % in_h_, d = (r / in_h_) % in_d_, bn = r / (in_h_ * in_d_);
+      const float* trow = t + r * in_w_ * subs * m_;
+      for (std::int64_t a = 0; a < sd_; ++a)
+        for (std::int64_t b = 0; b < sh_; ++b) {
+          float* yrow = y + ((bn * od + d * sd_ + a) * oh + h * sh_ + b) * ow * m_;
+          const std::int64_t s0 = (a * sh_ + b) * 2;
+          for (std::int64_t wi = 0; wi < in_w_; ++wi)
+            std::memcpy(yrow + wi * 2 * m_, trow + (wi * subs + s0) * m_, 2 * px);  // sub-lattices c=0,1 are adjacent
         }
     }
   }

@@ -5,6 +5,7 @@
 // two-pass and accumulated in double like the reference (planes of 64^3 voxels).
 #include <omp.h>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -24,21 +25,23 @@ void lane_sums(const float* x, std::int64_t groups, double* acc, F f) {
 
 class InstanceNormKernel final : public Kernel {
  public:
-  /// blk: 0 for plain, else the channel block (8 or 16) of the layout.
+  /// blk: 0 for plain, -1 for channels-last, else the channel block (8 or 16) of the layout.
   InstanceNormKernel(const Shape& x, int blk, float eps) : blk_(blk), eps_(eps) {
     n_ = x[0];
     c_ = x[1];
     spatial_ = numel(x) / (n_ * c_);
   }
   int inplace_input() const override { return 0; }
-  std::string impl_name() const override { return blk_ ? "qsm:instnorm:blocked" + std::to_string(blk_) : "qsm:instnorm:plain"; }
+  std::string impl_name() const override { return blk_ > 0 ? "qsm:instnorm:blocked" + std::to_string(blk_) : blk_ < 0 ? "qsm:instnorm:nxc" : "qsm:instnorm:plain";
+  }
 
   void run(std::span<const Tensor> in, std::span<Tensor> out, ExecContext&) override {
     const float* x = in[0].data<float>();
     const float* scale = in[1].data<float>();
     const float* bias = in[2].data<float>();
     float* y = out[0].data<float>();
-    if (blk_ == 16) run_blocked<16>(x, scale, bias, y);
+    if (blk_ < 0) run_channels_last(x, scale, bias, y);
+    else if (blk_ == 16) run_blocked<16>(x, scale, bias, y);
     else if (blk_ == 8) run_blocked<8>(x, scale, bias, y);
     else run_plain(x, scale, bias, y);
   }
@@ -69,35 +72,59 @@ class InstanceNormKernel final : public Kernel {
     }
   }
 
+  /// Blocked nC..Lc: unit (n, block) is S positions of L lanes; lanes past C are padding.
   template <int L>
   void run_blocked(const float* x, const float* scale, const float* bias, float* y) const {
-    const std::int64_t cb = (c_ + L - 1) / L, units = n_ * cb, s = spatial_;
+    const std::int64_t cb = (c_ + L - 1) / L, s = spatial_;
 #pragma omp parallel for schedule(dynamic, 1)
-    for (std::int64_t u = 0; u < units; ++u) {
-      const float* xp = x + u * s * L;
-      float* yp = y + u * s * L;
+    for (std::int64_t u = 0; u < n_ * cb; ++u) {
       const std::int64_t c0 = (u % cb) * L;
-      double mean[L] = {};
-      lane_sums<L>(xp, s, mean, [](float v, int) { return static_cast<double>(v); });
-      for (double& m : mean) m /= static_cast<double>(s);
-      double var[L] = {};
-      lane_sums<L>(xp, s, var, [&mean](float v, int j) { const double d = v - mean[j]; return d * d; });
-      float a[L], b[L];
-      for (int j = 0; j < L; ++j) {
-        // Lanes past C are the layout's padding: keep them zero for whoever reads them.
-        const bool real = c0 + j < c_;
-        a[j] = real ? static_cast<float>(scale[c0 + j] / std::sqrt(var[j] / static_cast<double>(s) + eps_)) : 0.0f;
-        b[j] = real ? static_cast<float>(bias[c0 + j] - mean[j] * a[j]) : 0.0f;
+      channels<L>(x + u * s * L, y + u * s * L, L, L, c0, scale, bias, true);
+    }
+  }
+
+  /// Channels-last (n, spatial, C): unit (n, 16-channel group) reads rows C floats apart.
+  void run_channels_last(const float* x, const float* scale, const float* bias, float* y) const {
+    constexpr int L = 16;
+    const std::int64_t groups = (c_ + L - 1) / L, s = spatial_;
+#pragma omp parallel for schedule(dynamic, 1)
+    for (std::int64_t u = 0; u < n_ * groups; ++u) {
+      const std::int64_t bn = u / groups, c0 = (u % groups) * L;
+      const std::int64_t off = bn * s * c_ + c0;
+      channels<L>(x + off, y + off, c_, static_cast<int>(std::min<std::int64_t>(L, c_ - c0)), c0, scale, bias, false);
+    }
+  }
+
+  /// Normalises `lanes` (<= L) channels starting at c0 whose values sit at xp[i * step + j].
+  /// zero_pad: write zeros to lanes lanes..c_ (a blocked layout's padding, which may hold
+  /// anything, even NaN) instead of leaving them.
+  template <int L>
+  void channels(const float* xp, float* yp, std::int64_t step, int lanes, std::int64_t c0, const float* scale,
+                const float* bias, bool zero_pad) const {
+    const std::int64_t s = spatial_;
+    const int real = static_cast<int>(std::min<std::int64_t>(lanes, c_ - c0));
+    double mean[L] = {}, var[L] = {};
+    for (std::int64_t i = 0; i < s; ++i)
+      for (int j = 0; j < lanes; ++j) mean[j] += xp[i * step + j];
+    for (int j = 0; j < L; ++j) mean[j] /= static_cast<double>(s);
+    for (std::int64_t i = 0; i < s; ++i)
+      for (int j = 0; j < lanes; ++j) {
+        const double d = xp[i * step + j] - mean[j];
+        var[j] += d * d;
       }
-      if (c0 + L <= c_) {
-        for (std::int64_t i = 0; i < s; ++i)
-          for (int j = 0; j < L; ++j) yp[i * L + j] = xp[i * L + j] * a[j] + b[j];
-      } else {
-        // Padding lanes may hold anything (even NaN): write zeros rather than x * 0.
-        const int real = static_cast<int>(c_ - c0);
-        for (std::int64_t i = 0; i < s; ++i)
-          for (int j = 0; j < L; ++j) yp[i * L + j] = j < real ? xp[i * L + j] * a[j] + b[j] : 0.0f;
-      }
+    float a[L] = {}, b[L] = {};
+    for (int j = 0; j < real; ++j) {
+      a[j] = static_cast<float>(scale[c0 + j] / std::sqrt(var[j] / static_cast<double>(s) + eps_));
+      b[j] = static_cast<float>(bias[c0 + j] - mean[j] * a[j]);
+    }
+    if (real == lanes) {
+      for (std::int64_t i = 0; i < s; ++i)
+        for (int j = 0; j < lanes; ++j) yp[i * step + j] = xp[i * step + j] * a[j] + b[j];
+    } else {
+      for (std::int64_t i = 0; i < s; ++i)
+        for (int j = 0; j < lanes; ++j)
+          if (j < real) yp[i * step + j] = xp[i * step + j] * a[j] + b[j];
+          else if (zero_pad) yp[i * step + j] = 0.0f;
     }
   }
 
@@ -106,8 +133,8 @@ class InstanceNormKernel final : public Kernel {
   std::int64_t n_ = 0, c_ = 0, spatial_ = 0;
 };
 
-/// The channel block (8 or 16) if a layout is oneDNN's nC..8c / nC..16c blocking of this
-/// shape (what convs write), else 0.
+/// What convs write: the channel block (8 or 16) of oneDNN's nC..8c / nC..16c blocking, -1
+/// for channels-last (brgconv's choice on AVX-512), 0 for anything else.
 int channel_block(const Layout& l, const Shape& s) {
   if (l.plain()) return 0;
   using tag = memory::format_tag;
@@ -116,6 +143,8 @@ int channel_block(const Layout& l, const Shape& s) {
   const tag t16 = s.size() == 3 ? tag::aBc16b : s.size() == 4 ? tag::aBcd16b : tag::aBcde16b;
   if (md == memory::desc(to_dims(s), memory::data_type::f32, t8)) return 8;
   if (md == memory::desc(to_dims(s), memory::data_type::f32, t16)) return 16;
+  const tag nxc = s.size() == 3 ? tag::acb : s.size() == 4 ? tag::acdb : tag::acdeb;
+  if (md == memory::desc(to_dims(s), memory::data_type::f32, nxc)) return -1;
   return 0;
 }
 
