@@ -1,0 +1,106 @@
+// Every reduced architecture twin (tools/twins, manifest.json) loads in qsmcore and matches
+// ONNX Runtime within 1e-5 × output range, at the twin's two test input shapes, through both
+// backends.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "io/npy.h"
+#include "qsmcore/onnx_model.h"
+#include "support/test_data.h"
+
+namespace {
+
+struct Case {
+  std::string id;
+  std::string file;
+  int shape_index = 0;
+  std::vector<std::pair<std::string, qsmcore::Shape>> inputs;
+  std::vector<std::string> outputs;
+  qsmcore::Backend backend = qsmcore::Backend::Reference;
+};
+
+void PrintTo(const Case& c, std::ostream* os) { *os << c.file << " shape#" << c.shape_index << " " << qsmcore::to_string(c.backend); }
+
+std::string sanitize(std::string s) {
+  for (char& ch : s)
+    if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+  return s;
+}
+
+std::string case_name(const testing::TestParamInfo<Case>& info) {
+  return sanitize(info.param.file.substr(0, info.param.file.find('.'))) + "_shape" +
+         std::to_string(info.param.shape_index) + "_" + qsmcore::to_string(info.param.backend);
+}
+
+std::vector<Case> cases() {
+  std::vector<Case> out;
+  const std::string dir = qsmtest::data_dir("QSM_TWINS_DIR");
+  if (dir.empty()) return {Case{"missing", "missing.onnx", 0, {}, {}, qsmcore::Backend::Reference}};
+  std::ifstream f(dir + "/manifest.json");
+  const auto manifest = nlohmann::json::parse(f);
+  for (const auto& [id, twin] : manifest.at("twins").items()) {
+    for (const auto& file : twin.at("files")) {
+      int si = 0;
+      for (const auto& shapes : file.at("test_inputs")) {
+        for (auto b : {qsmcore::Backend::Reference, qsmcore::Backend::OneDnn}) {
+          Case c;
+          c.id = id;
+          c.file = file.at("file").get<std::string>();
+          c.shape_index = si;
+          // Graph-input order, as the manifest lists the inputs.
+          for (const auto& in : file.at("inputs")) {
+            const std::string name = in.at("name");
+            c.inputs.emplace_back(name, shapes.at(name).get<qsmcore::Shape>());
+          }
+          for (const auto& o : file.at("outputs")) c.outputs.push_back(o.at("name"));
+          c.backend = b;
+          out.push_back(std::move(c));
+        }
+        ++si;
+      }
+    }
+  }
+  return out;
+}
+
+class TwinParity : public testing::TestWithParam<Case> {};
+
+TEST_P(TwinParity, MatchesOnnxRuntime) {
+  const std::string dir = qsmtest::data_dir("QSM_TWINS_DIR");
+  QSM_REQUIRE_DATA(dir, "QSM_TWINS_DIR");
+  const Case& c = GetParam();
+  const std::string model = dir + "/" + c.file;
+  const std::string tmp = testing::TempDir() + "/twin_" + sanitize(c.file) + "_" + std::to_string(c.shape_index);
+  std::filesystem::create_directories(tmp);
+  std::map<std::string, qsmcore::Tensor> inputs;
+  std::vector<std::pair<std::string, std::string>> files;
+  unsigned seed = 11;
+  for (const auto& [name, shape] : c.inputs) {
+    inputs[name] = qsmtest::random_tensor(shape, seed++);
+    const std::string path = tmp + "/in_" + sanitize(name) + ".npy";
+    qsmcore::io::write_npy(path, inputs[name]);
+    files.emplace_back(name, path);
+  }
+  // ONNX Runtime once per (file, shape); the second backend reuses its outputs.
+  if (!std::filesystem::exists(tmp + "/ort/done")) {
+    qsmtest::run_ort(model, files, tmp + "/ort");
+    std::ofstream(tmp + "/ort/done") << "ok";
+  }
+  qsmcore::ModelOptions o;
+  o.backend = c.backend;
+  o.threads = 2;
+  qsmcore::OnnxModel m = qsmcore::OnnxModel::load(model, o);
+  auto out = m.run(inputs);
+  for (const auto& name : c.outputs) {
+    const qsmcore::Tensor expected = qsmcore::io::read_npy(tmp + "/ort/" + name + ".npy");
+    const double err = qsmtest::relative_max_error(out.at(name), expected);
+    EXPECT_LE(err, 1e-5) << c.id << " output '" << name << "': max|Δ| / range against ONNX Runtime";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Reduced, TwinParity, testing::ValuesIn(cases()), case_name);
+
+}  // namespace
