@@ -1,0 +1,114 @@
+// POSIX implementation of AtomicFile: open + flock on the temporary, fsync + rename + fsync of
+// the folder on commit, unlink on discard.
+#include "io/atomic_file.h"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "qsmcore/error.h"
+
+namespace qsmcore::io {
+namespace {
+
+[[noreturn]] void throw_io(const std::string& what, const std::filesystem::path& path) {
+  throw Error(ErrorKind::Io, what + " " + path.string() + ": " + std::strerror(errno));
+}
+
+// Makes a rename durable: without this the directory entry may still point at the old file
+// after a crash, even though the new file's bytes were synced.
+void fsync_folder(const std::filesystem::path& file) {
+  std::filesystem::path folder = file.parent_path();
+  if (folder.empty()) folder = ".";
+  const int fd = ::open(folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) throw_io("cannot open folder", folder);
+  const int rc = ::fsync(fd);
+  const int saved = errno;
+  ::close(fd);
+  // Some file systems cannot sync a folder (EINVAL); the rename has still happened.
+  if (rc != 0 && saved != EINVAL) {
+    errno = saved;
+    throw_io("cannot fsync folder", folder);
+  }
+}
+
+}  // namespace
+
+AtomicFile::AtomicFile(std::filesystem::path final_path, std::string temp_suffix)
+    : final_path_(std::move(final_path)) {
+  temp_path_ = final_path_;
+  temp_path_ += temp_suffix;
+  // Not O_TRUNC: if another process holds the lock, its bytes must survive our attempt.
+  fd_ = ::open(temp_path_.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+  if (fd_ < 0) throw_io("cannot create", temp_path_);
+  if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+    const int saved = errno;
+    ::close(fd_);
+    fd_ = -1;
+    if (saved == EWOULDBLOCK)
+      throw Error(ErrorKind::Io, temp_path_.string() + " is being written by another process");
+    errno = saved;
+    throw_io("cannot lock", temp_path_);
+  }
+  restart();
+}
+
+AtomicFile::~AtomicFile() { discard(); }
+
+void AtomicFile::write(const void* data, std::size_t size) {
+  if (fd_ < 0) throw Error(ErrorKind::Internal, "write to a closed AtomicFile " + temp_path_.string());
+  const char* p = static_cast<const char*>(data);
+  while (size > 0) {
+    const ssize_t n = ::write(fd_, p, size);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      throw_io("cannot write", temp_path_);
+    }
+    p += n;
+    size -= static_cast<std::size_t>(n);
+    size_ += static_cast<std::uint64_t>(n);
+  }
+}
+
+void AtomicFile::restart() {
+  if (::ftruncate(fd_, 0) != 0 || ::lseek(fd_, 0, SEEK_SET) != 0) throw_io("cannot truncate", temp_path_);
+  size_ = 0;
+}
+
+void AtomicFile::commit() {
+  if (fd_ < 0) throw Error(ErrorKind::Internal, "commit of a closed AtomicFile " + temp_path_.string());
+  if (::fsync(fd_) != 0) {
+    const int saved = errno;
+    discard();
+    errno = saved;
+    throw_io("cannot fsync", temp_path_);
+  }
+  // Renamed while still locked, so no other writer can take the temporary over in between.
+  if (::rename(temp_path_.c_str(), final_path_.c_str()) != 0) {
+    const int saved = errno;
+    discard();
+    errno = saved;
+    throw_io("cannot rename " + temp_path_.string() + " to", final_path_);
+  }
+  ::close(fd_);
+  fd_ = -1;
+  fsync_folder(final_path_);
+}
+
+void AtomicFile::discard() noexcept {
+  if (fd_ < 0) return;
+  ::unlink(temp_path_.c_str());
+  ::close(fd_);
+  fd_ = -1;
+}
+
+void write_file_atomically(const std::filesystem::path& path, std::span<const std::byte> bytes) {
+  AtomicFile file(path, ".tmp");
+  file.write(bytes);
+  file.commit();
+}
+
+}  // namespace qsmcore::io
