@@ -1,0 +1,125 @@
+// ModelSpec: what qsmcore knows about one deep-learning QSM network before touching its weights:
+// who made it, which reconstruction stage it implements, which ONNX file(s) hold it and how to
+// check them, how its inputs must be padded, and (once measured) how much memory it needs.
+// The registry (models.h) is a static table of these; the types are plain values (copy, ==).
+#pragma once
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+
+namespace qsmcore {
+
+/// Reconstruction stage a network implements. The order is the reference's (QSM.rs) and is
+/// part of the contract: tests pin it.
+enum class ModelStage : std::uint8_t {
+  PhaseToField,       // wrapped phase -> local field (joint unwrapping + background removal)
+  BackgroundRemoval,  // total field -> local field
+  DipoleInversion,    // local field -> susceptibility
+  SingleStep,         // total field or phase -> susceptibility
+  ChiSeparation,      // -> paramagnetic and diamagnetic susceptibility
+  BrainExtraction,    // magnitude -> brain mask
+  R2PrimeGeneration,  // R2* -> R2'
+  Segmentation,       // magnitude -> anatomical labels
+};
+
+/// Whether the weights are hosted. A Pending model may still be run from $QSM_MODEL_DIR.
+enum class WeightStatus : std::uint8_t { Available, Pending };
+
+/// Framework the weights were trained in, before the ONNX export.
+enum class Framework : std::uint8_t { Onnx, PyTorch, TensorFlow, Matlab };
+
+/// How a memory figure is meant: the native heap, or a wasm32 linear memory's growth.
+enum class Heap : std::uint8_t { Native, Wasm32 };
+
+/// The reference's (Rust) spelling: "DipoleInversion", "PyTorch", ...
+const char* to_string(ModelStage stage);
+const char* to_string(WeightStatus status);
+const char* to_string(Framework framework);
+const char* to_string(Heap heap);
+
+/// One ONNX file a model needs at inference time.
+struct WeightFile {
+  std::string_view name{};    // file name: the cache key and the name under $QSM_MODEL_DIR
+  std::string_view url{};     // "" = not hosted
+  std::string_view sha256{};  // lowercase hex; "" = unknown (the file cannot be checked)
+  std::uint64_t bytes = 0;    // 0 = unknown
+
+  bool is_hosted() const { return !url.empty() && !sha256.empty(); }
+  friend bool operator==(const WeightFile&, const WeightFile&) = default;
+};
+
+/// Heap one network takes (memory.md §2.1), in bytes. Measured, never estimated: a ModelSpec
+/// carries none until the measurement table has a row for it.
+struct NetworkMemory {
+  std::uint64_t resident_bytes = 0;             // parsed model, while loaded
+  std::uint64_t load_peak_bytes = 0;            // high-water of parsing it from nothing
+  std::uint64_t inference_fixed_bytes = 0;      // native: one inference, above the resident model
+  std::uint64_t inference_bytes_per_voxel = 0;  // native: per voxel of the network's input
+  std::uint64_t wasm_fixed_bytes = 0;           // wasm32: growth over load + one run
+  std::uint64_t wasm_bytes_per_voxel = 0;
+
+  friend bool operator==(const NetworkMemory&, const NetworkMemory&) = default;
+};
+
+/// The cost of one tile of a network qsmcore runs tiled (memory.md §2.2).
+struct TileCost {
+  std::uint64_t bytes_per_voxel = 0;  // per voxel of the padded patch
+
+  /// Heap of one tile in flight with this padded patch (saturating).
+  std::uint64_t bytes(std::array<std::size_t, 3> patch) const;
+  friend bool operator==(const TileCost&, const TileCost&) = default;
+};
+
+/// Voxels of a spatial shape, saturating at UINT64_MAX like every memory figure.
+std::uint64_t voxel_count(std::array<std::size_t, 3> shape);
+
+struct ModelSpec {
+  std::string_view id{};  // stable, exact and case-sensitive: "qsmnet-plus"
+  std::string_view name{};
+  ModelStage stage = ModelStage::DipoleInversion;
+  WeightStatus status = WeightStatus::Pending;
+  Framework origin = Framework::Onnx;
+  std::string_view description{};
+  std::string_view paper{};
+  std::string_view source{};            // upstream code repository
+  std::string_view license{};           // "" grants nothing: never vendor such weights
+  std::span<const WeightFile> files{};  // in the order the glue loads them (NeXtQSM: BFR, VJP)
+  // Logical inputs, as the glue feeds or consumes them. They are not always the graph's
+  // inputs: LPCNN's and MoDL's graphs take one stacked tensor (models.md §1.4).
+  std::span<const std::string_view> inputs{};
+  std::span<const std::string_view> outputs{};
+  std::uint32_t size_divisor = 1;  // the reference's single divisor (0/1 = none)
+  // What the whole-volume glue really pads each spatial axis to, in the order of the network's
+  // own spatial axes ((z, y, x) for HD-BET): size_divisor is not the whole truth (§1.4).
+  std::array<std::uint32_t, 3> pad_multiple{1, 1, 1};
+  bool tiled = false;  // qsmcore runs it through the generic tiler (models.md §4)
+  std::optional<std::uint64_t> tile_bytes_per_voxel{};  // absent until measured
+  std::optional<NetworkMemory> memory{};                // absent until measured
+
+  /// Available and every file has a URL and a hash (the reference code's test, stricter than
+  /// its documentation's).
+  bool is_available() const;
+  /// Sum of the known file sizes.
+  std::uint64_t total_bytes() const;
+
+  // Memory figures (memory.md §2.3). Each throws Error{NotFound} "memory of 'ID' not measured
+  // yet" while `memory` is absent, so no caller budgets with a made-up number. `shape` is the
+  // spatial shape the network itself sees; only its voxel count matters.
+  std::uint64_t resident_bytes() const;
+  std::uint64_t inference_bytes(std::array<std::size_t, 3> shape) const;
+  std::uint64_t peak_bytes(std::array<std::size_t, 3> shape, Heap heap) const;
+  /// nullopt for networks not run tiled; throws as above for a tiled one not measured yet.
+  std::optional<TileCost> tile_cost() const;
+
+  /// The views point into static storage (or the caller's), so equality compares contents.
+  friend bool operator==(const ModelSpec& a, const ModelSpec& b);
+};
+
+/// The model as JSON (the field names of the reference's serde form, plus qsmcore's own).
+std::string to_json_string(const ModelSpec& spec, int indent = -1);
+
+}  // namespace qsmcore

@@ -1,0 +1,58 @@
+// JSON form of a ModelSpec: the reference's serde field names (enums as their Rust spelling,
+// absent measurements as null) plus qsmcore's pad_multiple and tiled.
+#include "models/model_json.h"
+
+#include <nlohmann/json.hpp>
+
+namespace qsmcore {
+namespace {
+
+nlohmann::json string_list(std::span<const std::string_view> items) {
+  nlohmann::json list = nlohmann::json::array();
+  for (std::string_view item : items) list.push_back(item);
+  return list;
+}
+
+}  // namespace
+
+void to_json(nlohmann::json& j, const WeightFile& file) {
+  j = {{"name", file.name}, {"url", file.url}, {"sha256", file.sha256}, {"bytes", file.bytes}};
+}
+
+void to_json(nlohmann::json& j, const NetworkMemory& m) {
+  j = {{"resident_bytes", m.resident_bytes},
+       {"load_peak_bytes", m.load_peak_bytes},
+       {"inference_fixed_bytes", m.inference_fixed_bytes},
+       {"inference_bytes_per_voxel", m.inference_bytes_per_voxel},
+       {"wasm_fixed_bytes", m.wasm_fixed_bytes},
+       {"wasm_bytes_per_voxel", m.wasm_bytes_per_voxel}};
+}
+
+void to_json(nlohmann::json& j, const ModelSpec& spec) {
+  nlohmann::json files = nlohmann::json::array();
+  for (const WeightFile& f : spec.files) files.push_back(f);
+  j = nlohmann::json::object();
+  j["id"] = spec.id;
+  j["name"] = spec.name;
+  j["stage"] = to_string(spec.stage);
+  j["status"] = to_string(spec.status);
+  j["origin"] = to_string(spec.origin);
+  j["description"] = spec.description;
+  j["paper"] = spec.paper;
+  j["source"] = spec.source;
+  j["license"] = spec.license;
+  j["files"] = std::move(files);
+  j["inputs"] = string_list(spec.inputs);
+  j["outputs"] = string_list(spec.outputs);
+  j["size_divisor"] = spec.size_divisor;
+  j["pad_multiple"] = spec.pad_multiple;
+  j["tiled"] = spec.tiled;
+  j["tile_bytes_per_voxel"] =
+      spec.tile_bytes_per_voxel ? nlohmann::json(*spec.tile_bytes_per_voxel) : nlohmann::json();
+  j["memory"] = spec.memory ? nlohmann::json(*spec.memory) : nlohmann::json();
+  j["available"] = spec.is_available();
+}
+
+std::string to_json_string(const ModelSpec& spec, int indent) { return nlohmann::json(spec).dump(indent); }
+
+}  // namespace qsmcore

@@ -1,0 +1,135 @@
+// ModelSpec's methods: names of its enums, availability, and the memory figures of memory.md
+// §2.3. Memory arithmetic saturates at UINT64_MAX as the reference's does, so an absurd shape
+// reads as "too big" instead of wrapping to a small number that would pass a budget check.
+#include "qsmcore/model_spec.h"
+
+#include <algorithm>
+#include <limits>
+
+#include "qsmcore/error.h"
+
+namespace qsmcore {
+namespace {
+
+constexpr std::uint64_t kMax = std::numeric_limits<std::uint64_t>::max();
+
+std::uint64_t saturating_mul(std::uint64_t a, std::uint64_t b) {
+  std::uint64_t r = 0;
+  return __builtin_mul_overflow(a, b, &r) ? kMax : r;
+}
+
+std::uint64_t saturating_add(std::uint64_t a, std::uint64_t b) {
+  std::uint64_t r = 0;
+  return __builtin_add_overflow(a, b, &r) ? kMax : r;
+}
+
+const NetworkMemory& measured_memory(const ModelSpec& spec) {
+  if (!spec.memory)
+    throw Error(ErrorKind::NotFound, "memory of '" + std::string(spec.id) + "' not measured yet");
+  return *spec.memory;
+}
+
+template <class T>
+bool same_sequence(std::span<const T> a, std::span<const T> b) {
+  return std::equal(a.begin(), a.end(), b.begin(), b.end());
+}
+
+}  // namespace
+
+const char* to_string(ModelStage stage) {
+  switch (stage) {
+    case ModelStage::PhaseToField: return "PhaseToField";
+    case ModelStage::BackgroundRemoval: return "BackgroundRemoval";
+    case ModelStage::DipoleInversion: return "DipoleInversion";
+    case ModelStage::SingleStep: return "SingleStep";
+    case ModelStage::ChiSeparation: return "ChiSeparation";
+    case ModelStage::BrainExtraction: return "BrainExtraction";
+    case ModelStage::R2PrimeGeneration: return "R2PrimeGeneration";
+    case ModelStage::Segmentation: return "Segmentation";
+  }
+  return "?";
+}
+
+const char* to_string(WeightStatus status) {
+  switch (status) {
+    case WeightStatus::Available: return "Available";
+    case WeightStatus::Pending: return "Pending";
+  }
+  return "?";
+}
+
+const char* to_string(Framework framework) {
+  switch (framework) {
+    case Framework::Onnx: return "Onnx";
+    case Framework::PyTorch: return "PyTorch";
+    case Framework::TensorFlow: return "TensorFlow";
+    case Framework::Matlab: return "Matlab";
+  }
+  return "?";
+}
+
+const char* to_string(Heap heap) {
+  switch (heap) {
+    case Heap::Native: return "Native";
+    case Heap::Wasm32: return "Wasm32";
+  }
+  return "?";
+}
+
+std::uint64_t voxel_count(std::array<std::size_t, 3> shape) {
+  return saturating_mul(saturating_mul(shape[0], shape[1]), shape[2]);
+}
+
+std::uint64_t TileCost::bytes(std::array<std::size_t, 3> patch) const {
+  return saturating_mul(voxel_count(patch), bytes_per_voxel);
+}
+
+bool ModelSpec::is_available() const {
+  return status == WeightStatus::Available && !files.empty() &&
+         std::all_of(files.begin(), files.end(), [](const WeightFile& f) { return f.is_hosted(); });
+}
+
+std::uint64_t ModelSpec::total_bytes() const {
+  std::uint64_t sum = 0;
+  for (const WeightFile& f : files) sum = saturating_add(sum, f.bytes);
+  return sum;
+}
+
+std::uint64_t ModelSpec::resident_bytes() const { return measured_memory(*this).resident_bytes; }
+
+std::uint64_t ModelSpec::inference_bytes(std::array<std::size_t, 3> shape) const {
+  const NetworkMemory& m = measured_memory(*this);
+  return saturating_add(m.inference_fixed_bytes,
+                        saturating_mul(voxel_count(shape), m.inference_bytes_per_voxel));
+}
+
+std::uint64_t ModelSpec::peak_bytes(std::array<std::size_t, 3> shape, Heap heap) const {
+  const NetworkMemory& m = measured_memory(*this);
+  switch (heap) {
+    case Heap::Native:
+      return std::max(m.load_peak_bytes, saturating_add(m.resident_bytes, inference_bytes(shape)));
+    case Heap::Wasm32:
+      return std::max(
+          m.load_peak_bytes,
+          saturating_add(m.wasm_fixed_bytes, saturating_mul(voxel_count(shape), m.wasm_bytes_per_voxel)));
+  }
+  throw Error(ErrorKind::Internal, "peak_bytes: unknown Heap value");
+}
+
+std::optional<TileCost> ModelSpec::tile_cost() const {
+  if (!tiled) return std::nullopt;
+  if (!tile_bytes_per_voxel)
+    throw Error(ErrorKind::NotFound, "tile memory of '" + std::string(id) + "' not measured yet");
+  return TileCost{*tile_bytes_per_voxel};
+}
+
+bool operator==(const ModelSpec& a, const ModelSpec& b) {
+  return a.id == b.id && a.name == b.name && a.stage == b.stage && a.status == b.status &&
+         a.origin == b.origin && a.description == b.description && a.paper == b.paper &&
+         a.source == b.source && a.license == b.license && same_sequence(a.files, b.files) &&
+         same_sequence(a.inputs, b.inputs) && same_sequence(a.outputs, b.outputs) &&
+         a.size_divisor == b.size_divisor && a.pad_multiple == b.pad_multiple && a.tiled == b.tiled &&
+         a.tile_bytes_per_voxel == b.tile_bytes_per_voxel && a.memory == b.memory;
+}
+
+}  // namespace qsmcore
