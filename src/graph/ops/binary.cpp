@@ -36,12 +36,10 @@ void broadcast_binary(const Tensor& a, const Tensor& b, const Tensor& out, F f) 
   });
 }
 
-bool numeric(DType t) { return t == DType::F32 || t == DType::F64 || is_integer(t); }
-
 void expect_same_numeric(const Node& n, const Inputs& in) {
   for (const auto& v : in) {
     if (!v.present()) invalid(n, "an input is missing");
-    if (!numeric(v.dtype)) unsupported(n, std::string("input dtype ") + dtype_name(v.dtype) + " is not supported");
+    expect_arith(n, v.dtype);
     if (v.dtype != in[0].dtype)
       invalid(n, std::string("inputs have different dtypes (") + dtype_name(in[0].dtype) + " and " +
                      dtype_name(v.dtype) + ")");
@@ -134,8 +132,7 @@ OpDef pow_def() {
   d.name = "Pow";
   d.infer = [](const Node& n, const Inputs& in) {
     expect_inputs(n, in, 2, 2);
-    for (const auto& v : in)
-      if (!numeric(v.dtype)) unsupported(n, std::string("dtype ") + dtype_name(v.dtype) + " is not supported");
+    for (const auto& v : in) expect_arith(n, v.dtype);
     return one(in[0].dtype, broadcast_shapes(n, shapes_of(in)));
   };
   d.ref = [](const Node& n, std::span<const Tensor> in, std::span<Tensor> out) {
@@ -164,7 +161,7 @@ OpDef where_def() {
     if (in[1].dtype != in[2].dtype)
       invalid(n, std::string("X and Y have different dtypes (") + dtype_name(in[1].dtype) + " and " +
                      dtype_name(in[2].dtype) + ")");
-    if (dtype_size(in[1].dtype) == 0) unsupported(n, std::string("dtype ") + dtype_name(in[1].dtype) + " is not supported");
+    expect_fixed_size(n, in[1].dtype, "X");
     return one(in[1].dtype, broadcast_shapes(n, shapes_of(in)));
   };
   d.ref = [](const Node&, std::span<const Tensor> in, std::span<Tensor> out) {

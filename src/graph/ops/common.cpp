@@ -74,6 +74,16 @@ void expect_dtype(const Node& n, DType got, std::initializer_list<DType> allowed
 
 void expect_float(const Node& n, DType got, const char* what) { expect_dtype(n, got, {DType::F32}, what); }
 
+bool is_arith(DType t) { return t == DType::F32 || t == DType::F64 || is_integer(t); }
+
+void expect_arith(const Node& n, DType got, const char* what) {
+  if (!is_arith(got)) unsupported(n, std::string(what) + " dtype " + dtype_name(got) + " is not supported");
+}
+
+void expect_fixed_size(const Node& n, DType got, const char* what) {
+  if (dtype_size(got) == 0) unsupported(n, std::string(what) + " dtype " + dtype_name(got) + " is not supported");
+}
+
 float half_to_float(std::uint16_t h) {
   const std::uint32_t sign = (h & 0x8000u) << 16;
   std::uint32_t exp = (h >> 10) & 0x1f, mant = h & 0x3ffu;

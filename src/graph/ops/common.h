@@ -54,6 +54,11 @@ bool is_float(DType t);    // F32 / F64 / F16 / BF16
 bool is_integer(DType t);  // signed or unsigned, not bool
 void expect_dtype(const Node& n, DType got, std::initializer_list<DType> allowed, const char* what = "input");
 void expect_float(const Node& n, DType got, const char* what = "input");  // F32 only (compute ops)
+/// F32, F64 or an integer type: what arithmetic kernels are instantiated for.
+bool is_arith(DType t);
+void expect_arith(const Node& n, DType got, const char* what = "input");
+/// Any dtype with a fixed element size (not String): what data-movement ops copy.
+void expect_fixed_size(const Node& n, DType got, const char* what = "input");
 
 template <class T>
 struct Tag {

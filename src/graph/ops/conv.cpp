@@ -46,34 +46,58 @@ std::vector<ValueType> conv_infer(const Node& n, const Inputs& in, bool transpos
   return one(DType::F32, out);
 }
 
-void fill_bias(float* plane, std::int64_t size, const Tensor* bias, std::int64_t oc) {
-  const float b = bias ? bias->data<float>()[oc] : 0.0f;
-  std::fill(plane, plane + size, b);
-}
+/// Everything both kernels unpack from the node and tensors: sizes, pointers and, per kernel
+/// x-tap, the offset and the row range [lo, hi) where the tap stays inside the other side.
+struct ConvRun {
+  ConvShapes s;
+  std::int64_t cg = 0, mg = 0, in_plane = 0, out_plane = 0, ksize = 0;
+  const float* x = nullptr;
+  const float* wt = nullptr;
+  const float* bias = nullptr;
+  float* y = nullptr;
+  std::vector<std::int64_t> lo, hi, off;
+
+  ConvRun(const Node& n, std::span<const Tensor> in, std::span<Tensor> out, bool transposed)
+      : s(conv_shapes(n, types_of(in), transposed)) {
+    const Window& w = s.w;
+    cg = s.c / s.group, mg = s.m / s.group;
+    in_plane = w.in[0] * w.in[1] * w.in[2];
+    out_plane = w.out[0] * w.out[1] * w.out[2];
+    ksize = w.kernel[0] * w.kernel[1] * w.kernel[2];
+    x = in[0].data<float>();
+    wt = in[1].data<float>();
+    bias = has_input(in, 2) ? in[2].data<float>() : nullptr;
+    y = out[0].data<float>();
+    // Forward: output x reads input x*stride + off. Transposed: input x writes output x*stride + off.
+    for (std::int64_t kw = 0; kw < w.kernel[2]; ++kw) {
+      off.push_back(kw * w.dil[2] - w.pad_begin[2]);
+      lo.push_back(0), hi.push_back(0);
+      valid_range(off.back(), w.stride[2], transposed ? w.out[2] : w.in[2], transposed ? w.in[2] : w.out[2], lo.back(), hi.back());
+    }
+  }
+  /// Output plane `job` = (batch, oc), initialised with the bias.
+  float* plane(std::int64_t job) const {
+    float* p = y + job * out_plane;
+    std::fill(p, p + out_plane, bias ? bias[job % s.m] : 0.0f);
+    return p;
+  }
+};
 
 void conv_ref(const Node& n, std::span<const Tensor> in, std::span<Tensor> out) {
-  const ConvShapes s = conv_shapes(n, types_of(in), false);
+  const ConvRun r(n, in, out, false);
+  const ConvShapes& s = r.s;
   const Window& w = s.w;
-  const std::int64_t cg = s.c / s.group, mg = s.m / s.group;
+  const std::int64_t cg = r.cg, mg = r.mg, in_plane = r.in_plane, ksize = r.ksize;
   const std::int64_t ID = w.in[0], IH = w.in[1], IW = w.in[2];
   const std::int64_t OD = w.out[0], OH = w.out[1], OW = w.out[2];
   const std::int64_t KD = w.kernel[0], KH = w.kernel[1], KW = w.kernel[2];
-  const std::int64_t in_plane = ID * IH * IW, out_plane = OD * OH * OW, ksize = KD * KH * KW;
-  const float* x = in[0].data<float>();
-  const float* wt = in[1].data<float>();
-  const Tensor* bias = has_input(in, 2) ? &in[2] : nullptr;
-  float* y = out[0].data<float>();
-  // Per kernel x-tap: the output-x range that reads inside the row, and the input offset.
-  std::vector<std::int64_t> lo(static_cast<std::size_t>(KW)), hi(static_cast<std::size_t>(KW)), off(static_cast<std::size_t>(KW));
-  for (std::int64_t kw = 0; kw < KW; ++kw) {
-    off[kw] = kw * w.dil[2] - w.pad_begin[2];
-    valid_range(off[kw], w.stride[2], IW, OW, lo[kw], hi[kw]);
-  }
+  const float* x = r.x;
+  const float* wt = r.wt;
+  const auto &lo = r.lo, &hi = r.hi, &off = r.off;
   const std::int64_t sw = w.stride[2];
-  parallel_for(s.n * s.m, cg * ksize * out_plane, [&](std::int64_t job) {
+  parallel_for(s.n * s.m, cg * ksize * r.out_plane, [&](std::int64_t job) {
     const std::int64_t b = job / s.m, oc = job % s.m, g = oc / mg;
-    float* yp = y + job * out_plane;
-    fill_bias(yp, out_plane, bias, oc);
+    float* yp = r.plane(job);
     for (std::int64_t od = 0; od < OD; ++od) {
       for (std::int64_t oh = 0; oh < OH; ++oh) {
         float* yrow = yp + (od * OH + oh) * OW;
@@ -107,30 +131,22 @@ void conv_ref(const Node& n, std::span<const Tensor> in, std::span<Tensor> out) 
 }
 
 void conv_transpose_ref(const Node& n, std::span<const Tensor> in, std::span<Tensor> out) {
-  const ConvShapes s = conv_shapes(n, types_of(in), true);
+  const ConvRun r(n, in, out, true);
+  const ConvShapes& s = r.s;
   const Window& w = s.w;
-  const std::int64_t cg = s.c / s.group, mg = s.m / s.group;
+  const std::int64_t cg = r.cg, mg = r.mg, in_plane = r.in_plane, ksize = r.ksize;
   const std::int64_t ID = w.in[0], IH = w.in[1], IW = w.in[2];
   const std::int64_t OD = w.out[0], OH = w.out[1], OW = w.out[2];
   const std::int64_t KD = w.kernel[0], KH = w.kernel[1], KW = w.kernel[2];
-  const std::int64_t in_plane = ID * IH * IW, out_plane = OD * OH * OW, ksize = KD * KH * KW;
-  const float* x = in[0].data<float>();
-  const float* wt = in[1].data<float>();
-  const Tensor* bias = has_input(in, 2) ? &in[2] : nullptr;
-  float* y = out[0].data<float>();
-  // Input x maps to output x*stride + off; per tap, the input-x range landing inside the output.
-  std::vector<std::int64_t> lo(static_cast<std::size_t>(KW)), hi(static_cast<std::size_t>(KW)), off(static_cast<std::size_t>(KW));
-  for (std::int64_t kw = 0; kw < KW; ++kw) {
-    off[kw] = kw * w.dil[2] - w.pad_begin[2];
-    valid_range(off[kw], w.stride[2], OW, IW, lo[kw], hi[kw]);
-  }
+  const float* x = r.x;
+  const float* wt = r.wt;
+  const auto &lo = r.lo, &hi = r.hi, &off = r.off;
   const std::int64_t sw = w.stride[2];
   // Gather form per output plane (one thread each): output rows receive contributions from
   // every input row/tap that lands on them, accumulated in a fixed (icg, id, kd, ih, kh, kw) order.
   parallel_for(s.n * s.m, cg * ksize * in_plane, [&](std::int64_t job) {
     const std::int64_t b = job / s.m, oc = job % s.m, g = oc / mg, ocg = oc % mg;
-    float* yp = y + job * out_plane;
-    fill_bias(yp, out_plane, bias, oc);
+    float* yp = r.plane(job);
     for (std::int64_t icg = 0; icg < cg; ++icg) {
       const std::int64_t ic = g * cg + icg;
       const float* xp = x + (b * s.c + ic) * in_plane;

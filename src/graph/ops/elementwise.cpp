@@ -36,8 +36,7 @@ OpDef unary(const char* name, Make make) {
   d.infer = [](const Node& n, const Inputs& in) {
     expect_inputs(n, in, 1, 1);
     if (floats_only) expect_dtype(n, in[0].dtype, {DType::F32, DType::F64});
-    else if (in[0].dtype == DType::Bool || !(is_float(in[0].dtype) || is_integer(in[0].dtype)))
-      unsupported(n, std::string("input dtype ") + dtype_name(in[0].dtype) + " is not supported");
+    else expect_arith(n, in[0].dtype);
     return one(in[0].dtype, in[0].shape);
   };
   d.ref = [make](const Node& n, std::span<const Tensor> in, std::span<Tensor> out) {
@@ -126,8 +125,7 @@ void register_clip(OpRegistry& r) {
   d.inplace_ok = true;
   d.infer = [](const Node& n, const Inputs& in) {
     expect_inputs(n, in, 1, 3);
-    if (in[0].dtype == DType::Bool || !(in[0].dtype == DType::F32 || in[0].dtype == DType::F64 || is_integer(in[0].dtype)))
-      unsupported(n, std::string("input dtype ") + dtype_name(in[0].dtype) + " is not supported");
+    expect_arith(n, in[0].dtype);
     for (std::size_t i = 1; i < in.size(); ++i) {
       if (!in[i].present()) continue;
       if (in[i].dtype != in[0].dtype)
@@ -178,7 +176,7 @@ void register_logic_identity(OpRegistry& r) {
   id.inplace_ok = true;
   id.infer = [](const Node& n, const Inputs& in) {
     expect_inputs(n, in, 1, 1);
-    if (in[0].dtype == DType::String) unsupported(n, "string tensors are not supported");
+    expect_fixed_size(n, in[0].dtype);
     return one(in[0].dtype, in[0].shape);
   };
   id.ref = [](const Node&, std::span<const Tensor> in, std::span<Tensor> out) {

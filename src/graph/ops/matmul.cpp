@@ -12,8 +12,7 @@ namespace {
 void expect_matmul_dtype(const Node& n, const Inputs& in) {
   for (const auto& v : in) {
     if (!v.present()) continue;
-    if (v.dtype == DType::Bool || !(v.dtype == DType::F32 || v.dtype == DType::F64 || is_integer(v.dtype)))
-      unsupported(n, std::string("dtype ") + dtype_name(v.dtype) + " is not supported");
+    expect_arith(n, v.dtype);
     if (v.dtype != in[0].dtype) invalid(n, "inputs have different dtypes");
   }
 }

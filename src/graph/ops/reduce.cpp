@@ -36,8 +36,7 @@ OpDef reduce_op(const char* name) {
   d.const_inputs = {1};
   d.infer = [](const Node& n, const Inputs& in) {
     expect_inputs(n, in, 1, 2);
-    if (in[0].dtype == DType::Bool || !(in[0].dtype == DType::F32 || in[0].dtype == DType::F64 || is_integer(in[0].dtype)))
-      unsupported(n, std::string("input dtype ") + dtype_name(in[0].dtype) + " is not supported");
+    expect_arith(n, in[0].dtype);
     const auto mask = reduced_dims(n, in);
     return one(in[0].dtype, reduced_shape(in[0].shape, mask, n.attrs.get_int("keepdims", 1) != 0));
   };

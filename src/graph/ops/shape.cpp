@@ -14,10 +14,6 @@ void copy_bytes(const Tensor& in, const Tensor& out) {
   if (in.raw() != out.raw() && out.nbytes()) std::memcpy(out.raw(), in.raw(), out.nbytes());
 }
 
-void no_string(const Node& n, DType t) {
-  if (dtype_size(t) == 0) unsupported(n, std::string("dtype ") + dtype_name(t) + " is not supported");
-}
-
 /// An op whose output is input 0's bytes under a new shape.
 OpDef view_op(const char* name, std::vector<int> const_inputs, std::function<Shape(const Node&, const Inputs&)> shape) {
   OpDef d;
@@ -26,7 +22,7 @@ OpDef view_op(const char* name, std::vector<int> const_inputs, std::function<Sha
   d.const_inputs = std::move(const_inputs);
   d.infer = [shape](const Node& n, const Inputs& in) {
     if (in.empty() || !in[0].present()) invalid(n, "missing input 0");
-    no_string(n, in[0].dtype);
+    expect_fixed_size(n, in[0].dtype);
     return one(in[0].dtype, shape(n, in));
   };
   d.ref = [](const Node&, std::span<const Tensor> in, std::span<Tensor> out) { copy_bytes(in[0], out[0]); };
@@ -148,7 +144,7 @@ OpDef expand_op() {
   d.const_inputs = {1};
   d.infer = [](const Node& n, const Inputs& in) {
     expect_inputs(n, in, 2, 2);
-    no_string(n, in[0].dtype);
+    expect_fixed_size(n, in[0].dtype);
     return one(in[0].dtype, broadcast_shapes(n, {in[0].shape, const_ints(n, in, 1, "shape")}));
   };
   d.ref = [](const Node&, std::span<const Tensor> in, std::span<Tensor> out) {
@@ -182,7 +178,7 @@ OpDef constant_of_shape() {
       if (v < 0) invalid(n, "shape " + ints_to_string(dims) + " has a negative dim");
     const Tensor* v = n.attrs.get_tensor("value");
     if (v != nullptr && v->numel() != 1) invalid(n, "value must hold exactly one element");
-    if (v != nullptr) no_string(n, v->dtype());
+    if (v != nullptr) expect_fixed_size(n, v->dtype());
     return one(v ? v->dtype() : DType::F32, dims);
   };
   d.ref = [](const Node& n, std::span<const Tensor>, std::span<Tensor> out) {
@@ -199,7 +195,7 @@ OpDef constant_of_shape() {
 /// Constant's value from whichever attribute carries it (value, value_float(s), value_int(s)).
 Tensor constant_value(const Node& n) {
   if (const Tensor* t = n.attrs.get_tensor("value")) {
-    no_string(n, t->dtype());
+    expect_fixed_size(n, t->dtype());
     return *t;
   }
   if (n.attrs.has("value_float")) return Tensor::from_vector<float>({}, {n.attrs.get_float("value_float", 0)}, MemCategory::Weights);

@@ -12,10 +12,6 @@ namespace {
 
 using Map = std::vector<std::int64_t>;  // output index -> input index along one dim; -1 = fill
 
-void no_string(const Node& n, DType t) {
-  if (dtype_size(t) == 0) unsupported(n, std::string("dtype ") + dtype_name(t) + " is not supported");
-}
-
 /// out[o0, .., ok] = in[maps[0][o0], .., maps[k][ok]], or `fill` where any map gives -1.
 void gather_by_maps(const Tensor& in, const Tensor& out, const std::vector<Map>& maps, const std::byte* fill) {
   const std::size_t rank = maps.size(), es = dtype_size(in.dtype());
@@ -190,7 +186,7 @@ OpDef map_op(const char* name, std::vector<int> consts, MapsFn maps_fn) {
   d.const_inputs = std::move(consts);
   d.infer = [maps_fn](const Node& n, const Inputs& in) {
     if (in.empty() || !in[0].present()) invalid(n, "missing input 0");
-    no_string(n, in[0].dtype);
+    expect_fixed_size(n, in[0].dtype);
     return one(in[0].dtype, shape_of_maps(maps_fn(n, in)));
   };
   d.ref = [maps_fn](const Node& n, std::span<const Tensor> in, std::span<Tensor> out) {
@@ -224,7 +220,7 @@ OpDef concat_op() {
     Shape out = s0;
     out[axis] = 0;
     for (const auto& v : in) {
-      no_string(n, v.dtype);
+      expect_fixed_size(n, v.dtype);
       if (v.dtype != in[0].dtype) invalid(n, "inputs have different dtypes");
       bool ok = v.shape.size() == s0.size();
       for (std::size_t i = 0; ok && i < s0.size(); ++i) ok = i == axis || v.shape[i] == s0[i];
@@ -279,7 +275,7 @@ OpDef split_op() {
   d.const_inputs = {1};
   d.infer = [](const Node& n, const Inputs& in) {
     expect_inputs(n, in, 1, 2);
-    no_string(n, in[0].dtype);
+    expect_fixed_size(n, in[0].dtype);
     std::size_t axis = 0;
     std::vector<ValueType> out;
     for (auto len : split_sizes(n, in, axis)) {
@@ -316,7 +312,7 @@ OpDef gather_op() {
   d.name = "Gather";
   d.infer = [](const Node& n, const Inputs& in) {
     expect_inputs(n, in, 2, 2);
-    no_string(n, in[0].dtype);
+    expect_fixed_size(n, in[0].dtype);
     expect_dtype(n, in[1].dtype, {DType::I32, DType::I64}, "indices");
     const Shape& x = in[0].shape;
     const auto axis = static_cast<std::size_t>(normalize_axis(n, n.attrs.get_int("axis", 0), static_cast<std::int64_t>(x.size())));
@@ -366,7 +362,7 @@ OpDef transpose_op() {
   d.name = "Transpose";
   d.infer = [](const Node& n, const Inputs& in) {
     expect_inputs(n, in, 1, 1);
-    no_string(n, in[0].dtype);
+    expect_fixed_size(n, in[0].dtype);
     const auto perm = perm_of(n, in[0].shape.size());
     Shape out;
     for (auto p : perm) out.push_back(in[0].shape[static_cast<std::size_t>(p)]);
