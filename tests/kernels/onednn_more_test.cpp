@@ -489,4 +489,43 @@ TEST(OneDnnMatMul, GemmVariants) {
   }
 }
 
+// ---- resize ----------------------------------------------------------------------------------
+
+Net resize_net(const std::vector<float>& scales, const std::vector<Proto>& attrs, bool after_conv = true) {
+  Net n;
+  n.input("x", {1, 3, 4, 5, 6});
+  std::string src = "x";
+  if (after_conv) {
+    n.conv("x", "c", 3, 8);
+    src = "c";
+  }
+  n.p.initializers.push_back(float_tensor("roi", {0}, {}));
+  n.p.initializers.push_back(float_tensor("scales", {5}, scales));
+  n.add("Resize", {src, "roi", "scales"}, {"y"}, attrs);
+  n.output("y");
+  return n;
+}
+
+TEST(OneDnnResize, LinearHalfPixel) {
+  expect_onednn(compare(resize_net({1, 1, 2, 2, 2}, {attr_string("mode", "linear")})), "Resize");
+  expect_onednn(compare(resize_net({1, 1, 1.5f, 2, 0.5f}, {attr_string("mode", "linear")}, false)), "Resize");
+  expect_onednn(compare(resize_net({1, 1, 2, 3, 2},
+                                   {attr_string("mode", "linear"), attr_string("coordinate_transformation_mode", "pytorch_half_pixel")})),
+                "Resize");
+}
+
+TEST(OneDnnResize, NearestIntegerFactors) {
+  expect_onednn(compare(resize_net({1, 1, 2, 2, 2},
+                                   {attr_string("coordinate_transformation_mode", "asymmetric"), attr_string("nearest_mode", "floor")})),
+                "Resize");
+  expect_onednn(compare(resize_net({1, 1, 3, 2, 4}, {}, false)), "Resize");
+  expect_onednn(compare(resize_net({1, 1, 2, 3, 1}, {attr_string("nearest_mode", "round_prefer_ceil")})), "Resize");
+}
+
+TEST(OneDnnResize, UnmatchedVariantsDecline) {
+  expect_ref(compare(resize_net({1, 1, 1.5f, 2, 2}, {})), "Resize");
+  expect_ref(compare(resize_net({1, 1, 2, 2, 2}, {attr_string("mode", "linear"), attr_string("coordinate_transformation_mode", "align_corners")})),
+             "Resize");
+}
+
 }  // namespace

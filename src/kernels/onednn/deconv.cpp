@@ -184,6 +184,9 @@ class Deconv2x2Kernel final : public PrimitiveKernel {
     const Tensor tb_t = Tensor::view(DType::F32, {subs * mp_}, tb.data());
     bind_constant(DNNL_ARG_BIAS, tb_t, b_md, b_md);
     src_md_ = pd.src_desc();
+    // Only the activation is read at run time; the weights and bias were packed above.
+    in_binds_.assign(n.in.size(), Bind{-1, {}});
+    in_binds_[0] = {DNNL_ARG_SRC, src_md_};
     dec.inputs.assign(n.in.size(), Layout{});
     dec.inputs[0] = to_layout(src_md_, x.shape);
     dec.outputs = {to_layout(memory::desc(to_dims(y.shape), dt::f32, layout_tag(rank, blk_)), y.shape)};

@@ -11,6 +11,7 @@ std::unique_ptr<Kernel> make_instnorm(const graph::TypedGraph&, const graph::TNo
 std::unique_ptr<Kernel> make_deconv(const graph::TypedGraph&, const graph::TNode&, const std::vector<Layout>&, LayoutDecision&);
 std::unique_ptr<Kernel> make_softmax(const graph::TypedGraph&, const graph::TNode&, const std::vector<Layout>&, LayoutDecision&);
 std::unique_ptr<Kernel> make_matmul(const graph::TypedGraph&, const graph::TNode&, const std::vector<Layout>&, LayoutDecision&);
+std::unique_ptr<Kernel> make_resize(const graph::TypedGraph&, const graph::TNode&, const std::vector<Layout>&, LayoutDecision&);
 std::unique_ptr<Kernel> make_gemm(const graph::TypedGraph&, const graph::TNode&, const std::vector<Layout>&, LayoutDecision&);
 
 void register_more_kernels(std::unordered_map<std::string, MakeFn>& table) {
@@ -26,6 +27,7 @@ void register_more_kernels(std::unordered_map<std::string, MakeFn>& table) {
   table["LogSoftmax"] = &make_softmax;
   table["MatMul"] = &make_matmul;
   table["Gemm"] = &make_gemm;
+  table["Resize"] = &make_resize;
 }
 
 }  // namespace qsmcore::kernels::onednn
