@@ -67,6 +67,8 @@ std::string sha256_hex(std::span<const std::byte> bytes) {
   return hasher.hex_digest();
 }
 
+std::string sha256_hex(std::string_view text) { return sha256_hex(std::as_bytes(std::span(text))); }
+
 std::string sha256_file(const std::filesystem::path& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw Error(ErrorKind::Io, "cannot open " + path.string() + ": " + std::strerror(errno));

@@ -34,6 +34,7 @@ class Sha256 {
 /// Lowercase hex SHA-256 of a buffer / of a whole file (read in 1 MiB chunks; Error{Io} naming
 /// the file if it cannot be read).
 std::string sha256_hex(std::span<const std::byte> bytes);
+std::string sha256_hex(std::string_view text);
 std::string sha256_file(const std::filesystem::path& path);
 
 /// 64 lowercase hex digits: the only form the registry stores.

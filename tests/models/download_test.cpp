@@ -21,6 +21,8 @@ namespace qsmcore {
 namespace {
 
 using namespace std::chrono_literals;
+using testing::contains;
+using testing::error_of;
 using testing::file_names;
 using testing::LocalHttpServer;
 using testing::read_file;
@@ -33,25 +35,6 @@ const std::string kWeights = [] {
   for (std::size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<char>((i * 7919) % 251);
   return bytes;
 }();
-
-std::string sha(const std::string& bytes) {
-  return io::sha256_hex(std::as_bytes(std::span(bytes.data(), bytes.size())));
-}
-
-std::string message_of(const std::function<void()>& action, ErrorKind expected_kind) {
-  try {
-    action();
-  } catch (const Error& e) {
-    EXPECT_EQ(e.kind(), expected_kind) << e.what();
-    return e.what();
-  }
-  ADD_FAILURE() << "no qsmcore::Error thrown";
-  return "";
-}
-
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
 
 class Download : public ::testing::Test {
  protected:
@@ -67,7 +50,8 @@ class Download : public ::testing::Test {
   }
 
   io::DownloadTarget target(const LocalHttpServer& server) {
-    return {server.url("/w.onnx"), dir_ / "w.onnx", sha(kWeights), kWeights.size(), "w.onnx"};
+    return {server.url("/w.onnx"), dir_.path() / "w.onnx", io::sha256_hex(kWeights), kWeights.size(),
+            "w.onnx"};
   }
 
   TempDir dir_;
@@ -82,9 +66,9 @@ TEST_F(Download, SucceedsOnTheThirdAttemptAfterTwo503) {
   EXPECT_EQ(result.attempts, 3);
   EXPECT_EQ(server.requests(), 3);
   EXPECT_EQ(result.bytes, kWeights.size());
-  EXPECT_EQ(result.sha256, sha(kWeights));
+  EXPECT_EQ(result.sha256, io::sha256_hex(kWeights));
   EXPECT_EQ(retries_, (Names{"1: HTTP 503", "2: HTTP 503"}));
-  EXPECT_EQ(read_file(dir_ / "w.onnx"), kWeights);
+  EXPECT_EQ(read_file(dir_.path() / "w.onnx"), kWeights);
   EXPECT_EQ(file_names(dir_.path()), Names{"w.onnx"});
 }
 
@@ -102,8 +86,7 @@ TEST_F(Download, TruncatedBodyFailsAfterEveryAttemptAndLeavesNothing) {
   });
   io::HttpOptions http = options();
   http.max_attempts = 3;
-  const std::string message =
-      message_of([&] { io::download_verified(target(server), http); }, ErrorKind::Http);
+  const std::string message = error_of([&] { io::download_verified(target(server), http); }, ErrorKind::Http);
   EXPECT_TRUE(contains(message, "after 3 attempts")) << message;
   EXPECT_TRUE(contains(message, server.url("/w.onnx"))) << message;
   EXPECT_EQ(server.requests(), 3);
@@ -115,7 +98,7 @@ TEST_F(Download, BodyCutShortOnceIsRetried) {
     return n == 1 ? Reply{.body = kWeights, .send_bytes = 1000} : Reply{.body = kWeights};
   });
   EXPECT_EQ(io::download_verified(target(server), options()).attempts, 2);
-  EXPECT_EQ(read_file(dir_ / "w.onnx"), kWeights);  // the first attempt's bytes were dropped
+  EXPECT_EQ(read_file(dir_.path() / "w.onnx"), kWeights);  // the first attempt's bytes were dropped
   EXPECT_EQ(file_names(dir_.path()), Names{"w.onnx"});
 }
 
@@ -123,10 +106,10 @@ TEST_F(Download, WrongBytesAreAChecksumErrorNamingFileExpectedAndActual) {
   const std::string other = kWeights.substr(0, kWeights.size() - 1) + "!";
   LocalHttpServer server([&](int, const std::string&) { return Reply{.body = other}; });
   const std::string message =
-      message_of([&] { io::download_verified(target(server), options()); }, ErrorKind::Checksum);
+      error_of([&] { io::download_verified(target(server), options()); }, ErrorKind::Checksum);
   EXPECT_TRUE(contains(message, "w.onnx")) << message;
-  EXPECT_TRUE(contains(message, "expected " + sha(kWeights))) << message;
-  EXPECT_TRUE(contains(message, "got " + sha(other))) << message;
+  EXPECT_TRUE(contains(message, "expected " + io::sha256_hex(kWeights))) << message;
+  EXPECT_TRUE(contains(message, "got " + io::sha256_hex(other))) << message;
   EXPECT_EQ(server.requests(), 1);  // the server answered; asking again would not change that
   EXPECT_EQ(file_names(dir_.path()), Names{});
 }
@@ -134,7 +117,7 @@ TEST_F(Download, WrongBytesAreAChecksumErrorNamingFileExpectedAndActual) {
 TEST_F(Download, NotFoundFailsAtOnce) {
   LocalHttpServer server([](int, const std::string&) { return Reply{.status = 404, .body = "no"}; });
   const std::string message =
-      message_of([&] { io::download_verified(target(server), options()); }, ErrorKind::Http);
+      error_of([&] { io::download_verified(target(server), options()); }, ErrorKind::Http);
   EXPECT_TRUE(contains(message, "HTTP 404 after 1 attempt")) << message;
   EXPECT_EQ(server.requests(), 1);
   EXPECT_TRUE(retries_.empty());
@@ -147,8 +130,7 @@ TEST_F(Download, StalledBodyTimesOut) {
   io::HttpOptions http = options();
   http.max_attempts = 2;
   const auto start = std::chrono::steady_clock::now();
-  const std::string message =
-      message_of([&] { io::download_verified(target(server), http); }, ErrorKind::Http);
+  const std::string message = error_of([&] { io::download_verified(target(server), http); }, ErrorKind::Http);
   const auto elapsed = std::chrono::steady_clock::now() - start;
   EXPECT_TRUE(contains(message, "timed out")) << message;
   EXPECT_TRUE(contains(message, "after 2 attempts")) << message;
@@ -163,8 +145,7 @@ TEST_F(Download, SilentServerTimesOut) {
   io::HttpOptions http = options();
   http.max_attempts = 1;
   const auto start = std::chrono::steady_clock::now();
-  const std::string message =
-      message_of([&] { io::download_verified(target(server), http); }, ErrorKind::Http);
+  const std::string message = error_of([&] { io::download_verified(target(server), http); }, ErrorKind::Http);
   EXPECT_TRUE(contains(message, "timed out")) << message;
   EXPECT_LT(std::chrono::steady_clock::now() - start, 10s);
   EXPECT_EQ(file_names(dir_.path()), Names{});
@@ -173,7 +154,7 @@ TEST_F(Download, SilentServerTimesOut) {
 TEST_F(Download, MoreBytesThanTheRegistrySaysAreRefused) {
   LocalHttpServer server([](int, const std::string&) { return Reply{.body = kWeights + "extra"}; });
   const std::string message =
-      message_of([&] { io::download_verified(target(server), options()); }, ErrorKind::Checksum);
+      error_of([&] { io::download_verified(target(server), options()); }, ErrorKind::Checksum);
   EXPECT_TRUE(contains(message, "more than the " + std::to_string(kWeights.size()) + " bytes")) << message;
   EXPECT_EQ(file_names(dir_.path()), Names{});
 }
@@ -189,25 +170,25 @@ TEST_F(Download, RefusedConnectionIsRetried) {
   ASSERT_EQ(::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
   ::close(fd);
   io::DownloadTarget t{"http://127.0.0.1:" + std::to_string(ntohs(addr.sin_port)) + "/w.onnx",
-                       dir_ / "w.onnx", sha(kWeights), kWeights.size(), "w.onnx"};
+                       dir_.path() / "w.onnx", io::sha256_hex(kWeights), kWeights.size(), "w.onnx"};
   io::HttpOptions http = options();
   http.max_attempts = 2;
-  const std::string message = message_of([&] { io::download_verified(t, http); }, ErrorKind::Http);
+  const std::string message = error_of([&] { io::download_verified(t, http); }, ErrorKind::Http);
   EXPECT_TRUE(contains(message, "after 2 attempts")) << message;
   EXPECT_EQ(retries_.size(), 1u);
   EXPECT_EQ(file_names(dir_.path()), Names{});
 }
 
 TEST_F(Download, ExistingFileIsReplacedOnlyBySuccess) {
-  testing::write_file(dir_ / "w.onnx", "old");
+  testing::write_file(dir_.path() / "w.onnx", "old");
   {
     LocalHttpServer server([](int, const std::string&) { return Reply{.status = 404}; });
     EXPECT_THROW(io::download_verified(target(server), options()), Error);
-    EXPECT_EQ(read_file(dir_ / "w.onnx"), "old");
+    EXPECT_EQ(read_file(dir_.path() / "w.onnx"), "old");
   }
   LocalHttpServer server([](int, const std::string&) { return Reply{.body = kWeights}; });
   io::download_verified(target(server), options());
-  EXPECT_EQ(read_file(dir_ / "w.onnx"), kWeights);
+  EXPECT_EQ(read_file(dir_.path() / "w.onnx"), kWeights);
   EXPECT_EQ(file_names(dir_.path()), Names{"w.onnx"});
 }
 
@@ -247,8 +228,8 @@ TEST(DownloadPolicy, RetryableStatuses) {
 class DownloadIntoCache : public ::testing::Test {
  protected:
   void SetUp() override {
-    env_.set("HOME", (root_ / "home").string());
-    env_.set("QSM_MODEL_CACHE", (root_ / "cache").string());
+    env_.set("HOME", (root_.path() / "home").string());
+    env_.set("QSM_MODEL_CACHE", (root_.path() / "cache").string());
     env_.set("QSM_MODEL_DIR_TEST_NET", std::nullopt);
     options_.download.backoff_base = 1ms;
     options_.download.stall_timeout = 1s;
@@ -257,7 +238,7 @@ class DownloadIntoCache : public ::testing::Test {
 
   testing::ScopedEnv env_;
   TempDir root_;
-  std::string hash_ = sha(kWeights);
+  std::string hash_ = io::sha256_hex(kWeights);
   // The registry URL is unreachable: only the base-URL override can make these tests pass.
   WeightFile files_[1] = {{"test-net.onnx", "http://127.0.0.1:9/test-net.onnx", hash_, kWeights.size()}};
   ModelSpec spec_{.id = "test-net", .name = "TestNet", .status = WeightStatus::Available, .files = files_};
@@ -275,9 +256,9 @@ TEST_F(DownloadIntoCache, DownloadsFromBaseUrlOverrideThenReusesTheCache) {
   EXPECT_EQ(first.source, WeightSource::Download);
   EXPECT_TRUE(first.verified);
   EXPECT_EQ(first.attempts, 1);
-  EXPECT_EQ(first.path, root_ / "cache/test-net.onnx");
+  EXPECT_EQ(first.path, root_.path() / "cache/test-net.onnx");
   EXPECT_EQ(paths, Names{"/mirror/test-net.onnx"});
-  EXPECT_EQ(file_names(root_ / "cache"), Names{"test-net.onnx"});
+  EXPECT_EQ(file_names(root_.path() / "cache"), Names{"test-net.onnx"});
 
   const ResolvedWeight second = resolve_weight(spec_, files_[0], options_);
   EXPECT_EQ(second.source, WeightSource::Cache);
@@ -293,20 +274,20 @@ TEST_F(DownloadIntoCache, OptionBaseUrlWinsOverTheVariable) {
 }
 
 TEST_F(DownloadIntoCache, BadCacheCopyIsDownloadedAgain) {
-  testing::write_file(root_ / "cache/test-net.onnx", "stale");
+  testing::write_file(root_.path() / "cache/test-net.onnx", "stale");
   LocalHttpServer server([](int, const std::string&) { return Reply{.body = kWeights}; });
   env_.set("QSM_MODEL_BASE_URL", server.base_url());
   const ResolvedWeight found = resolve_weight(spec_, files_[0], options_);
   EXPECT_EQ(found.source, WeightSource::Download);
-  EXPECT_EQ(read_file(root_ / "cache/test-net.onnx"), kWeights);
+  EXPECT_EQ(read_file(root_.path() / "cache/test-net.onnx"), kWeights);
 }
 
 TEST_F(DownloadIntoCache, BadCacheCopyIsGoneEvenIfTheDownloadFails) {
-  testing::write_file(root_ / "cache/test-net.onnx", "stale");
+  testing::write_file(root_.path() / "cache/test-net.onnx", "stale");
   LocalHttpServer server([](int, const std::string&) { return Reply{.status = 404}; });
   env_.set("QSM_MODEL_BASE_URL", server.base_url());
   EXPECT_THROW(resolve_weight(spec_, files_[0], options_), Error);
-  EXPECT_EQ(file_names(root_ / "cache"), Names{});
+  EXPECT_EQ(file_names(root_.path() / "cache"), Names{});
 }
 
 TEST_F(DownloadIntoCache, DownloadsAreCheckedEvenWithoutVerify) {
@@ -314,16 +295,16 @@ TEST_F(DownloadIntoCache, DownloadsAreCheckedEvenWithoutVerify) {
   env_.set("QSM_MODEL_BASE_URL", server.base_url());
   options_.verify = false;
   const std::string message =
-      message_of([&] { resolve_weight(spec_, files_[0], options_); }, ErrorKind::Checksum);
+      error_of([&] { resolve_weight(spec_, files_[0], options_); }, ErrorKind::Checksum);
   EXPECT_TRUE(contains(message, "expected " + hash_)) << message;
-  EXPECT_EQ(file_names(root_ / "cache"), Names{});
+  EXPECT_EQ(file_names(root_.path() / "cache"), Names{});
 }
 
 TEST_F(DownloadIntoCache, CacheFolderIsCreated) {
-  env_.set("QSM_MODEL_CACHE", (root_ / "deep/new/cache").string());
+  env_.set("QSM_MODEL_CACHE", (root_.path() / "deep/new/cache").string());
   LocalHttpServer server([](int, const std::string&) { return Reply{.body = kWeights}; });
   env_.set("QSM_MODEL_BASE_URL", server.base_url());
-  EXPECT_EQ(resolve_weight(spec_, files_[0], options_).path, root_ / "deep/new/cache/test-net.onnx");
+  EXPECT_EQ(resolve_weight(spec_, files_[0], options_).path, root_.path() / "deep/new/cache/test-net.onnx");
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "io/sha256.h"
+#include "onnx/test_util.h"
 #include "qsmcore/error.h"
 #include "qsmcore/models.h"
 
@@ -127,13 +128,8 @@ TEST(Registry, IdsAreUniqueAndFindableExactly) {
   EXPECT_EQ(find_model("QSMNET"), nullptr);  // case-sensitive
   EXPECT_EQ(find_model("qsmnet "), nullptr);
   EXPECT_EQ(find_model(""), nullptr);
-  try {
-    require_model("no-such-net");
-    FAIL() << "require_model accepted an unknown id";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.kind(), ErrorKind::NotFound);
-    EXPECT_STREQ(e.what(), "'no-such-net' not in model registry");
-  }
+  EXPECT_EQ(qsmtest::error_of([] { require_model("no-such-net"); }, ErrorKind::NotFound),
+            "'no-such-net' not in model registry");
 }
 
 TEST(Registry, WeightFileNamesAreUnique) {
@@ -256,13 +252,12 @@ TEST(ModelMemory, UnmeasuredNetworksThrowInsteadOfGuessing) {
     SCOPED_TRACE(spec.id);
     if (spec.memory) continue;
     const std::string expected = "memory of '" + std::string(spec.id) + "' not measured yet";
-    try {
-      (void)spec.inference_bytes({64, 64, 64});
-      ADD_FAILURE() << "no throw";
-    } catch (const Error& e) {
-      EXPECT_EQ(e.kind(), ErrorKind::NotFound);
-      EXPECT_EQ(e.what(), expected);
-    }
+    EXPECT_EQ(qsmtest::error_of(
+                  [&] {
+                    (void)spec.inference_bytes({64, 64, 64});
+                  },
+                  ErrorKind::NotFound),
+              expected);
     EXPECT_THROW((void)spec.resident_bytes(), Error);
     EXPECT_THROW((void)spec.peak_bytes({64, 64, 64}, Heap::Native), Error);
     EXPECT_THROW((void)spec.peak_bytes({64, 64, 64}, Heap::Wasm32), Error);

@@ -1,5 +1,6 @@
-// Shared test scaffolding: a temporary folder removed afterwards, environment variables set for
-// one test and restored after it, and small file helpers.
+// Test scaffolding for the registry tests: environment variables set for one test and restored
+// after it, the working folder changed for one test, and small file helpers. The scratch folder
+// and the error capture are the onnx tests' (onnx/test_util.h).
 #pragma once
 #include <unistd.h>
 
@@ -14,27 +15,13 @@
 #include <string>
 #include <vector>
 
+#include "onnx/test_util.h"
+
 namespace qsmcore::testing {
 
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern = (std::filesystem::temp_directory_path() / "qsm-models-XXXXXX").string();
-    if (::mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
-    path_ = pattern;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const std::filesystem::path& path() const { return path_; }
-  std::filesystem::path operator/(const std::string& name) const { return path_ / name; }
-
- private:
-  std::filesystem::path path_;
-};
+// One scratch-folder type and one "expect this Error" helper for all test areas.
+using qsmtest::error_of;
+using qsmtest::TempDir;
 
 // Every variable the weight lookup reads (the per-model folders aside: tests set those for
 // their own ids) is saved, cleared for the test, and put back.
@@ -85,6 +72,10 @@ class ScopedCwd {
  private:
   std::filesystem::path old_;
 };
+
+inline bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
 
 inline void write_file(const std::filesystem::path& path, const std::string& bytes) {
   std::filesystem::create_directories(path.parent_path());
