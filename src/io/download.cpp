@@ -37,33 +37,44 @@ std::string megabytes(double bytes) {
   return text;
 }
 
-// One line on stderr, redrawn at most ten times a second.
+// One line on stderr, redrawn at most ten times a second, and once more at the end so the
+// last figure shown is the final one.
 class ProgressLine {
  public:
   ProgressLine(std::string label, std::uint64_t expected) : label_(std::move(label)), expected_(expected) {}
 
   void update(std::uint64_t done, std::uint64_t announced) {
+    done_ = done;
+    if (announced > 0) total_ = announced;
     const auto now = std::chrono::steady_clock::now();
     if (drawn_ && now - last_ < std::chrono::milliseconds(100)) return;
     last_ = now;
-    drawn_ = true;
-    const std::uint64_t total = announced > 0 ? announced : expected_;
-    if (total > 0)
-      std::fprintf(stderr, "\r%s  %s / %s MB  %3d%%", label_.c_str(), megabytes(double(done)).c_str(),
-                   megabytes(double(total)).c_str(), int(100.0 * double(done) / double(total)));
-    else
-      std::fprintf(stderr, "\r%s  %s MB", label_.c_str(), megabytes(double(done)).c_str());
-    std::fflush(stderr);
+    draw();
   }
 
   void end_line() {
-    if (drawn_) std::fputc('\n', stderr);
+    if (!drawn_) return;
+    draw();
+    std::fputc('\n', stderr);
     drawn_ = false;
   }
 
  private:
+  void draw() {
+    drawn_ = true;
+    const std::uint64_t total = total_ > 0 ? total_ : expected_;
+    if (total > 0)
+      std::fprintf(stderr, "\r%s  %s / %s MB  %3d%%", label_.c_str(), megabytes(double(done_)).c_str(),
+                   megabytes(double(total)).c_str(), int(100.0 * double(done_) / double(total)));
+    else
+      std::fprintf(stderr, "\r%s  %s MB", label_.c_str(), megabytes(double(done_)).c_str());
+    std::fflush(stderr);
+  }
+
   std::string label_;
   std::uint64_t expected_;
+  std::uint64_t done_ = 0;
+  std::uint64_t total_ = 0;  // as announced by the server
   bool drawn_ = false;
   std::chrono::steady_clock::time_point last_{};
 };
