@@ -3,6 +3,7 @@
 #include <cctype>
 #include <cstdlib>
 #include <optional>
+#include <system_error>
 
 #include "qsmcore/models.h"
 
@@ -14,6 +15,13 @@ std::optional<std::filesystem::path> env_path(const char* name) {
   const char* value = std::getenv(name);
   if (value == nullptr || *value == '\0') return std::nullopt;
   return std::filesystem::path(value);
+}
+
+// Absolute for messages; "." if the working folder has been removed under us.
+std::filesystem::path working_folder() {
+  std::error_code ec;
+  std::filesystem::path cwd = std::filesystem::current_path(ec);
+  return ec ? std::filesystem::path(".") : cwd;
 }
 
 struct Folder {
@@ -35,7 +43,7 @@ Folder cache_folder() {
   if (auto dir = env_path("QSM_MODEL_CACHE")) return {*dir, "$QSM_MODEL_CACHE"};
   if (auto folder = user_cache("qsmcore")) return *folder;
   // No home at all (a bare container): a folder beside the run, as QSM.rs does.
-  return {std::filesystem::current_path() / ".qsmcore-models", "./.qsmcore-models"};
+  return {working_folder() / ".qsmcore-models", "./.qsmcore-models"};
 }
 
 }  // namespace
@@ -78,7 +86,7 @@ std::vector<WeightLocation> weight_locations(const ModelSpec& spec, const Weight
   add(cache.path, WeightSource::Cache, cache.origin);
   // QSM.rs's own $QSM_MODEL_CACHE is ours too, so only its default folders are added.
   if (auto folder = user_cache("qsm-rs")) add(folder->path, WeightSource::QsmRsCache, folder->origin);
-  add(std::filesystem::current_path() / ".qsm-rs-models", WeightSource::QsmRsCache, "./.qsm-rs-models");
+  add(working_folder() / ".qsm-rs-models", WeightSource::QsmRsCache, "./.qsm-rs-models");
   return places;
 }
 

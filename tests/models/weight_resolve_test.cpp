@@ -96,6 +96,14 @@ TEST_F(WeightResolve, CacheFolderFallsBackFromVariableToXdgToHome) {
   EXPECT_EQ(places[1].path, root_.path() / "home/.cache/qsm-rs/models/test-net.onnx");
 }
 
+TEST_F(WeightResolve, WithoutAnyHomeTheCacheIsBesideTheRun) {
+  env_.set("HOME", std::nullopt);
+  EXPECT_EQ(model_cache_dir(), std::filesystem::current_path() / ".qsmcore-models");
+  const std::vector<WeightLocation> places = weight_locations(model_.spec, model_.file());
+  ASSERT_EQ(places.size(), 2u);  // the cache and ./.qsm-rs-models
+  EXPECT_EQ(places[0].origin, "./.qsmcore-models");
+}
+
 TEST_F(WeightResolve, UnsetFoldersAreLeftOut) {
   const std::vector<WeightLocation> places = weight_locations(model_.spec, model_.file());
   ASSERT_EQ(places.size(), 3u);  // cache, QSM.rs under $HOME, ./.qsm-rs-models
