@@ -1,5 +1,7 @@
 // qsm onnx info|run: the generic commands for any ONNX file, with NumPy .npy files as array
 // I/O (what our users' Python tools read and write).
+#include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -55,12 +57,22 @@ void info(const std::string& path) {
   for (const auto& [op, count] : hist) std::printf("  %-24s %d\n", op.c_str(), count);
 }
 
+// Output names may hold '/' and other characters that are no file names (torch exports
+// "/dec/Conv_output_0"): keep [A-Za-z0-9._-], replace the rest with '_'.
+std::string file_stem(const std::string& name) {
+  std::string s = name;
+  for (char& c : s)
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-')) c = '_';
+  return s.empty() ? "output" : s;
+}
+
 struct RunArgs {
   std::string model;
   std::vector<std::string> ins;
   std::string out_dir;
   std::string backend = "onednn";
   int threads = 0;
+  int repeat = 1;
 };
 
 void run(const RunArgs& a) {
@@ -92,12 +104,24 @@ void run(const RunArgs& a) {
   const auto t2 = std::chrono::steady_clock::now();
   auto outputs = model.run(inputs);
   const auto t3 = std::chrono::steady_clock::now();
+  // Further runs reuse the plan: their median is the steady-state time.
+  std::vector<double> times{std::chrono::duration<double>(t3 - t2).count()};
+  for (int r = 1; r < a.repeat; ++r) {
+    const auto s0 = std::chrono::steady_clock::now();
+    outputs = model.run(inputs);
+    times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - s0).count());
+  }
   std::filesystem::create_directories(a.out_dir);
-  for (const auto& [name, t] : outputs) io::write_npy((std::filesystem::path(a.out_dir) / (name + ".npy")).string(), t);
+  for (const auto& [name, t] : outputs) io::write_npy((std::filesystem::path(a.out_dir) / (file_stem(name) + ".npy")).string(), t);
   const double load_s = std::chrono::duration<double>(t1 - t0).count();
   const double run_s = std::chrono::duration<double>(t3 - t2).count();
   std::printf("backend %s, %d thread(s)\n", to_string(model.options().backend), model.options().threads);
   std::printf("load %.3f s, first run (plan + run) %.3f s\n", load_s, run_s);
+  if (a.repeat > 1) {
+    std::vector<double> later(times.begin() + 1, times.end());
+    std::sort(later.begin(), later.end());
+    std::printf("median of %zu planned runs: %.3f s\n", later.size(), later[later.size() / 2]);
+  }
   if (shapes.size() == model.inputs().size()) {
     const PlanMemory pm = model.plan_memory(shapes);
     std::printf("predicted run memory %s (arena %s, scratch %s, outputs %s; packed weights %s)\n",
@@ -108,7 +132,7 @@ void run(const RunArgs& a) {
               mib(memory_peak()).c_str(), mib(memory_peak() - before_plan + resident).c_str(),
               mib(process_hwm_bytes()).c_str());
   for (const auto& [name, t] : outputs)
-    std::printf("wrote %s/%s.npy %s\n", a.out_dir.c_str(), name.c_str(), shape_to_string(t.shape()).c_str());
+    std::printf("wrote %s/%s.npy %s\n", a.out_dir.c_str(), file_stem(name).c_str(), shape_to_string(t.shape()).c_str());
 }
 
 }  // namespace
@@ -129,6 +153,8 @@ void register_onnx_commands(CLI::App& app) {
   run_cmd->add_option("--out", args->out_dir, "output folder")->required();
   run_cmd->add_option("--backend", args->backend, "onednn | reference")->check(CLI::IsMember({"onednn", "reference"}));
   run_cmd->add_option("--threads", args->threads, "threads (default: all cores)");
+  run_cmd->add_option("--repeat", args->repeat, "run K times; prints the median of the runs after the first")
+      ->check(CLI::Range(1, 1000));
   run_cmd->callback([args] { run(*args); });
 }
 

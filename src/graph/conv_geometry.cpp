@@ -47,9 +47,9 @@ void resolve_pads(const Node& n, ConvGeometry& g, const Shape& x, const std::vec
         total = std::max<std::int64_t>(0, (in - 1) * g.strides[i] + eff_kernel[i] - in * g.strides[i]);
       }
       const std::int64_t small = total / 2;
-      const bool upper = auto_pad == "SAME_UPPER";
-      // ConvTranspose swaps which side takes the extra pad (ONNX spec).
-      const bool extra_at_end = transpose ? !upper : upper;
+      // SAME_UPPER puts the odd pad at the end, for Conv and ConvTranspose alike (the ONNX
+      // spec and its 1.12 test data; onnxruntime swaps it for ConvTranspose).
+      const bool extra_at_end = auto_pad == "SAME_UPPER";
       g.pads_begin[i] = extra_at_end ? small : total - small;
       g.pads_end[i] = total - g.pads_begin[i];
     }
@@ -112,8 +112,10 @@ ConvGeometry conv_transpose_geometry(const Node& n, const Shape& x, const Shape&
     g.pads_begin.assign(rank, 0);
     g.pads_end.assign(rank, 0);
     for (std::size_t i = 0; i < rank; ++i) {
-      const std::int64_t total = g.strides[i] * (x[i + 2] - 1) + out_pad[i] + eff[i] - os[i];
-      if (total < 0) bad(n, "output_shape is larger than the transposed convolution can produce");
+      // An output_shape beyond what the convolution produces is allowed: the extra outputs see
+      // no input and hold just the bias (padding clamps at 0).
+      const std::int64_t total =
+          std::max<std::int64_t>(0, g.strides[i] * (x[i + 2] - 1) + out_pad[i] + eff[i] - os[i]);
       g.pads_begin[i] = lower ? total - total / 2 : total / 2;
       g.pads_end[i] = total - g.pads_begin[i];
       g.out_spatial.push_back(os[i]);

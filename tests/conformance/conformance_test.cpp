@@ -40,7 +40,9 @@ const std::set<std::string>& claimed_ops() {
       "Upsample", "Concat", "Split", "Slice", "Pad", "Add", "Sub", "Mul", "Div", "Max", "Min", "MatMul", "Gemm",
       "Reshape", "Transpose", "Flatten", "Squeeze", "Unsqueeze", "Expand", "Shape", "Gather", "Constant",
       "ConstantOfShape", "Identity", "Cast", "ReduceMean", "ReduceSum", "Where", "Equal", "Greater", "Less", "Not",
-      "Tile"};
+      "Tile",
+      // Added for the architecture twins (iQSM/iQFM LoT layer, NeXtQSM VJP graph).
+      "Sin", "Cos", "Reciprocal", "Sign"};
   return ops;
 }
 

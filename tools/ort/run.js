@@ -109,7 +109,9 @@ async function main() {
   }
   if (a.out) {
     fs.mkdirSync(a.out, { recursive: true });
-    for (const name of session.outputNames) writeNpy(path.join(a.out, `${name}.npy`), result[name]);
+    // Same file-name rule as `qsm onnx run`: keep [A-Za-z0-9._-], replace the rest with '_'.
+    for (const name of session.outputNames)
+      writeNpy(path.join(a.out, `${name.replace(/[^A-Za-z0-9._-]/g, '_') || 'output'}.npy`), result[name]);
   }
   times.sort((x, y) => x - y);
   const mid = times.length >> 1;

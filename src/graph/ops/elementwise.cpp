@@ -111,6 +111,23 @@ void register_math(OpRegistry& r) {
     using T = typename decltype(tag)::type;
     return [](T x) { return std::sqrt(x); };
   }));
+  // Needed by the iQSM/iQFM twins (LoT layer) and NeXtQSM's VJP graph.
+  r.add(unary<true>("Sin", [](const Node&, auto tag) {
+    using T = typename decltype(tag)::type;
+    return [](T x) { return std::sin(x); };
+  }));
+  r.add(unary<true>("Cos", [](const Node&, auto tag) {
+    using T = typename decltype(tag)::type;
+    return [](T x) { return std::cos(x); };
+  }));
+  r.add(unary<true>("Reciprocal", [](const Node&, auto tag) {
+    using T = typename decltype(tag)::type;
+    return [](T x) { return T(1) / x; };
+  }));
+  r.add(unary<false>("Sign", [](const Node&, auto tag) {
+    using T = typename decltype(tag)::type;
+    return [](T x) { return static_cast<T>((T(0) < x) - (x < T(0))); };
+  }));
   r.add(unary<true>("Erf", [](const Node&, auto tag) {
     using T = typename decltype(tag)::type;
     return [](T x) { return std::erf(x); };
