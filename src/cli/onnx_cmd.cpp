@@ -135,6 +135,53 @@ void run(const RunArgs& a) {
     std::printf("wrote %s/%s.npy %s\n", a.out_dir.c_str(), file_stem(name).c_str(), shape_to_string(t.shape()).c_str());
 }
 
+// "input=1x1x64x64x64" -> (name, shape)
+std::pair<std::string, Shape> parse_shape_arg(const std::string& spec) {
+  const auto eq = spec.find('=');
+  if (eq == std::string::npos || eq == 0) throw Error(ErrorKind::InvalidInput, "--shape expects NAME=DxDx..., got '" + spec + "'");
+  Shape s;
+  std::size_t pos = eq + 1;
+  while (pos <= spec.size()) {
+    const auto x = spec.find('x', pos);
+    const std::string part = spec.substr(pos, x == std::string::npos ? std::string::npos : x - pos);
+    if (part.empty() || part.find_first_not_of("0123456789") != std::string::npos)
+      throw Error(ErrorKind::InvalidInput, "--shape '" + spec + "': '" + part + "' is not a dimension");
+    s.push_back(std::stoll(part));
+    if (x == std::string::npos) break;
+    pos = x + 1;
+  }
+  return {spec.substr(0, eq), s};
+}
+
+// Plans without running: every step with its kernel and output, then the memory figures.
+void plan(const std::string& path, const std::vector<std::string>& shape_args, const std::string& backend, bool steps) {
+  ModelOptions opts;
+  opts.backend = backend_from_string(backend);
+  OnnxModel model = OnnxModel::load(path, opts);
+  std::map<std::string, Shape> given;
+  for (const auto& a : shape_args) given.insert(parse_shape_arg(a));
+  std::vector<Shape> shapes;
+  for (const auto& d : model.inputs()) {
+    auto it = given.find(d.name);
+    if (it == given.end()) throw Error(ErrorKind::InvalidInput, path + ": no --shape for input '" + d.name + "'");
+    shapes.push_back(it->second);
+  }
+  const Plan& p = model.plan_for(shapes);
+  if (steps) {
+    std::printf("%-4s %-22s %-34s %-24s %s\n", "#", "op", "kernel", "output", "bytes");
+    int i = 0;
+    for (const auto& st : p.steps()) {
+      const auto& out = st.out.empty() || st.out[0] < 0 ? Plan::Value{} : p.values()[static_cast<std::size_t>(st.out[0])];
+      std::printf("%-4d %-22s %-34s %-24s %zu%s\n", i++, st.op_type.c_str(), st.kernel->impl_name().substr(0, 34).c_str(),
+                  shape_to_string(out.shape).c_str(), out.bytes, out.layout.plain() ? "" : " (blocked)");
+    }
+  }
+  const PlanMemory& pm = p.memory();
+  std::printf("steps %zu; arena %s, scratch %s, outputs %s, packed weights %s; predicted run peak %s above the resident model (%s)\n",
+              p.steps().size(), mib(pm.arena_bytes).c_str(), mib(pm.scratch_bytes).c_str(), mib(pm.io_bytes).c_str(),
+              mib(pm.packed_weight_bytes).c_str(), mib(pm.run_peak_bytes()).c_str(), mib(memory_current()).c_str());
+}
+
 }  // namespace
 
 void register_onnx_commands(CLI::App& app) {
@@ -145,6 +192,17 @@ void register_onnx_commands(CLI::App& app) {
   auto info_path = std::make_shared<std::string>();
   info_cmd->add_option("model", *info_path, "ONNX file")->required();
   info_cmd->callback([info_path] { info(*info_path); });
+
+  auto* plan_cmd = onnx->add_subcommand("plan", "Plan a model for input shapes without running it: steps and memory");
+  auto plan_path = std::make_shared<std::string>();
+  auto plan_shapes = std::make_shared<std::vector<std::string>>();
+  auto plan_backend = std::make_shared<std::string>("onednn");
+  auto plan_steps = std::make_shared<bool>(false);
+  plan_cmd->add_option("model", *plan_path, "ONNX file")->required();
+  plan_cmd->add_option("--shape", *plan_shapes, "NAME=1x1x64x64x64 (repeat per input)")->required();
+  plan_cmd->add_option("--backend", *plan_backend, "onednn | reference")->check(CLI::IsMember({"onednn", "reference"}));
+  plan_cmd->add_flag("--steps", *plan_steps, "list every step");
+  plan_cmd->callback([=] { plan(*plan_path, *plan_shapes, *plan_backend, *plan_steps); });
 
   auto* run_cmd = onnx->add_subcommand("run", "Run a model on .npy inputs, writing DIR/<output>.npy");
   auto args = std::make_shared<RunArgs>();
