@@ -1,0 +1,44 @@
+// Real 3-D FFTs on column-major volumes (x fastest), with FFTW plans made once per shape and
+// reused. T = float (network glue, e.g. LPCNN's D·v) or double (simulation, TKD). Buffers are
+// accounted (MemCategory::Other) and 64-byte aligned, which FFTW's SIMD code wants.
+#pragma once
+#include <complex>
+
+#include "qsmcore/memory.h"
+#include "qsmcore/volume.h"
+
+namespace qsmcore::physics {
+
+template <class T>
+class RealFft3 {
+ public:
+  /// Plans r2c and c2r transforms of `dims` (FFTW_ESTIMATE: deterministic and quick to plan).
+  explicit RealFft3(const Dims3& dims);
+  ~RealFft3();
+  RealFft3(const RealFft3&) = delete;
+  RealFft3& operator=(const RealFft3&) = delete;
+
+  const Dims3& dims() const { return dims_; }
+  std::int64_t real_count() const { return dims_[0] * dims_[1] * dims_[2]; }
+  /// Half spectrum: x from 0 to nx/2, then y, z.
+  std::int64_t spectrum_count() const { return (dims_[0] / 2 + 1) * dims_[1] * dims_[2]; }
+  T* real() { return reinterpret_cast<T*>(real_.data()); }
+  std::complex<T>* spectrum() { return reinterpret_cast<std::complex<T>*>(spectrum_.data()); }
+
+  /// spectrum = F{real}; real is preserved.
+  void forward();
+  /// real = F⁻¹{spectrum}, normalised by 1/N so inverse(forward(x)) = x; spectrum is destroyed.
+  void inverse();
+
+ private:
+  Dims3 dims_;
+  Buffer real_;
+  Buffer spectrum_;
+  void* forward_plan_ = nullptr;
+  void* inverse_plan_ = nullptr;
+};
+
+extern template class RealFft3<float>;
+extern template class RealFft3<double>;
+
+}  // namespace qsmcore::physics
