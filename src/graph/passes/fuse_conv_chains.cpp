@@ -58,6 +58,7 @@ int fuse_conv_chains(TypedGraph& g) {
     if (conv.dead || (conv.node.op_type != "Conv" && conv.node.op_type != "ConvTranspose")) continue;
     if (g.values[static_cast<std::size_t>(conv.out[0])].dtype != DType::F32) continue;
     bool has_sum = false;
+    for (const auto& p : conv.post) has_sum = has_sum || p.kind == kernels::PostOp::Kind::Sum;
     for (;;) {
       const int y = conv.out[0];
       const auto& yv = g.values[static_cast<std::size_t>(y)];
@@ -123,6 +124,7 @@ int remove_dead_nodes(TypedGraph& g) {
 void run_passes(TypedGraph& g, const PassOptions& opts) {
   remove_dead_nodes(g);
   if (opts.fold_bn) fold_batchnorm(g);
+  if (opts.split_concat) split_concat_convs(g);
   if (opts.fuse) fuse_conv_chains(g);
   remove_dead_nodes(g);
 }

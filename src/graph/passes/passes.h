@@ -15,12 +15,17 @@ int fold_batchnorm(TypedGraph& g);
 /// convolution (oneDNN executes them inside the kernel). Returns the number of fused nodes.
 int fuse_conv_chains(TypedGraph& g);
 
+/// Concat(axis=1) read only by a Conv becomes one Conv per concatenated input (weights split by
+/// input channel) accumulated through Sum post-ops: the concatenated tensor is never built.
+int split_concat_convs(TypedGraph& g);
+
 /// Marks nodes dead whose outputs nobody reads and that are not graph outputs.
 int remove_dead_nodes(TypedGraph& g);
 
 struct PassOptions {
   bool fold_bn = true;
   bool fuse = true;
+  bool split_concat = true;
 };
 
 /// The standard pipeline.

@@ -1,0 +1,126 @@
+// Concat(x0, x1, ..., axis=1) -> Conv(W) becomes a chain of convolutions over each x_k with the
+// matching input-channel slice W_k, accumulated through fused Sum post-ops:
+//   y = conv(x0, W_0) + b;  y += conv(x1, W_1);  ...  (activations on the last)
+// Same arithmetic, but the concatenated tensor (the largest buffer of a U-Net decoder: skip
+// and up-sampled path together) is never materialised, so the activation peak drops by it.
+#include "graph/passes/passes.h"
+
+#include <cstring>
+
+namespace qsmcore::graph {
+namespace {
+
+std::vector<int> live_readers(const TypedGraph& g, int v) {
+  std::vector<int> r;
+  for (std::size_t i = 0; i < g.nodes.size(); ++i) {
+    if (g.nodes[i].dead) continue;
+    for (int in : g.nodes[i].in)
+      if (in == v) {
+        r.push_back(static_cast<int>(i));
+        break;
+      }
+  }
+  return r;
+}
+
+int add_value(TypedGraph& g, TValue v) {
+  g.values.push_back(std::move(v));
+  return static_cast<int>(g.values.size() - 1);
+}
+
+// W[:, c0:c0+c, ...] as a new constant.
+Tensor slice_input_channels(const Tensor& w, std::int64_t c0, std::int64_t c) {
+  Shape s = w.shape();
+  const std::int64_t m = s[0], cin = s[1];
+  const std::int64_t k = w.numel() / (m * cin);
+  s[1] = c;
+  Tensor out = Tensor::empty(DType::F32, s, MemCategory::Weights);
+  for (std::int64_t o = 0; o < m; ++o)
+    std::memcpy(out.data<float>() + o * c * k, w.data<float>() + (o * cin + c0) * k, static_cast<std::size_t>(c * k) * 4);
+  return out;
+}
+
+}  // namespace
+
+int split_concat_convs(TypedGraph& g) {
+  int rewrites = 0;
+  std::vector<std::vector<TNode>> replacement(g.nodes.size());
+  for (std::size_t ci = 0; ci < g.nodes.size(); ++ci) {
+    TNode& cat = g.nodes[ci];
+    if (cat.dead || cat.node.op_type != "Concat" || cat.in.size() < 2) continue;
+    const int y = cat.out[0];
+    const TValue& yv = g.values[static_cast<std::size_t>(y)];
+    const auto rank = static_cast<std::int64_t>(yv.shape.size());
+    std::int64_t axis = cat.node.attrs.get_int("axis", 1);
+    if (axis < 0) axis += rank;
+    if (axis != 1 || rank < 3 || yv.graph_output >= 0 || yv.dtype != DType::F32) continue;
+    const auto readers = live_readers(g, y);
+    if (readers.size() != 1) continue;
+    const std::size_t ri = static_cast<std::size_t>(readers[0]);
+    TNode& conv = g.nodes[ri];
+    if (conv.node.op_type != "Conv" || conv.in[0] != y || !conv.post.empty() || !replacement[ri].empty()) continue;
+    if (conv.node.attrs.get_int("group", 1) != 1 || conv.in.size() < 2) continue;
+    const TValue& wv = g.values[static_cast<std::size_t>(conv.in[1])];
+    if (!wv.is_const() || wv.dtype != DType::F32) continue;
+    const bool bias_ok = conv.in.size() < 3 || conv.in[2] < 0 || g.values[static_cast<std::size_t>(conv.in[2])].is_const();
+    bool inputs_ok = bias_ok;
+    for (int x : cat.in) inputs_ok = inputs_ok && x >= 0 && !g.values[static_cast<std::size_t>(x)].is_const();
+    if (!inputs_ok) continue;
+
+    const int out = conv.out[0];
+    const TValue outv = g.values[static_cast<std::size_t>(out)];
+    std::vector<TNode> chain;
+    std::int64_t c0 = 0;
+    int partial = -1;
+    for (std::size_t k = 0; k < cat.in.size(); ++k) {
+      const int x = cat.in[k];
+      const std::int64_t c = g.values[static_cast<std::size_t>(x)].shape[1];
+      TValue wk;
+      wk.name = conv.node.name + "/W_split" + std::to_string(k);
+      wk.dtype = DType::F32;
+      wk.constant = std::make_shared<const Tensor>(slice_input_channels(*wv.constant, c0, c));
+      wk.shape = wk.constant->shape();
+      const int wi = add_value(g, std::move(wk));
+      c0 += c;
+      TNode n;
+      n.node = conv.node;
+      n.node.name = conv.node.name + "/split" + std::to_string(k);
+      n.node.inputs.clear();  // names are informational past typing
+      n.op = conv.op;
+      n.in = {x, wi, k == 0 && conv.in.size() > 2 ? conv.in[2] : -1};
+      if (k > 0) {
+        kernels::PostOp sum{kernels::PostOp::Kind::Sum};
+        sum.sum_input = 3;
+        n.in.push_back(partial);
+        n.post.push_back(sum);
+      }
+      if (k + 1 == cat.in.size()) {
+        n.out = {out};
+      } else {
+        TValue pv = outv;
+        pv.name = conv.node.name + "/partial" + std::to_string(k);
+        pv.graph_output = -1;
+        pv.constant.reset();
+        partial = add_value(g, std::move(pv));
+        n.out = {partial};
+      }
+      chain.push_back(std::move(n));
+    }
+    replacement[ri] = std::move(chain);
+    cat.dead = true;
+    ++rewrites;
+  }
+  if (rewrites == 0) return 0;
+  std::vector<TNode> nodes;
+  for (std::size_t i = 0; i < g.nodes.size(); ++i) {
+    if (replacement[i].empty()) {
+      nodes.push_back(std::move(g.nodes[i]));
+    } else {
+      for (auto& n : replacement[i]) nodes.push_back(std::move(n));
+    }
+  }
+  g.nodes = std::move(nodes);
+  return rewrites;
+}
+
+}  // namespace qsmcore::graph
