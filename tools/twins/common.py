@@ -25,10 +25,20 @@ FULL, REDUCED = "full", "reduced"
 
 
 # --------------------------------------------------------------------------- registry record
-def twin(id, files, div, published, test_shapes, fixed_patch=None, notes="", reduced_shapes=None):
-    """One registry twin. files: list of dicts {name, build, inputs, outputs, published}."""
+def twin(id, files, div, published, test_shapes, fixed_patch=None, notes="", reduced_shapes=None,
+         reduced_patch=None):
+    """One registry twin. files: list of dicts {name, build, inputs, outputs, published}.
+    reduced_patch: the fixed patch of the reduced variant when it differs from fixed_patch (a
+    fixed-shape graph too slow to run in CI at the published patch)."""
     return dict(id=id, files=files, div=div, published=published, test_shapes=test_shapes,
-                fixed_patch=fixed_patch, notes=notes, reduced_shapes=reduced_shapes)
+                fixed_patch=fixed_patch, notes=notes, reduced_shapes=reduced_shapes, reduced_patch=reduced_patch)
+
+
+def fixed_patch_of(t, variant):
+    """The fixed patch the given variant of twin t is exported at (None: dynamic shapes)."""
+    if variant == REDUCED and t.get("reduced_patch"):
+        return t["reduced_patch"]
+    return t["fixed_patch"]
 
 
 def file(name, build, inputs, outputs, published, dynamic=True, fold_bn=False, channels_last=False, assume_pads=None):
