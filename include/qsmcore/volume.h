@@ -32,7 +32,7 @@ struct Affine {
 /// (1 scanner, 2 aligned, … ; 0 = no orientation was stored, the affine is just scaling).
 struct Geometry {
   Vec3 voxel_mm{1.0, 1.0, 1.0};
-  Affine affine = Affine::scaling({1.0, 1.0, 1.0});
+  Affine affine{{{{1, 0, 0, 0}, {0, 1, 0, 0}, {0, 0, 1, 0}, {0, 0, 0, 1}}}};  // = scaling(voxel_mm)
   int xform_code = 1;
 
   static Geometry isotropic(double voxel_mm);

@@ -1,0 +1,71 @@
+// The analytic head phantom of physics.md §4.3 and the qsm-forward simulation of §3 on it:
+// ground-truth χ, total field (with skull and air background sources, optionally shimmed),
+// local field, multi-echo magnitude and phase, and the brain mask.
+#pragma once
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "qsmcore/volume.h"
+
+namespace qsmcore {
+
+/// One painted structure. Coordinates are normalised to [−1, 1] per axis (x left→right,
+/// y posterior→anterior, z inferior→superior). χ from physics.md §4.3; M0, R1 and R2* are ours
+/// ([O], typical 7 T values) and only shape the magnitude.
+struct Tissue {
+  std::string name;
+  Vec3 centre;
+  Vec3 semi_axes;  // for the vein, (radius, –, radius) of a cylinder along y
+  double chi_ppm;
+  double m0, r1_hz, r2s_hz;
+  bool bilateral = false;  // also painted at −x
+};
+
+/// The table in painting order (later entries overwrite earlier ones); entry 0 is the brain
+/// and defines the mask. The calcification (last) is painted only when its χ is given.
+std::vector<Tissue> head_phantom_tissues(std::optional<double> calcification_ppm = std::nullopt);
+
+struct PhantomOptions {
+  Dims3 dims{128, 128, 128};
+  Vec3 voxel_mm{1.0, 1.0, 1.0};
+  double b0_t = 7.0;               // qsm-forward's default
+  Vec3 b0_dir{0.0, 0.0, 1.0};      // voxel axes; expressed in the written affine
+  std::vector<double> te_s{0.004, 0.012, 0.020, 0.028};
+  double tr_s = 0.05;
+  double flip_deg = 15.0;
+  std::optional<double> calcification_ppm;  // none by default (no value in the source table)
+  bool background = true;    // skull shell (−6.3 ppm) and air cavities (+9.2 ppm) outside the mask
+  bool shim = true;          // remove a 2nd-order polynomial fitted to the total field in the mask
+  bool phase_offset = true;  // add qsm-forward's quadratic φ₀ bowl
+  bool demean = false;       // subtract the in-mask mean from total and local field
+  double peak_snr = std::numeric_limits<double>::infinity();  // no noise unless finite
+  std::uint64_t seed = 0;
+
+  /// Error{InvalidInput} naming the first bad option.
+  void validate() const;
+};
+
+struct Phantom {
+  Volume chi;          // ppm, 0 outside the mask
+  Volume total_field;  // ppm: all sources (background included), shimmed if requested
+  Volume local_field;  // ppm: field of χ·mask alone
+  Volume mask;         // 0/1
+  Volume magnitude;    // one frame per echo
+  Volume phase;        // rad in (−π, π], one frame per echo
+};
+
+Phantom make_head_phantom(const PhantomOptions& o);
+
+/// The 2nd-order basis of qsm-forward's shim at voxel (i, j, k): 1, x, y, z, x²−y², xy,
+/// 2z²−x²−y², yz, xz with coordinates centred at dims/2 (here also scaled by dims/2, which
+/// changes no fit). Exposed so tests can check the residual's orthogonality.
+std::vector<double> shim_basis(const Dims3& dims, std::int64_t i, std::int64_t j, std::int64_t k);
+
+/// Least-squares fit of shim_basis to `field` inside `mask`, subtracted everywhere; returns
+/// false (and changes nothing) when the mask has too few voxels, as qsm-forward does.
+bool remove_shim(Volume& field, const Volume& mask);
+
+}  // namespace qsmcore
