@@ -1,0 +1,112 @@
+// Tile budgeting: the reference's fixed-constant functions and qsmcore's per-network ones
+// (tiling.h). All byte arithmetic saturates, so an absurd config reads as "too big".
+#include "qsmcore/tiling.h"
+
+#include <algorithm>
+#include <limits>
+#include <string>
+
+#include "qsmcore/error.h"
+
+namespace qsmcore {
+namespace {
+
+constexpr std::uint64_t kMax = std::numeric_limits<std::uint64_t>::max();
+
+std::uint64_t sat_mul(std::uint64_t a, std::uint64_t b) {
+  std::uint64_t r = 0;
+  return __builtin_mul_overflow(a, b, &r) ? kMax : r;
+}
+std::uint64_t sat_add(std::uint64_t a, std::uint64_t b) {
+  std::uint64_t r = 0;
+  return __builtin_add_overflow(a, b, &r) ? kMax : r;
+}
+std::uint64_t cube(std::uint64_t p) { return sat_mul(sat_mul(p, p), p); }
+
+std::string cubed(std::size_t p) { return std::to_string(p) + "\u00b3"; }
+
+// Advice for a patch that is too big: the largest core whose patch (a multiple of d, at most
+// max_edge) fits with this halo, or to reduce the halo when the halo alone leaves no room.
+std::string largest_core_advice(std::size_t max_edge, std::size_t d, std::size_t halo) {
+  const std::size_t edge = max_edge / d * d;
+  if (edge <= 2 * halo) return "reduce the halo (" + std::to_string(halo) + " on each side leaves no room for a core)";
+  return "the largest core that fits is " + std::to_string(edge - 2 * halo);
+}
+
+}  // namespace
+
+std::size_t tile_patch_size(TileConfig cfg, std::size_t divisor) {
+  const std::size_t d = std::max<std::size_t>(divisor, 1);
+  const std::uint64_t need = sat_add(std::max<std::size_t>(cfg.core, 1), sat_mul(2, cfg.halo));
+  if (need > kMax - d) return static_cast<std::size_t>(kMax / d * d);
+  return static_cast<std::size_t>((need + d - 1) / d * d);
+}
+
+std::uint64_t patch_activation_bytes(std::size_t p) { return sat_mul(cube(p), kActivationBytesPerPatchVoxel); }
+
+std::size_t max_wasm_patch_edge() {
+  std::size_t p = 1;
+  while (patch_activation_bytes(p + 1) <= kWasmMaxPatchActivationBytes) ++p;
+  return p;
+}
+
+void check_wasm_patch_fits(TileConfig cfg, std::size_t divisor) {
+  const std::size_t d = std::max<std::size_t>(divisor, 1);
+  const std::size_t p = tile_patch_size(cfg, d);
+  const std::size_t max_edge = max_wasm_patch_edge();
+  if (p <= max_edge) return;
+  throw Error(ErrorKind::OutOfBudget, "a " + cubed(p) + " patch (core " + std::to_string(cfg.core) + ", halo " +
+                                          std::to_string(cfg.halo) + ") needs " +
+                                          std::to_string(patch_activation_bytes(p)) + " bytes of activations, above the " +
+                                          std::to_string(kWasmMaxPatchActivationBytes) + " a wasm32 patch may use; " +
+                                          largest_core_advice(max_edge, d, cfg.halo));
+}
+
+std::size_t tiles_within_wasm_budget(TileConfig cfg) {
+  const std::uint64_t per = patch_activation_bytes(static_cast<std::size_t>(sat_add(cfg.core, sat_mul(2, cfg.halo))));
+  if (per == 0) return static_cast<std::size_t>(kWasmTileActivationBudget);
+  return static_cast<std::size_t>(std::max<std::uint64_t>(1, kWasmTileActivationBudget / per));
+}
+
+std::size_t tile_divisor(const ModelSpec& spec) {
+  return std::max<std::size_t>({1, spec.size_divisor, spec.pad_multiple[0], spec.pad_multiple[1], spec.pad_multiple[2]});
+}
+
+std::uint64_t tile_bytes(const ModelSpec& spec, TileConfig cfg) {
+  const std::optional<TileCost> cost = spec.tile_cost();
+  if (!cost) throw Error(ErrorKind::InvalidInput, "'" + std::string(spec.id) + "' is not run tiled");
+  const std::size_t p = tile_patch_size(cfg, tile_divisor(spec));
+  return cost->bytes({p, p, p});
+}
+
+std::size_t tile_concurrency(const ModelSpec& spec, TileConfig cfg, std::uint64_t budget, std::size_t threads,
+                             std::uint64_t wrapper_bytes) {
+  const std::size_t pool = std::max<std::size_t>(threads, 1);
+  const std::uint64_t per = tile_bytes(spec, cfg);
+  if (budget == 0) return pool;
+  const NetworkMemory& m = *spec.memory;  // tile_bytes threw if it were absent
+  const std::uint64_t held = sat_add(sat_add(m.resident_bytes, m.inference_fixed_bytes), wrapper_bytes);
+  const std::uint64_t avail = budget > held ? budget - held : 0;
+  const std::uint64_t fit = per == 0 ? pool : avail / per;
+  if (fit >= 1) return static_cast<std::size_t>(std::min<std::uint64_t>(pool, fit));
+  // Not one tile: find the largest patch edge (a multiple of the divisor) whose tile fits.
+  const std::size_t d = tile_divisor(spec);
+  const std::uint64_t bpv = spec.tile_cost()->bytes_per_voxel;
+  std::size_t edge = 0;
+  while (bpv > 0 && sat_mul(cube(edge + d), bpv) <= avail) edge += d;
+  const std::size_t p = tile_patch_size(cfg, d);
+  throw Error(ErrorKind::OutOfBudget,
+              "one " + cubed(p) + " tile of '" + std::string(spec.id) + "' needs " + std::to_string(per) +
+                  " bytes, but the budget of " + std::to_string(budget) + " bytes leaves " + std::to_string(avail) +
+                  " after the model, its plan and the wrapper's buffers (" + std::to_string(held) + "); " +
+                  (edge == 0 ? std::string("no tile fits: raise the budget")
+                             : largest_core_advice(edge, d, cfg.halo)));
+}
+
+std::size_t wasm_tiles_in_flight(const ModelSpec& spec, TileConfig cfg, std::size_t pool) {
+  const std::uint64_t per = tile_bytes(spec, cfg);
+  const std::uint64_t fit = per == 0 ? kMax : std::max<std::uint64_t>(1, kWasmTileActivationBudget / per);
+  return static_cast<std::size_t>(std::min<std::uint64_t>(std::max<std::size_t>(pool, 1), fit));
+}
+
+}  // namespace qsmcore
