@@ -60,6 +60,32 @@ struct OnnxModel::Impl {
     return *plans.back();
   }
 
+  bool has_plan(const std::vector<Shape>& shapes) {
+    std::lock_guard<std::mutex> lock(mu);
+    for (const auto& p : plans)
+      if (p->input_shapes() == shapes) return true;
+    return false;
+  }
+
+  void drop_plan(const Plan* p) {
+    std::lock_guard<std::mutex> lock(mu);
+    std::erase_if(plans, [p](const std::unique_ptr<Plan>& q) { return q.get() == p; });
+  }
+
+  // The refusal names the predicted peak, the budget and what would fit: the run's bytes grow
+  // with the input's voxels, so about (budget - held) / run of them would.
+  std::string refusal(const Shape& shape, std::int64_t held, std::int64_t run) const {
+    std::string s = model.path + ": a run at input shape " + shape_to_string(shape) + " needs " +
+                    std::to_string(held + run) + " bytes (model and plans " + std::to_string(held) + " + run " +
+                    std::to_string(run) + "), above the budget of " + std::to_string(opts.mem_budget) + " bytes";
+    const std::int64_t room = opts.mem_budget - held;
+    if (room <= 0) return s + "; the loaded model alone fills the budget";
+    const double fraction = static_cast<double>(room) / static_cast<double>(run);
+    const double voxels = fraction * static_cast<double>(numel(shape));
+    return s + "; at most about " + std::to_string(static_cast<std::int64_t>(voxels)) + " input elements (" +
+           std::to_string(static_cast<int>(fraction * 100.0)) + " % of these) would fit: run it tiled or smaller";
+  }
+
   std::vector<DType> declared_dtypes() const {
     std::vector<DType> d;
     for (const auto& i : inputs) d.push_back(i.dtype == DType::Undefined ? DType::F32 : i.dtype);
@@ -77,15 +103,15 @@ struct OnnxModel::Impl {
       shapes.push_back(t.shape());
       dtypes.push_back(t.dtype());
     }
+    const bool had_plan = has_plan(shapes);
     Plan& p = plan(shapes, dtypes);
     if (opts.mem_budget > 0) {
-      const std::int64_t predicted = memory_current() + p.memory().run_peak_bytes();
-      if (predicted > opts.mem_budget) {
-        throw Error(ErrorKind::OutOfBudget, model.path + ": a run at input shape " + shape_to_string(shapes[0]) +
-                                                " needs " + std::to_string(predicted) + " bytes (resident " +
-                                                std::to_string(memory_current()) + " + run " +
-                                                std::to_string(p.memory().run_peak_bytes()) +
-                                                "), above the budget of " + std::to_string(opts.mem_budget) + " bytes");
+      const std::int64_t held = memory_current();
+      const std::int64_t run = p.memory().run_peak_bytes();
+      if (held + run > opts.mem_budget) {
+        // A plan built for this call only is dropped too: a refusal leaves memory as it found it.
+        if (!had_plan) drop_plan(&p);
+        throw Error(ErrorKind::OutOfBudget, refusal(shapes[0], held, run));
       }
     }
     return p.run(in);

@@ -33,8 +33,17 @@ Plan::Plan(graph::TypedGraph g, Backend backend, int threads) : backend_(backend
   assign_offsets();
 }
 
-void Plan::schedule(const graph::TypedGraph& g, kernels::Backend* be) {
+void Plan::schedule(graph::TypedGraph& g, kernels::Backend* be) {
   std::vector<int> pv(g.values.size(), -1);
+  // Readers left per constant: once a constant's last reader has packed it, its plain copy is
+  // dropped at once instead of after the whole graph, so planning holds one plain copy of one
+  // weight at a time on top of the packed ones (BN-folded weights exist only here).
+  std::vector<int> readers_left(g.values.size(), 0);
+  std::vector<bool> read_at_run(g.values.size(), false);
+  for (const auto& n : g.nodes)
+    if (!n.dead)
+      for (int t : n.in)
+        if (t >= 0) ++readers_left[static_cast<std::size_t>(t)];
   // Every typed value gets a plan value in the layout its producer writes.
   auto primary = [&](int t) {
     if (pv[static_cast<std::size_t>(t)] >= 0) return pv[static_cast<std::size_t>(t)];
@@ -125,6 +134,19 @@ void Plan::schedule(const graph::TypedGraph& g, kernels::Backend* be) {
       v.index = is_output ? tv.graph_output : -1;
       pv[static_cast<std::size_t>(t)] = add_value(std::move(v));
       st.out.push_back(pv[static_cast<std::size_t>(t)]);
+    }
+    for (std::size_t i = 0; i < n.in.size(); ++i) {
+      const int t = n.in[i];
+      if (t < 0) continue;
+      const int v = pv[static_cast<std::size_t>(t)];
+      // Read through a reorder step, that step reads it at run time.
+      if (k->reads_input(i) || st.in[i] != v) read_at_run[static_cast<std::size_t>(t)] = true;
+      if (--readers_left[static_cast<std::size_t>(t)] > 0 || read_at_run[static_cast<std::size_t>(t)]) continue;
+      auto& tv = g.values[static_cast<std::size_t>(t)];
+      if (!tv.is_const() || tv.graph_output >= 0 || v < 0) continue;
+      tv.constant.reset();
+      values_[static_cast<std::size_t>(v)].constant.reset();
+      values_[static_cast<std::size_t>(v)].storage = Storage::Absent;
     }
     st.kernel = std::move(k);
     steps_.push_back(std::move(st));

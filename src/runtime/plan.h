@@ -48,7 +48,8 @@ class Plan {
 
  private:
   int add_value(Value v);
-  void schedule(const graph::TypedGraph& g, kernels::Backend* be);
+  // Takes the graph by reference to release each packed constant after its last reader.
+  void schedule(graph::TypedGraph& g, kernels::Backend* be);
   void assign_offsets();
 
   Backend backend_;
