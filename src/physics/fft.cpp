@@ -62,9 +62,13 @@ RealFft3<T>::RealFft3(const Dims3& dims) : dims_(dims) {
   // FFTW's row-major n0×n1×n2 with n2 fastest is our column-major x-fastest volume reversed.
   forward_plan_ = Fftw<T>::r2c(dims_, real(), spectrum());
   inverse_plan_ = Fftw<T>::c2r(dims_, spectrum(), real());
-  if (forward_plan_ == nullptr || inverse_plan_ == nullptr)
+  if (forward_plan_ == nullptr || inverse_plan_ == nullptr) {
+    // The destructor does not run for a throwing constructor: release what was planned.
+    if (forward_plan_ != nullptr) Fftw<T>::destroy(forward_plan_);
+    if (inverse_plan_ != nullptr) Fftw<T>::destroy(inverse_plan_);
     throw Error(ErrorKind::Internal, "FFTW could not plan a " + std::to_string(dims[0]) + "×" +
                                          std::to_string(dims[1]) + "×" + std::to_string(dims[2]) + " transform");
+  }
 }
 
 template <class T>
