@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <map>
 
+#include "cli/byte_size.h"
 #include "cli/commands.h"
 #include "io/npy.h"
 #include "onnx/reader.h"
@@ -73,12 +74,14 @@ struct RunArgs {
   std::string backend = "onednn";
   int threads = 0;
   int repeat = 1;
+  std::string mem_budget;  // "2GiB", "500MB", bytes; "" = none
 };
 
 void run(const RunArgs& a) {
   ModelOptions opts;
   opts.backend = backend_from_string(a.backend);
   opts.threads = a.threads;
+  if (!a.mem_budget.empty()) opts.mem_budget = parse_byte_size(a.mem_budget, "--mem-budget");
   reset_memory_peak();
   const auto t0 = std::chrono::steady_clock::now();
   OnnxModel model = OnnxModel::load(a.model, opts);
@@ -102,7 +105,18 @@ void run(const RunArgs& a) {
   }
   const std::int64_t before_plan = memory_current();
   const auto t2 = std::chrono::steady_clock::now();
+  // Plan first, so the run's peak is predicted from what the plan holds and then measured over
+  // the run alone (the run refuses before allocating when the prediction is over the budget).
+  std::int64_t predicted_peak = -1;
+  std::int64_t plan_bytes = 0;
+  if (shapes.size() == model.inputs().size()) {
+    const std::int64_t run_bytes = model.plan_memory(shapes).run_peak_bytes();  // builds the plan
+    plan_bytes = memory_current() - before_plan;
+    predicted_peak = memory_current() + run_bytes;
+  }
+  reset_memory_peak();
   auto outputs = model.run(inputs);
+  const std::int64_t measured_peak = memory_peak();
   const auto t3 = std::chrono::steady_clock::now();
   // Further runs reuse the plan: their median is the steady-state time.
   std::vector<double> times{std::chrono::duration<double>(t3 - t2).count()};
@@ -128,9 +142,12 @@ void run(const RunArgs& a) {
                 mib(pm.run_peak_bytes()).c_str(), mib(pm.arena_bytes).c_str(), mib(pm.scratch_bytes).c_str(),
                 mib(pm.io_bytes).c_str(), mib(pm.packed_weight_bytes).c_str());
   }
-  std::printf("resident model %s; accounted peak %s (above inputs: %s); process peak RSS %s\n", mib(resident).c_str(),
-              mib(memory_peak()).c_str(), mib(memory_peak() - before_plan + resident).c_str(),
-              mib(process_hwm_bytes()).c_str());
+  std::printf("resident model %s; plan %s\n", mib(resident).c_str(), mib(plan_bytes).c_str());
+  if (predicted_peak >= 0) {
+    std::printf("peak memory: predicted %s, measured %s (accounted)%s%s; process peak RSS %s\n",
+                mib(predicted_peak).c_str(), mib(measured_peak).c_str(), opts.mem_budget > 0 ? ", budget " : "",
+                opts.mem_budget > 0 ? mib(opts.mem_budget).c_str() : "", mib(process_hwm_bytes()).c_str());
+  }
   for (const auto& [name, t] : outputs)
     std::printf("wrote %s/%s.npy %s\n", a.out_dir.c_str(), file_stem(name).c_str(), shape_to_string(t.shape()).c_str());
 }
@@ -213,6 +230,8 @@ void register_onnx_commands(CLI::App& app) {
   run_cmd->add_option("--threads", args->threads, "threads (default: all cores)");
   run_cmd->add_option("--repeat", args->repeat, "run K times; prints the median of the runs after the first")
       ->check(CLI::Range(1, 1000));
+  run_cmd->add_option("--mem-budget", args->mem_budget,
+                      "refuse a run whose predicted peak exceeds this (2GiB, 500MB, bytes), before allocating it");
   run_cmd->callback([args] { run(*args); });
 }
 

@@ -1,0 +1,230 @@
+// qsm measure: a network's NetworkMemory (memory.md §2.1), measured with the accounting layer.
+//   qsm measure ID [--file F ...] [--shape DxHxW ...]     a registry network
+//   qsm measure --file MODEL.onnx [--input NAME=CxDxHxW ...] [--shape DxHxW ...]   any ONNX file
+//   qsm measure --all --twins-dir DIR [--emit-table src/models/measured_memory.h]
+// --json prints the measurement object. Registry ids find their files through --file, the
+// twins' manifest (--twins-dir) or the registry's weight lookup (no download).
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "cli/byte_size.h"
+#include "cli/commands.h"
+#include "cli/measured_table.h"
+#include "io/atomic_file.h"
+#include "onnx/reader.h"
+#include "qsmcore/error.h"
+#include "qsmcore/measure.h"
+#include "qsmcore/models.h"
+
+namespace qsmcore::cli {
+namespace {
+
+struct MeasureArgs {
+  std::string id;
+  std::vector<std::string> files;
+  std::vector<std::string> shapes;
+  std::vector<std::string> inputs;
+  std::string twins_dir;
+  std::string emit_table;
+  std::string backend = "onednn";
+  int threads = 1;
+  bool all = false;
+  bool json = false;
+};
+
+std::vector<std::int64_t> parse_dims(const std::string& text, const std::string& what) {
+  std::vector<std::int64_t> dims;
+  std::size_t pos = 0;
+  while (pos <= text.size()) {
+    const std::size_t x = text.find('x', pos);
+    const std::string part = text.substr(pos, x == std::string::npos ? std::string::npos : x - pos);
+    char* end = nullptr;
+    const long long v = std::strtoll(part.c_str(), &end, 10);
+    if (part.empty() || *end != '\0' || v <= 0)
+      throw Error(ErrorKind::InvalidInput, what + ": '" + text + "' is not a shape like 64x64x64");
+    dims.push_back(v);
+    if (x == std::string::npos) break;
+    pos = x + 1;
+  }
+  return dims;
+}
+
+std::array<std::size_t, 3> parse_spatial(const std::string& text) {
+  const auto d = parse_dims(text, "--shape");
+  if (d.size() != 3) throw Error(ErrorKind::InvalidInput, "--shape: '" + text + "' must have three dimensions, DxHxW");
+  return {static_cast<std::size_t>(d[0]), static_cast<std::size_t>(d[1]), static_cast<std::size_t>(d[2])};
+}
+
+// --input NAME=CxDxHxW, repeated: the k-th occurrence of each name is point k. Inputs never
+// named keep their declared shape (they must be fully static). A shape one axis short of the
+// declared rank gets the batch axis (1) in front.
+std::vector<std::vector<std::vector<Shape>>> explicit_points(const std::string& file, const std::vector<std::string>& specs) {
+  const graph::Model model = onnx::read_model(file);
+  std::map<std::string, std::vector<Shape>> given;
+  for (const auto& s : specs) {
+    const auto eq = s.find('=');
+    if (eq == std::string::npos || eq == 0) throw Error(ErrorKind::InvalidInput, "--input expects NAME=CxDxHxW, got '" + s + "'");
+    given[s.substr(0, eq)].push_back(parse_dims(s.substr(eq + 1), "--input " + s.substr(0, eq)));
+  }
+  std::size_t n_points = 0;
+  for (const auto& [name, shapes] : given) {
+    bool known = false;
+    for (const auto& vi : model.graph.inputs) known = known || vi.name == name;
+    if (!known) throw Error(ErrorKind::InvalidInput, file + ": the model has no input '" + name + "'");
+    if (n_points != 0 && shapes.size() != n_points)
+      throw Error(ErrorKind::InvalidInput, "--input: every input needs the same number of shapes ('" + name + "' has " +
+                                               std::to_string(shapes.size()) + ", others " + std::to_string(n_points) + ")");
+    n_points = shapes.size();
+  }
+  std::vector<std::vector<std::vector<Shape>>> points(n_points);
+  for (std::size_t k = 0; k < n_points; ++k) {
+    std::vector<Shape> shapes;
+    for (const auto& vi : model.graph.inputs) {
+      auto it = given.find(vi.name);
+      if (it != given.end()) {
+        Shape s = it->second[k];
+        if (s.size() + 1 == vi.dims.size()) s.insert(s.begin(), 1);
+        shapes.push_back(std::move(s));
+        continue;
+      }
+      Shape s;
+      for (const auto& d : vi.dims) {
+        if (d.value < 0) throw Error(ErrorKind::InvalidInput, file + ": input '" + vi.name + "' has dynamic dimensions; give it with --input");
+        s.push_back(d.value);
+      }
+      shapes.push_back(std::move(s));
+    }
+    points[k] = {std::move(shapes)};
+  }
+  return points;
+}
+
+nlohmann::json read_manifest(const std::string& dir) {
+  const std::string path = dir + "/manifest.json";
+  std::ifstream f(path);
+  if (!f) throw Error(ErrorKind::NotFound, path + ": no twins manifest (make one with tools/twins/make --full)");
+  try {
+    return nlohmann::json::parse(f);
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(ErrorKind::InvalidInput, path + ": not valid JSON: " + e.what());
+  }
+}
+
+// The twin files of `id` from the manifest, or empty when it has no twin.
+std::vector<std::string> twin_files(const nlohmann::json& manifest, const std::string& dir, const std::string& id) {
+  std::vector<std::string> files;
+  if (!manifest.contains("twins") || !manifest["twins"].contains(id)) return files;
+  for (const auto& f : manifest["twins"][id].at("files")) files.push_back(dir + "/" + f.at("file").get<std::string>());
+  return files;
+}
+
+MeasureOptions options(const MeasureArgs& a) {
+  MeasureOptions o;
+  o.backend = backend_from_string(a.backend);
+  o.threads = a.threads;
+  for (const auto& s : a.shapes) o.shapes.push_back(parse_spatial(s));
+  return o;
+}
+
+void print_text(const std::string& what, const MemoryMeasurement& m) {
+  const NetworkMemory& n = m.memory;
+  std::printf("%s (%s, %d thread(s))\n", what.c_str(), to_string(m.backend), m.threads);
+  std::printf("  resident %s, load peak %s (%.3f x resident), load %.2f s\n", format_bytes(static_cast<std::int64_t>(n.resident_bytes)).c_str(),
+              format_bytes(static_cast<std::int64_t>(n.load_peak_bytes)).c_str(),
+              n.resident_bytes ? static_cast<double>(n.load_peak_bytes) / static_cast<double>(n.resident_bytes) : 0.0, m.load_seconds);
+  std::printf("  inference: %llu B/voxel + %s fixed (fit residual %s)\n",
+              static_cast<unsigned long long>(n.inference_bytes_per_voxel),
+              format_bytes(static_cast<std::int64_t>(n.inference_fixed_bytes)).c_str(),
+              format_bytes(static_cast<std::int64_t>(m.fit_residual_bytes)).c_str());
+  std::printf("  %-14s %12s %12s %12s %12s %12s %8s\n", "shape", "plan peak", "plan", "run peak", "inference", "predicted", "time");
+  for (const auto& p : m.points) {
+    const std::string shape = std::to_string(p.spatial[0]) + "x" + std::to_string(p.spatial[1]) + "x" + std::to_string(p.spatial[2]);
+    const auto predicted = static_cast<std::int64_t>(n.inference_fixed_bytes + n.inference_bytes_per_voxel * p.voxels);
+    std::printf("  %-14s %12s %12s %12s %12s %12s %7.1fs\n", shape.c_str(), format_bytes(p.plan_peak_bytes).c_str(),
+                format_bytes(p.plan_bytes).c_str(), format_bytes(p.run_peak_bytes).c_str(),
+                format_bytes(p.inference_bytes).c_str(), format_bytes(predicted).c_str(), p.seconds);
+  }
+}
+
+void measure_all(const MeasureArgs& a) {
+  if (a.twins_dir.empty()) throw Error(ErrorKind::InvalidInput, "--all needs --twins-dir DIR (tools/twins/make --full writes one)");
+  const nlohmann::json manifest = read_manifest(a.twins_dir);
+  std::vector<MeasuredRow> rows;
+  for (const ModelSpec& spec : all_models()) {
+    const std::vector<std::string> files = twin_files(manifest, a.twins_dir, std::string(spec.id));
+    if (files.empty()) {
+      std::fprintf(stderr, "%s: no twin in %s, not measured\n", std::string(spec.id).c_str(), a.twins_dir.c_str());
+      continue;
+    }
+    MeasureOptions o = options(a);
+    if (o.shapes.empty()) o.shapes = default_measure_shapes(spec);
+    std::fprintf(stderr, "measuring %s ...\n", std::string(spec.id).c_str());
+    MeasuredRow row{std::string(spec.id), spec.tiled, measure_network_memory(files, o)};
+    print_text(row.id, row.m);
+    std::fflush(stdout);
+    rows.push_back(std::move(row));
+  }
+  std::printf("\n%s", measured_memory_markdown(rows).c_str());
+  if (!a.emit_table.empty()) {
+    std::string how = "qsm measure --all --twins-dir DIR --emit-table src/models/measured_memory.h --threads " +
+                      std::to_string(a.threads) + "  (DIR from tools/twins/make --full)";
+    const std::string text = measured_memory_header(rows, how);
+    io::write_file_atomically(a.emit_table, std::as_bytes(std::span(text.data(), text.size())));
+    std::printf("wrote %s (%zu networks)\n", a.emit_table.c_str(), rows.size());
+  }
+}
+
+void measure(const MeasureArgs& a) {
+  if (a.all) return measure_all(a);
+  MeasureOptions o = options(a);
+  std::vector<std::string> files = a.files;
+  std::string what = a.id;
+  if (!a.id.empty()) {
+    const ModelSpec& spec = require_model(a.id);
+    if (files.empty() && !a.twins_dir.empty()) files = twin_files(read_manifest(a.twins_dir), a.twins_dir, a.id);
+    if (files.empty()) {
+      FetchOptions fo;
+      fo.allow_download = false;
+      for (const auto& r : resolve_weights(spec, fo)) files.push_back(r.path.string());
+    }
+    if (o.shapes.empty() && a.inputs.empty()) o.shapes = default_measure_shapes(spec);
+  } else {
+    if (files.empty()) throw Error(ErrorKind::InvalidInput, "qsm measure: give a registry id, or --file MODEL.onnx");
+    what = files[0];
+  }
+  if (!a.inputs.empty()) {
+    if (files.size() != 1) throw Error(ErrorKind::InvalidInput, "--input works with one model file, " + std::to_string(files.size()) + " given");
+    o.explicit_shapes = explicit_points(files[0], a.inputs);
+  } else if (o.shapes.empty()) {
+    o.shapes = {{32, 32, 32}, {64, 32, 32}, {64, 64, 32}, {64, 64, 64}};
+  }
+  const MemoryMeasurement m = measure_network_memory(files, o);
+  if (a.json) {
+    std::printf("%s\n", to_json_string(m).c_str());
+  } else {
+    print_text(what, m);
+  }
+}
+
+}  // namespace
+
+void register_measure_command(CLI::App& app) {
+  auto* cmd = app.add_subcommand("measure", "Measure a network's memory: resident, load peak, and inference fixed + per-voxel bytes");
+  auto a = std::make_shared<MeasureArgs>();
+  cmd->add_option("id", a->id, "registry id (optional with --file)");
+  cmd->add_option("--file", a->files, "ONNX file(s) of the network (repeat for NeXtQSM's two)");
+  cmd->add_option("--shape", a->shapes, "spatial shape DxHxW to measure at (repeat; at least 3 for a fit)");
+  cmd->add_option("--input", a->inputs, "NAME=CxDxHxW: an explicit input shape (repeat per input and per point)");
+  cmd->add_option("--twins-dir", a->twins_dir, "folder of twins with manifest.json (tools/twins/make --full)");
+  cmd->add_flag("--all", a->all, "measure every registry network that has a twin in --twins-dir");
+  cmd->add_option("--emit-table", a->emit_table, "with --all: write the registry's generated table here");
+  cmd->add_option("--backend", a->backend, "onednn | reference")->check(CLI::IsMember({"onednn", "reference"}));
+  cmd->add_option("--threads", a->threads, "threads (default 1: the table is single-threaded)")->check(CLI::Range(1, 1024));
+  cmd->add_flag("--json", a->json, "print the measurement as JSON");
+  cmd->callback([a] { measure(*a); });
+}
+
+}  // namespace qsmcore::cli
