@@ -4,6 +4,7 @@
 //   qsm measure --all --twins-dir DIR [--emit-table src/models/measured_memory.h]
 // --json prints the measurement object. Registry ids find their files through --file, the
 // twins' manifest (--twins-dir) or the registry's weight lookup (no download).
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <map>
@@ -27,6 +28,7 @@ struct MeasureArgs {
   std::vector<std::string> files;
   std::vector<std::string> shapes;
   std::vector<std::string> inputs;
+  std::vector<std::string> skip;
   std::string twins_dir;
   std::string emit_table;
   std::string backend = "onednn";
@@ -155,6 +157,10 @@ void measure_all(const MeasureArgs& a) {
   std::vector<MeasuredRow> rows;
   for (const ModelSpec& spec : all_models()) {
     const std::vector<std::string> files = twin_files(manifest, a.twins_dir, std::string(spec.id));
+    if (std::find(a.skip.begin(), a.skip.end(), spec.id) != a.skip.end()) {
+      std::fprintf(stderr, "%s: skipped (--skip)\n", std::string(spec.id).c_str());
+      continue;
+    }
     if (files.empty()) {
       std::fprintf(stderr, "%s: no twin in %s, not measured\n", std::string(spec.id).c_str(), a.twins_dir.c_str());
       continue;
@@ -170,7 +176,9 @@ void measure_all(const MeasureArgs& a) {
   std::printf("\n%s", measured_memory_markdown(rows).c_str());
   if (!a.emit_table.empty()) {
     std::string how = "qsm measure --all --twins-dir DIR --emit-table src/models/measured_memory.h --threads " +
-                      std::to_string(a.threads) + "  (DIR from tools/twins/make --full)";
+                      std::to_string(a.threads);
+    for (const auto& id : a.skip) how += " --skip " + id;
+    how += "  (DIR from tools/twins/make --full)";
     const std::string text = measured_memory_header(rows, how);
     io::write_file_atomically(a.emit_table, std::as_bytes(std::span(text.data(), text.size())));
     std::printf("wrote %s (%zu networks)\n", a.emit_table.c_str(), rows.size());
@@ -221,6 +229,7 @@ void register_measure_command(CLI::App& app) {
   cmd->add_option("--twins-dir", a->twins_dir, "folder of twins with manifest.json (tools/twins/make --full)");
   cmd->add_flag("--all", a->all, "measure every registry network that has a twin in --twins-dir");
   cmd->add_option("--emit-table", a->emit_table, "with --all: write the registry's generated table here");
+  cmd->add_option("--skip", a->skip, "with --all: registry ids to leave out (repeat)");
   cmd->add_option("--backend", a->backend, "onednn | reference")->check(CLI::IsMember({"onednn", "reference"}));
   cmd->add_option("--threads", a->threads, "threads (default 1: the table is single-threaded)")->check(CLI::Range(1, 1024));
   cmd->add_flag("--json", a->json, "print the measurement as JSON");
