@@ -23,6 +23,10 @@ struct ModelOptions {
   int threads = 0;                 // 0 = all cores
   std::int64_t mem_budget = 0;     // bytes; 0 = unlimited. A plan whose peak exceeds it is refused
                                    // before anything of the run is allocated.
+  /// Run Concat(axis=1) -> Conv as per-input convs summed in place, so the concatenated tensor
+  /// is never built (lower peak). Changes the summation order, so graphs that threshold
+  /// computed values (a ReLU derivative, say) can flip rounding-level ties; off = as written.
+  bool split_concat_convs = true;
 };
 
 /// A graph input or output as declared in the file (dims: -1 = dynamic, with its name in params).

@@ -195,8 +195,16 @@ TypedGraph build_typed_graph(const Model& model, const ConstantTable& constants,
                                                   " ('" + n.outputs[k] + "') is not supported");
       }
     }
-    // Fold: every present input known (Shape only needs its input's shape).
-    const bool fold = all_const || n.op_type == "Shape";
+    // Fold: every present input known (Shape only needs its input's shape) — unless the
+    // result is large and much larger than what it is computed from (Expand/Tile of a small
+    // table into an attention mask, say): that stays a run-time op, so the resident model holds
+    // the small inputs instead of the big constant.
+    std::size_t in_bytes = 0, out_bytes = 0;
+    for (int vi : tn.in)
+      if (vi >= 0) in_bytes += tg.values[static_cast<std::size_t>(vi)].plain_bytes();
+    for (const auto& ot : out_types) out_bytes += static_cast<std::size_t>(numel(ot.shape)) * dtype_size(ot.dtype);
+    const bool blows_up = out_bytes > (std::size_t{1} << 20) && out_bytes > 4 * in_bytes;
+    const bool fold = (all_const && !blows_up) || n.op_type == "Shape";
     std::vector<Tensor> folded;
     if (fold) {
       std::vector<Tensor> ins;

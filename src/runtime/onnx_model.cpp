@@ -55,7 +55,9 @@ struct OnnxModel::Impl {
     for (auto& p : plans)
       if (p->input_shapes() == shapes) return *p;
     graph::TypedGraph tg = graph::build_typed_graph(model, constants, shapes, dtypes);
-    graph::run_passes(tg);
+    graph::PassOptions po;
+    po.split_concat = opts.split_concat_convs;
+    graph::run_passes(tg, po);
     plans.push_back(std::make_unique<Plan>(std::move(tg), opts.backend, opts.threads));
     return *plans.back();
   }

@@ -60,8 +60,9 @@ int split_concat_convs(TypedGraph& g) {
     TNode& conv = g.nodes[ri];
     if (conv.node.op_type != "Conv" || conv.in[0] != y || !conv.post.empty() || !replacement[ri].empty()) continue;
     if (conv.node.attrs.get_int("group", 1) != 1 || conv.in.size() < 2) continue;
-    const TValue& wv = g.values[static_cast<std::size_t>(conv.in[1])];
-    if (!wv.is_const() || wv.dtype != DType::F32) continue;
+    // Held by value: adding values below reallocates g.values.
+    const std::shared_ptr<const Tensor> wconst = g.values[static_cast<std::size_t>(conv.in[1])].constant;
+    if (!wconst || wconst->dtype() != DType::F32) continue;
     const bool bias_ok = conv.in.size() < 3 || conv.in[2] < 0 || g.values[static_cast<std::size_t>(conv.in[2])].is_const();
     bool inputs_ok = bias_ok;
     for (int x : cat.in) inputs_ok = inputs_ok && x >= 0 && !g.values[static_cast<std::size_t>(x)].is_const();
@@ -78,7 +79,7 @@ int split_concat_convs(TypedGraph& g) {
       TValue wk;
       wk.name = conv.node.name + "/W_split" + std::to_string(k);
       wk.dtype = DType::F32;
-      wk.constant = std::make_shared<const Tensor>(slice_input_channels(*wv.constant, c0, c));
+      wk.constant = std::make_shared<const Tensor>(slice_input_channels(*wconst, c0, c));
       wk.shape = wk.constant->shape();
       const int wi = add_value(g, std::move(wk));
       c0 += c;

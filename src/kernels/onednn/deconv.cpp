@@ -1,9 +1,8 @@
 // ConvTranspose on oneDNN. oneDNN 2.6 has no fast blocked implementation of the U-Net's
 // upsampling deconvolution (kernel 2, stride 2), so that case has its own path: with stride
 // equal to the kernel, every output voxel receives exactly one tap, and output sub-lattice
-// (a, b, c) is a 1x1 convolution of the input with W[:, :, a, b, c]. One 1x1 conv with all
-// 2^d sub-lattices stacked as output channels runs on oneDNN's fast jit kernel into a scratch
-// tensor, and a copy of 8-channel vectors scatters it into the blocked output. Other shapes
+// (a, b, c) is a 1x1 convolution of the input with W[:, :, a, b, c], run on oneDNN's fast jit
+// kernel one sub-lattice at a time and scattered into the output's layout. Other shapes
 // use deconvolution_forward. Both fuse activations; the general path also fuses Sum.
 #include <omp.h>
 
@@ -124,10 +123,12 @@ class DeconvKernel final : public PrimitiveKernel {
 constexpr std::size_t kAlign = 64;
 std::size_t align_up(std::size_t v) { return (v + kAlign - 1) / kAlign * kAlign; }
 
-/// Kernel 2 / stride 2 (no pads, dilation or groups): 1x1 conv to T = [N, S*Mp, D, H, W]
-/// (S = 2^d sub-lattices, Mp = M rounded up to the block B, channel s*Mp + m) in nC..Bc
-/// (B = the conv's native block), then scatter B-channel vectors. With channels-last convs
-/// (blk_ < 0) T is [N, D, H, W, S*M] and whole M-channel pixels are scattered.
+/// Kernel 2 / stride 2 (no pads, dilation or groups). Sub-lattice s = (a, b, c) of the output
+/// is a 1x1 conv of the input with W[:, :, a, b, c]: one 1x1 conv primitive (Mp = M rounded up
+/// to the channel block B) runs per sub-lattice into a scratch tensor T_s = [N, Mp, D, H, W] in
+/// the conv's native layout, and T_s is scattered into its sub-lattice of Y. One sub-lattice at
+/// a time keeps the scratch at |Y| / 2^d instead of |Y| (32 MiB, not 256, for the U-Net's
+/// 32-channel 128^3 upsampling), for the price of reading the (smaller) input 2^d times.
 class Deconv2x2Kernel final : public PrimitiveKernel {
  public:
   Deconv2x2Kernel(const graph::TypedGraph& g, const graph::TNode& n, LayoutDecision& dec) {
@@ -146,30 +147,16 @@ class Deconv2x2Kernel final : public PrimitiveKernel {
     in_d_ = sp == 3 ? x.shape[2] : 1;
     in_h_ = sp >= 2 ? x.shape[rank - 2] : 1;
     in_w_ = x.shape[rank - 1];
-    const std::int64_t subs = sd_ * sh_ * 2;
+    subs_ = sd_ * sh_ * 2;
 
-    // Stacked 1x1 weights [subs*Mp, C, 1...] and bias; padding channels are zero.
-    Shape tw_shape{subs * mp_, c_};
-    tw_shape.resize(rank, 1);
-    std::vector<float> tw(static_cast<std::size_t>(subs * mp_ * c_), 0.0f);
-    const float* wsrc = w.constant->data<float>();  // [C, M, sd, sh, 2]
-    for (std::int64_t ci = 0; ci < c_; ++ci)
-      for (std::int64_t mi = 0; mi < m_; ++mi)
-        for (std::int64_t s = 0; s < subs; ++s)
-          tw[static_cast<std::size_t>((s * mp_ + mi) * c_ + ci)] = wsrc[(ci * m_ + mi) * subs + s];
-    const bool has_bias = n.in.size() > 2 && n.in[2] >= 0;
-    std::vector<float> tb(static_cast<std::size_t>(subs * mp_), 0.0f);
-    if (has_bias) {
-      const float* b = value(g, n.in[2]).constant->data<float>();
-      for (std::int64_t s = 0; s < subs; ++s)
-        for (std::int64_t mi = 0; mi < m_; ++mi) tb[static_cast<std::size_t>(s * mp_ + mi)] = b[mi];
-    }
     Shape t_shape = x.shape;
-    t_shape[1] = subs * mp_;
+    t_shape[1] = mp_;
     t_md_ = memory::desc(to_dims(t_shape), dt::f32, layout_tag(rank, blk_));
+    Shape tw_shape{mp_, c_};
+    tw_shape.resize(rank, 1);
     memory::desc src_any(to_dims(x.shape), dt::f32, tag::any);
     memory::desc w_any(to_dims(tw_shape), dt::f32, tag::any);
-    memory::desc b_md({subs * mp_}, dt::f32, tag::a);
+    memory::desc b_md({mp_}, dt::f32, tag::a);
     const memory::dims ones(static_cast<std::size_t>(sp), 1), zeros(static_cast<std::size_t>(sp), 0);
     dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, src_any,
                                       w_any, b_md, t_md_, ones, zeros, zeros, zeros);
@@ -179,13 +166,23 @@ class Deconv2x2Kernel final : public PrimitiveKernel {
     conv_scratch_ = scratch_bytes_;
     t_bytes_ = align_up(t_md_.get_size());
     scratch_bytes_ = t_bytes_ + conv_scratch_;
-    const Tensor tw_t = Tensor::view(DType::F32, tw_shape, tw.data());
-    bind_constant(DNNL_ARG_WEIGHTS, tw_t, plain_desc(tw_shape), pd.weights_desc());
-    const Tensor tb_t = Tensor::view(DType::F32, {subs * mp_}, tb.data());
-    bind_constant(DNNL_ARG_BIAS, tb_t, b_md, b_md);
+
+    // Per sub-lattice: 1x1 weights [Mp, C, 1...] and bias [Mp]; padding channels are zero.
+    const float* wsrc = w.constant->data<float>();  // [C, M, sd, sh, 2]
+    const float* bsrc = n.in.size() > 2 && n.in[2] >= 0 ? value(g, n.in[2]).constant->data<float>() : nullptr;
+    std::vector<float> tw(static_cast<std::size_t>(mp_ * c_)), tb(static_cast<std::size_t>(mp_));
+    for (std::int64_t s = 0; s < subs_; ++s) {
+      std::fill(tw.begin(), tw.end(), 0.0f);
+      std::fill(tb.begin(), tb.end(), 0.0f);
+      for (std::int64_t mi = 0; mi < m_; ++mi) {
+        for (std::int64_t ci = 0; ci < c_; ++ci) tw[static_cast<std::size_t>(mi * c_ + ci)] = wsrc[(ci * m_ + mi) * subs_ + s];
+        tb[static_cast<std::size_t>(mi)] = bsrc ? bsrc[mi] : 0.0f;
+      }
+      weights_.push_back(pack(Tensor::view(DType::F32, tw_shape, tw.data()), plain_desc(tw_shape), pd.weights_desc()));
+      biases_.push_back(pack(Tensor::view(DType::F32, {mp_}, tb.data()), b_md, b_md));
+    }
     src_md_ = pd.src_desc();
-    // Only the activation is read at run time; the weights and bias were packed above.
-    in_binds_.assign(n.in.size(), Bind{-1, {}});
+    in_binds_.assign(n.in.size(), Bind{-1, {}});  // weights and bias were packed above
     in_binds_[0] = {DNNL_ARG_SRC, src_md_};
     dec.inputs.assign(n.in.size(), Layout{});
     dec.inputs[0] = to_layout(src_md_, x.shape);
@@ -195,81 +192,79 @@ class Deconv2x2Kernel final : public PrimitiveKernel {
   void run(std::span<const Tensor> inputs, std::span<Tensor> outputs, ExecContext& ctx) override {
     QSM_ASSERT(ctx.scratch_bytes >= scratch_bytes_, "scratch block smaller than a kernel's scratchpad");
     float* t = reinterpret_cast<float*>(ctx.scratch);
-    std::unordered_map<int, memory> args;
-    args.emplace(DNNL_ARG_SRC, memory(src_md_, engine(), inputs[0].raw()));
-    args.emplace(DNNL_ARG_DST, memory(t_md_, engine(), t));
-    for (const auto& [arg, mem] : const_args_) args.emplace(arg, mem);
-    if (conv_scratch_ > 0) {
-      memory::desc smd({static_cast<memory::dim>(conv_scratch_)}, dt::u8, tag::a);
-      args.emplace(DNNL_ARG_SCRATCHPAD, memory(smd, engine(), ctx.scratch + t_bytes_));
+    for (std::int64_t s = 0; s < subs_; ++s) {
+      std::unordered_map<int, memory> args;
+      args.emplace(DNNL_ARG_SRC, memory(src_md_, engine(), inputs[0].raw()));
+      args.emplace(DNNL_ARG_DST, memory(t_md_, engine(), t));
+      args.emplace(DNNL_ARG_WEIGHTS, weights_[static_cast<std::size_t>(s)]);
+      args.emplace(DNNL_ARG_BIAS, biases_[static_cast<std::size_t>(s)]);
+      if (conv_scratch_ > 0) {
+        memory::desc smd({static_cast<memory::dim>(conv_scratch_)}, dt::u8, tag::a);
+        args.emplace(DNNL_ARG_SCRATCHPAD, memory(smd, engine(), ctx.scratch + t_bytes_));
+      }
+      prim_.execute(stream(), args);
+      stream().wait();
+      const std::int64_t a = s / (sh_ * 2), b = (s / 2) % sh_, c = s % 2;
+      if (blk_ < 0) scatter_nxc(t, outputs[0].data<float>(), a, b, c);
+      else if (blk_ == 16) scatter_blk<16>(t, outputs[0].data<float>(), a, b, c);
+      else scatter_blk<8>(t, outputs[0].data<float>(), a, b, c);
     }
-    prim_.execute(stream(), args);
-    stream().wait();
-    scatter(t, outputs[0].data<float>());
   }
 
  private:
-  // Y[n][mb][2d+a][2h+b][2w+c][B] = T[n][s(a,b,c)*Mp/B + mb][d][h][w][B].
-  void scatter(const float* t, float* y) const {
-    if (blk_ < 0) scatter_nxc(t, y);
-    else if (blk_ == 16) scatter_blk<16>(t, y);
-    else scatter_blk<8>(t, y);
+  memory pack(const Tensor& plain, const memory::desc& plain_md, const memory::desc& md) {
+    auto buf = std::make_shared<Buffer>(md.get_size(), MemCategory::Weights);
+    memory dst(md, engine(), buf->data());
+    memory src(plain_md, engine(), plain.raw());
+    dnnl::reorder(src, dst).execute(stream(), src, dst);
+    stream().wait();
+    packed_bytes_ += static_cast<std::int64_t>(md.get_size());
+    packed_.push_back(std::move(buf));
+    return dst;
   }
+
+  // Y[n][mb][2d+a][2h+b][2w+c][j] = T[n][mb][d][h][w][j] (B-channel blocks).
   template <int B>
-  void scatter_blk(const float* t, float* y) const {
-    const std::int64_t mb_count = mp_ / B, subs = sd_ * sh_ * 2;
-    const std::int64_t plane = in_d_ * in_h_ * in_w_ * B;  // one T channel block
+  void scatter_blk(const float* t, float* y, std::int64_t a, std::int64_t b, std::int64_t c) const {
+    const std::int64_t mb_count = mp_ / B;
     const std::int64_t ow = in_w_ * 2, oh = in_h_ * sh_, od = in_d_ * sd_;
     const std::int64_t rows = n_ * mb_count * in_d_ * in_h_;
     const int real_last = static_cast<int>(m_ - (mb_count - 1) * B);
 #pragma omp parallel for schedule(static)
     for (std::int64_t r = 0; r < rows; ++r) {
-      const std::int64_t h = r % in_h_, d = (r / in_h_) % in_d_, mb = (r / (in_h_ * in_d_)) % mb_count;
-      const std::int64_t bn = r / (in_h_ * in_d_ * mb_count);
-      const float* tbase = t + (bn * subs * mb_count + mb) * plane + (d * in_h_ + h) * in_w_ * B;
-      float* ybase = y + (bn * mb_count + mb) * od * oh * ow * B;
-      const bool pad_block = mb == mb_count - 1 && real_last < B;
-      for (std::int64_t a = 0; a < sd_; ++a)
-        for (std::int64_t b = 0; b < sh_; ++b) {
-          float* yrow = ybase + ((d * sd_ + a) * oh + h * sh_ + b) * ow * B;
-          const float* t0 = tbase + ((a * sh_ + b) * 2) * mb_count * plane;
-          const float* t1 = t0 + mb_count * plane;
-          for (std::int64_t wi = 0; wi < in_w_; ++wi)
-            for (int j = 0; j < B; ++j) {
-              yrow[wi * 2 * B + j] = t0[wi * B + j];
-              yrow[wi * 2 * B + B + j] = t1[wi * B + j];
-            }
-          if (pad_block) {
-            // Padding lanes got act(0) from the conv (e.g. sigmoid's 0.5): the layout wants zeros.
-            for (std::int64_t v = 0; v < ow; ++v)
-              for (int j = real_last; j < B; ++j) yrow[v * B + j] = 0.0f;
-          }
-        }
+      const std::int64_t h = r % in_h_, d = (r / in_h_) % in_d_, nmb = r / (in_h_ * in_d_);
+      const float* trow = t + r * in_w_ * B;  // T rows are [n, mb, d, h] in this order too
+      float* yrow = y + ((nmb * od + d * sd_ + a) * oh + h * sh_ + b) * ow * B + c * B;
+      const bool pad_block = nmb % mb_count == mb_count - 1 && real_last < B;
+      for (std::int64_t wi = 0; wi < in_w_; ++wi) {
+        float* yv = yrow + wi * 2 * B;
+        const float* tv = trow + wi * B;
+        for (int j = 0; j < B; ++j) yv[j] = tv[j];
+        // Padding lanes got act(0) from the conv (e.g. sigmoid's 0.5): the layout wants zeros.
+        if (pad_block)
+          for (int j = real_last; j < B; ++j) yv[j] = 0.0f;
+      }
     }
   }
 
-  // Y[n][2d+a][2h+b][2w+c][:M] = T[n][d][h][w][s(a,b,c)*M : +M].
-  void scatter_nxc(const float* t, float* y) const {
-    const std::int64_t subs = sd_ * sh_ * 2, ow = in_w_ * 2, oh = in_h_ * sh_, od = in_d_ * sd_;
+  // Y[n][2d+a][2h+b][2w+c][:M] = T[n][d][h][w][:M] (channels-last).
+  void scatter_nxc(const float* t, float* y, std::int64_t a, std::int64_t b, std::int64_t c) const {
+    const std::int64_t ow = in_w_ * 2, oh = in_h_ * sh_, od = in_d_ * sd_;
     const std::size_t px = static_cast<std::size_t>(m_) * sizeof(float);
 #pragma omp parallel for schedule(static)
     for (std::int64_t r = 0; r < n_ * in_d_ * in_h_; ++r) {
       const std::int64_t h = r % in_h_, d = (r / in_h_) % in_d_, bn = r / (in_h_ * in_d_);
-      const float* trow = t + r * in_w_ * subs * m_;
-      for (std::int64_t a = 0; a < sd_; ++a)
-        for (std::int64_t b = 0; b < sh_; ++b) {
-          float* yrow = y + ((bn * od + d * sd_ + a) * oh + h * sh_ + b) * ow * m_;
-          const std::int64_t s0 = (a * sh_ + b) * 2;
-          for (std::int64_t wi = 0; wi < in_w_; ++wi)
-            std::memcpy(yrow + wi * 2 * m_, trow + (wi * subs + s0) * m_, 2 * px);  // sub-lattices c=0,1 are adjacent
-        }
+      const float* trow = t + r * in_w_ * m_;
+      float* yrow = y + ((bn * od + d * sd_ + a) * oh + h * sh_ + b) * ow * m_ + c * m_;
+      for (std::int64_t wi = 0; wi < in_w_; ++wi) std::memcpy(yrow + wi * 2 * m_, trow + wi * m_, px);
     }
   }
 
   memory::desc src_md_, t_md_;
+  std::vector<memory> weights_, biases_;
   std::size_t t_bytes_ = 0, conv_scratch_ = 0;
   int blk_ = 8;
-  std::int64_t n_ = 0, c_ = 0, m_ = 0, mp_ = 0, sd_ = 1, sh_ = 1, in_d_ = 1, in_h_ = 1, in_w_ = 1;
+  std::int64_t n_ = 0, c_ = 0, m_ = 0, mp_ = 0, sd_ = 1, sh_ = 1, in_d_ = 1, in_h_ = 1, in_w_ = 1, subs_ = 8;
 };
 
 bool is_k2s2(const graph::TNode& n, const graph::ConvGeometry& geo, const Shape& x, const Shape& y) {
