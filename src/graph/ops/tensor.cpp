@@ -240,6 +240,7 @@ OpDef concat_op() {
     for (const auto& t : in) {
       const std::int64_t row = t.dim(static_cast<std::int64_t>(axis)) * inner;
       const auto* src = static_cast<const std::byte*>(t.raw());
+      if (row == 0) continue;  // an empty input has no storage (memcpy from null is UB)
       parallel_for(outer, row, [&](std::int64_t r) {
         std::memcpy(dst + static_cast<std::size_t>(r * out_row + at) * es, src + static_cast<std::size_t>(r * row) * es, static_cast<std::size_t>(row) * es);
       });
@@ -297,6 +298,7 @@ OpDef split_op() {
       if (!t.defined()) continue;  // unused optional output: the planner may leave it out
       const std::int64_t row = t.dim(static_cast<std::int64_t>(axis)) * inner;
       auto* dst = static_cast<std::byte*>(t.raw());
+      if (row == 0) continue;  // an empty output has no storage (memcpy to null is UB)
       parallel_for(outer, row, [&](std::int64_t r) {
         std::memcpy(dst + static_cast<std::size_t>(r * row) * es, src + static_cast<std::size_t>(r * in_row + at) * es, static_cast<std::size_t>(row) * es);
       });
