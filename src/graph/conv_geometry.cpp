@@ -58,15 +58,21 @@ void resolve_pads(const Node& n, ConvGeometry& g, const Shape& x, const std::vec
   }
 }
 
-}  // namespace
-
-ConvGeometry conv_geometry(const Node& n, const Shape& x, const Shape& w) {
+// Rank checks and the group attribute, common to Conv and ConvTranspose.
+ConvGeometry start_geometry(const Node& n, const Shape& x, const Shape& w) {
   if (x.size() < 3) bad(n, "input must have rank >= 3 (N, C, spatial...), got rank " + std::to_string(x.size()));
   if (w.size() != x.size()) bad(n, "weights rank " + std::to_string(w.size()) + " differs from input rank " +
                                        std::to_string(x.size()));
-  const std::size_t rank = x.size() - 2;
   ConvGeometry g;
   g.group = n.attrs.get_int("group", 1);
+  return g;
+}
+
+}  // namespace
+
+ConvGeometry conv_geometry(const Node& n, const Shape& x, const Shape& w) {
+  ConvGeometry g = start_geometry(n, x, w);
+  const std::size_t rank = x.size() - 2;
   if (g.group < 1 || x[1] % g.group != 0 || w[0] % g.group != 0)
     bad(n, "group " + std::to_string(g.group) + " does not divide the channels");
   if (w[1] * g.group != x[1])
@@ -88,12 +94,8 @@ ConvGeometry conv_geometry(const Node& n, const Shape& x, const Shape& w) {
 }
 
 ConvGeometry conv_transpose_geometry(const Node& n, const Shape& x, const Shape& w) {
-  if (x.size() < 3) bad(n, "input must have rank >= 3 (N, C, spatial...), got rank " + std::to_string(x.size()));
-  if (w.size() != x.size()) bad(n, "weights rank " + std::to_string(w.size()) + " differs from input rank " +
-                                       std::to_string(x.size()));
+  ConvGeometry g = start_geometry(n, x, w);
   const std::size_t rank = x.size() - 2;
-  ConvGeometry g;
-  g.group = n.attrs.get_int("group", 1);
   if (g.group < 1 || x[1] % g.group != 0) bad(n, "group " + std::to_string(g.group) + " does not divide the channels");
   if (w[0] != x[1]) bad(n, "weights expect " + std::to_string(w[0]) + " input channels, input has " + std::to_string(x[1]));
   g.kernel.assign(w.begin() + 2, w.end());

@@ -103,6 +103,29 @@ void PrimitiveKernel::run(std::span<const Tensor> inputs, std::span<Tensor> outp
   stream().wait();
 }
 
+void ConvLikeKernel::bind_src_dst(const graph::TNode& n, const memory::desc& src, const memory::desc& dst,
+                                  const Shape& x, const Shape& y, LayoutDecision& dec) {
+  const Layout dst_l = to_layout(dst, y);
+  dec.inputs.assign(n.in.size(), Layout{});
+  dec.inputs[0] = to_layout(src, x);
+  dec.outputs = {dst_l};
+  in_binds_.assign(n.in.size(), Bind{-1, {}});
+  in_binds_[0] = {DNNL_ARG_SRC, src};
+  out_binds_ = {{DNNL_ARG_DST, dst}};
+  for (const auto& p : n.post) {
+    if (p.kind != PostOp::Kind::Sum) continue;
+    sum_input_ = p.sum_input;
+    dec.inputs[static_cast<std::size_t>(p.sum_input)] = dst_l;
+    dst_bytes_ = dst.get_size();
+  }
+}
+
+void ConvLikeKernel::prepare(std::span<const Tensor> inputs, std::span<Tensor> outputs) {
+  if (sum_input_ < 0) return;
+  const Tensor& a = inputs[static_cast<std::size_t>(sum_input_)];
+  if (a.raw() != outputs[0].raw()) std::memcpy(outputs[0].raw(), a.raw(), dst_bytes_);
+}
+
 const graph::TValue& value(const graph::TypedGraph& g, int v) { return g.values.at(static_cast<std::size_t>(v)); }
 
 bool all_f32(const graph::TypedGraph& g, const graph::TNode& n) {

@@ -60,6 +60,23 @@ class PrimitiveKernel : public Kernel {
   std::string impl_;
 };
 
+/// A convolution-like primitive (conv, deconv) reading input 0 as SRC, writing DST, with its
+/// weights packed: binds them, agrees the layouts, and handles a fused Sum, whose addend is read
+/// in dst's layout and must be in dst before the primitive accumulates into it.
+class ConvLikeKernel : public PrimitiveKernel {
+ public:
+  int inplace_input() const override { return sum_input_; }
+
+ protected:
+  void bind_src_dst(const graph::TNode& n, const memory::desc& src, const memory::desc& dst, const Shape& x,
+                    const Shape& y, LayoutDecision& dec);
+  void prepare(std::span<const Tensor> inputs, std::span<Tensor> outputs) override;
+
+ private:
+  int sum_input_ = -1;
+  std::size_t dst_bytes_ = 0;
+};
+
 // Per-family factories: nullptr when oneDNN does not handle this node (reference fallback).
 using MakeFn = std::unique_ptr<Kernel> (*)(const graph::TypedGraph& g, const graph::TNode& n,
                                            const std::vector<Layout>& producer, LayoutDecision& dec);

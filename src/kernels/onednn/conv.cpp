@@ -8,7 +8,7 @@
 namespace qsmcore::kernels::onednn {
 namespace {
 
-class ConvKernel final : public PrimitiveKernel {
+class ConvKernel final : public ConvLikeKernel {
  public:
   ConvKernel(const graph::TypedGraph& g, const graph::TNode& n, const std::vector<Layout>& producer, LayoutDecision& dec) {
     const auto& x = value(g, n.in[0]);
@@ -58,35 +58,9 @@ class ConvKernel final : public PrimitiveKernel {
       const auto& b = value(g, n.in[2]);
       bind_constant(DNNL_ARG_BIAS, *b.constant, b_md, b_md);
     }
-    const Layout src_l = to_layout(pd.src_desc(), x.shape);
-    const Layout dst_l = to_layout(pd.dst_desc(), y.shape);
     (void)producer;
-    dec.inputs.assign(n.in.size(), Layout{});
-    dec.inputs[0] = src_l;
-    dec.outputs = {dst_l};
-    in_binds_.assign(n.in.size(), Bind{-1, {}});
-    in_binds_[0] = {DNNL_ARG_SRC, pd.src_desc()};
-    out_binds_ = {{DNNL_ARG_DST, pd.dst_desc()}};
-    for (const auto& p : n.post) {
-      if (p.kind != PostOp::Kind::Sum) continue;
-      sum_input_ = p.sum_input;
-      dec.inputs[static_cast<std::size_t>(p.sum_input)] = dst_l;  // the addend is read in dst's layout
-      dst_bytes_ = pd.dst_desc().get_size();
-    }
+    bind_src_dst(n, pd.src_desc(), pd.dst_desc(), x.shape, y.shape, dec);
   }
-  int inplace_input() const override { return sum_input_; }
-
- protected:
-  void prepare(std::span<const Tensor> inputs, std::span<Tensor> outputs) override {
-    // oneDNN's sum post-op accumulates into dst: dst must hold the addend first.
-    if (sum_input_ < 0) return;
-    const Tensor& a = inputs[static_cast<std::size_t>(sum_input_)];
-    if (a.raw() != outputs[0].raw()) std::memcpy(outputs[0].raw(), a.raw(), dst_bytes_);
-  }
-
- private:
-  int sum_input_ = -1;
-  std::size_t dst_bytes_ = 0;
 };
 
 }  // namespace

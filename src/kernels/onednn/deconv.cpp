@@ -50,7 +50,7 @@ tag layout_tag(std::size_t rank, int blk) {
   return blocked_tag(rank, blk);
 }
 
-class DeconvKernel final : public PrimitiveKernel {
+class DeconvKernel final : public ConvLikeKernel {
  public:
   DeconvKernel(const graph::TypedGraph& g, const graph::TNode& n, const graph::ConvGeometry& geo, LayoutDecision& dec) {
     const auto& x = value(g, n.in[0]);
@@ -91,33 +91,8 @@ class DeconvKernel final : public PrimitiveKernel {
     set_primitive(D(pd), pd.scratchpad_desc(), pd.impl_info_str());
     bind_constant(DNNL_ARG_WEIGHTS, *w.constant, w_plain, pd.weights_desc());
     if (has_bias) bind_constant(DNNL_ARG_BIAS, *value(g, n.in[2]).constant, b_md, b_md);
-    const Layout dst_l = to_layout(pd.dst_desc(), y.shape);
-    dec.inputs.assign(n.in.size(), Layout{});
-    dec.inputs[0] = to_layout(pd.src_desc(), x.shape);
-    dec.outputs = {dst_l};
-    in_binds_.assign(n.in.size(), Bind{-1, {}});
-    in_binds_[0] = {DNNL_ARG_SRC, pd.src_desc()};
-    out_binds_ = {{DNNL_ARG_DST, pd.dst_desc()}};
-    for (const auto& p : n.post) {
-      if (p.kind != PostOp::Kind::Sum) continue;
-      sum_input_ = p.sum_input;
-      dec.inputs[static_cast<std::size_t>(p.sum_input)] = dst_l;  // the addend is read in dst's layout
-      dst_bytes_ = pd.dst_desc().get_size();
-    }
+    bind_src_dst(n, pd.src_desc(), pd.dst_desc(), x.shape, y.shape, dec);
   }
-  int inplace_input() const override { return sum_input_; }
-
- protected:
-  void prepare(std::span<const Tensor> inputs, std::span<Tensor> outputs) override {
-    // The sum post-op accumulates into dst, which must hold the addend first.
-    if (sum_input_ < 0) return;
-    const Tensor& a = inputs[static_cast<std::size_t>(sum_input_)];
-    if (a.raw() != outputs[0].raw()) std::memcpy(outputs[0].raw(), a.raw(), dst_bytes_);
-  }
-
- private:
-  int sum_input_ = -1;
-  std::size_t dst_bytes_ = 0;
 };
 
 constexpr std::size_t kAlign = 64;
