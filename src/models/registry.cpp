@@ -105,10 +105,13 @@ constexpr WeightFile kSynthseg2Files[] = {{"synthseg-2.0.onnx", "", "", 0}};
 #undef QSM_HOSTED
 
 // Attaches the measured memory, if the measurement table has the network.
+// (A loop, not find_measured_memory()'s pointer: GCC's -fsanitize=undefined instruments pointer
+// null checks, which then no longer evaluate at compile time.)
 constexpr ModelSpec measured(ModelSpec spec) {
-  if (const auto* row = models_detail::find_measured_memory(spec.id)) {
-    spec.memory = row->memory;
-    spec.tile_bytes_per_voxel = row->tile_bytes_per_voxel;
+  for (const auto& row : models_detail::kMeasuredMemory) {
+    if (row.id != spec.id) continue;
+    spec.memory = row.memory;
+    spec.tile_bytes_per_voxel = row.tile_bytes_per_voxel;
   }
   return spec;
 }
