@@ -6,22 +6,16 @@
 #include <limits>
 #include <string>
 
+#include "memory/saturating.h"
 #include "qsmcore/error.h"
 
 namespace qsmcore {
 namespace {
 
-constexpr std::uint64_t kMax = std::numeric_limits<std::uint64_t>::max();
-
-std::uint64_t sat_mul(std::uint64_t a, std::uint64_t b) {
-  std::uint64_t r = 0;
-  return __builtin_mul_overflow(a, b, &r) ? kMax : r;
-}
-std::uint64_t sat_add(std::uint64_t a, std::uint64_t b) {
-  std::uint64_t r = 0;
-  return __builtin_add_overflow(a, b, &r) ? kMax : r;
-}
-std::uint64_t cube(std::uint64_t p) { return sat_mul(sat_mul(p, p), p); }
+constexpr std::uint64_t kMax = memory::kSaturated;
+using memory::saturating_add;
+using memory::saturating_mul;
+std::uint64_t cube(std::uint64_t p) { return saturating_mul(saturating_mul(p, p), p); }
 
 std::string cubed(std::size_t p) { return std::to_string(p) + "\u00b3"; }
 
@@ -37,12 +31,12 @@ std::string largest_core_advice(std::size_t max_edge, std::size_t d, std::size_t
 
 std::size_t tile_patch_size(TileConfig cfg, std::size_t divisor) {
   const std::size_t d = std::max<std::size_t>(divisor, 1);
-  const std::uint64_t need = sat_add(std::max<std::size_t>(cfg.core, 1), sat_mul(2, cfg.halo));
+  const std::uint64_t need = saturating_add(std::max<std::size_t>(cfg.core, 1), saturating_mul(2, cfg.halo));
   if (need > kMax - d) return static_cast<std::size_t>(kMax / d * d);
   return static_cast<std::size_t>((need + d - 1) / d * d);
 }
 
-std::uint64_t patch_activation_bytes(std::size_t p) { return sat_mul(cube(p), kActivationBytesPerPatchVoxel); }
+std::uint64_t patch_activation_bytes(std::size_t p) { return saturating_mul(cube(p), kActivationBytesPerPatchVoxel); }
 
 std::size_t max_wasm_patch_edge() {
   std::size_t p = 1;
@@ -63,7 +57,7 @@ void check_wasm_patch_fits(TileConfig cfg, std::size_t divisor) {
 }
 
 std::size_t tiles_within_wasm_budget(TileConfig cfg) {
-  const std::uint64_t per = patch_activation_bytes(static_cast<std::size_t>(sat_add(cfg.core, sat_mul(2, cfg.halo))));
+  const std::uint64_t per = patch_activation_bytes(static_cast<std::size_t>(saturating_add(cfg.core, saturating_mul(2, cfg.halo))));
   if (per == 0) return static_cast<std::size_t>(kWasmTileActivationBudget);
   return static_cast<std::size_t>(std::max<std::uint64_t>(1, kWasmTileActivationBudget / per));
 }
@@ -85,7 +79,7 @@ std::size_t tile_concurrency(const ModelSpec& spec, TileConfig cfg, std::uint64_
   const std::uint64_t per = tile_bytes(spec, cfg);
   if (budget == 0) return pool;
   const NetworkMemory& m = *spec.memory;  // tile_bytes threw if it were absent
-  const std::uint64_t held = sat_add(sat_add(m.resident_bytes, m.inference_fixed_bytes), wrapper_bytes);
+  const std::uint64_t held = saturating_add(saturating_add(m.resident_bytes, m.inference_fixed_bytes), wrapper_bytes);
   const std::uint64_t avail = budget > held ? budget - held : 0;
   const std::uint64_t fit = per == 0 ? pool : avail / per;
   if (fit >= 1) return static_cast<std::size_t>(std::min<std::uint64_t>(pool, fit));
@@ -93,7 +87,7 @@ std::size_t tile_concurrency(const ModelSpec& spec, TileConfig cfg, std::uint64_
   const std::size_t d = tile_divisor(spec);
   const std::uint64_t bpv = spec.tile_cost()->bytes_per_voxel;
   std::size_t edge = 0;
-  while (bpv > 0 && sat_mul(cube(edge + d), bpv) <= avail) edge += d;
+  while (bpv > 0 && saturating_mul(cube(edge + d), bpv) <= avail) edge += d;
   const std::size_t p = tile_patch_size(cfg, d);
   throw Error(ErrorKind::OutOfBudget,
               "one " + cubed(p) + " tile of '" + std::string(spec.id) + "' needs " + std::to_string(per) +

@@ -6,22 +6,15 @@
 #include <algorithm>
 #include <limits>
 
+#include "memory/saturating.h"
 #include "qsmcore/error.h"
 
 namespace qsmcore {
 namespace {
 
-constexpr std::uint64_t kMax = std::numeric_limits<std::uint64_t>::max();
-
-std::uint64_t saturating_mul(std::uint64_t a, std::uint64_t b) {
-  std::uint64_t r = 0;
-  return __builtin_mul_overflow(a, b, &r) ? kMax : r;
-}
-
-std::uint64_t saturating_add(std::uint64_t a, std::uint64_t b) {
-  std::uint64_t r = 0;
-  return __builtin_add_overflow(a, b, &r) ? kMax : r;
-}
+constexpr std::uint64_t kMax = memory::kSaturated;
+using memory::saturating_add;
+using memory::saturating_mul;
 
 const NetworkMemory& measured_memory(const ModelSpec& spec) {
   if (!spec.memory)
