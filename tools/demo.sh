@@ -5,5 +5,5 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash tools/setup.sh
 mkdir -p build/demo
-[ -f build/demo/unet3d.onnx ] || /usr/bin/python3 tools/testnets/export_testnets.py --out build/demo --base 16 >/dev/null
-build/qsm demo --model build/demo/unet3d.onnx --size 128
+[ -f build/demo/unet3d_b16.onnx ] || /usr/bin/python3 tools/testnets/export_testnets.py --out build/demo --base 16 >/dev/null
+build/qsm demo --model build/demo/unet3d_b16.onnx --size 128
