@@ -1,0 +1,103 @@
+// Running the registry's networks on volumes: one wrapper per network (models.md §5) behind one
+// entry point. A wrapper does what the network's published glue does around the ONNX graph:
+// unit conversion, normalisation, masking, padding to the network's multiple, tiles or sliding
+// windows with their blending, test-time flips, the FFT data-consistency steps of the unrolled
+// networks (LPCNN, MoDL-QSM, NeXtQSM), and the way back to a column-major f64 Volume on the
+// input grid. Memory is predicted before the run and refused over budget (memory.md §7 M3).
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "qsmcore/model_spec.h"
+#include "qsmcore/onnx_model.h"
+#include "qsmcore/physics.h"
+#include "qsmcore/volume.h"
+
+namespace qsmcore {
+
+/// The volumes and scalars a network may take, all on one grid (same dims, voxel size and
+/// affine); nullptr = not given. Which ones a network needs: network_needs().
+struct NetworkInputs {
+  /// The network's primary input: the total field (BFRnet, AutoQSM, NeXtQSM), the local field
+  /// (the dipole inversions, SUSEP-Net's lfs, χ-sepnet's field) or the wrapped phase in rad
+  /// (iQSM, iQSM+, iQFM; frames = echoes).
+  const Volume* field = nullptr;
+  const Volume* magnitude = nullptr;      // magnitude (frames = echoes where relevant)
+  const Volume* mask = nullptr;           // brain mask (nonzero = inside)
+  const Volume* r2star = nullptr;         // R2* (s^-1) for R2PRIMEnet / χ-sepnet
+  const Volume* r2prime = nullptr;        // R2' (s^-1 = Hz) where a network takes it (SUSEP-Net, χ-sepnet)
+  const Volume* qsm = nullptr;            // χ map (ppm), the χ-separation networks' "qsm" input
+  FieldUnit field_unit = FieldUnit::Ppm;  // unit of `field` (see physics.h); phase networks: Rad
+  std::optional<double> te_s, b0_tesla;
+  /// Per-echo TEs (s) for a multi-frame phase `field` (iQSM/iQFM/iQSM+); empty = te_s for all.
+  std::vector<double> echo_times_s;
+  std::optional<Vec3> b0_dir;  // voxel axes; default: from the affine
+};
+
+/// core 0 = whole volume (or the network's fixed patch); halo -1 = the network's default.
+/// Generic-tiler networks (xQSM, QSMnet, QSMnet+, IR2QSM; LPCNN, MoDL-QSM and NeXtQSM off-design):
+/// core/halo as memory.md §4.1, the patch edge rounded up to the network's multiple.
+/// Sliding-window networks (χ-sepnet, R2PRIMEnet, SUSEP-Net, HD-BET): `core` is the window
+/// (rounded up to the multiple; HD-BET's is (x, y, z)), the overlap is the recipe's, `halo` unused.
+/// Fixed-patch networks (QSMGAN, AutoQSM, RS2-Net) and whole-volume ones ignore it.
+struct TileRequest {
+  Dims3 core{0, 0, 0};
+  std::int64_t halo = -1;
+};
+
+struct NetworkOptions {
+  ModelOptions model;  // backend, threads, mem_budget (the engine's options; 0 = unlimited)
+  std::optional<TileRequest> tile;
+  /// Where the recipe uses TTA: SynthSeg's left/right flip averaging (on in its recipe) and
+  /// HD-BET's 8-flip mirroring (off in its recipe: enabled only with `hdbet_mirroring` too).
+  bool test_time_flips = true;
+  bool hdbet_mirroring = false;
+  /// iQSM/iQFM/iQSM+: the phase is multiplied by this first (models.md §5, default −1).
+  double phase_sign = -1.0;
+  /// R2PRIMEnet refuses B0 outside 3 ± 0.3 T unless this is set (then it warns).
+  bool ignore_domain = false;
+  std::function<void(double fraction, const std::string& stage)> progress;  // may be empty
+};
+
+struct NetworkOutput {
+  std::string name;  // "chi", "local_field", "chi_pos", "chi_neg", "chi_total", "r2prime", "mask", ...
+  std::string unit;  // "ppm", "Hz", "label", "probability", "logit"
+  Volume volume;     // on the input grid
+};
+
+struct StageTime {
+  std::string stage;
+  double seconds;
+};
+
+struct NetworkRun {
+  std::vector<NetworkOutput> outputs;
+  /// Accounted bytes above what was allocated when run_network was called: predicted before
+  /// the run, and the measured high-water of the run.
+  std::int64_t predicted_peak_bytes = 0, measured_peak_bytes = 0;
+  std::vector<StageTime> stages;
+  std::int64_t tiles = 1, tiles_in_flight = 1;
+  std::vector<std::string> warnings;  // e.g. the oblique warning
+  /// The output by name; nullptr if absent.
+  const NetworkOutput* find(const std::string& name) const;
+};
+
+struct NetworkNeeds {
+  bool field = false, magnitude = false, mask = false, r2star = false, r2prime = false, qsm = false, te = false,
+       b0 = false;
+  std::string field_kind;  // "local field", "total field", "wrapped phase", "" when no field
+};
+/// What run_network requires for this network (the optional ones are false).
+NetworkNeeds network_needs(const ModelSpec& spec);
+
+/// Runs registry network `spec` on its ONNX file(s) (paths in spec.files order). Validates the
+/// inputs first (missing TE for a phase network, grid mismatch, NaN/Inf, wrong dims) with
+/// Error(InvalidInput) messages naming the input and what is wrong, and refuses over budget
+/// before allocating the run (Error OutOfBudget naming predicted peak, budget and a tile that fits).
+NetworkRun run_network(const ModelSpec& spec, const std::vector<std::string>& model_paths, const NetworkInputs& in,
+                       const NetworkOptions& opts);
+
+}  // namespace qsmcore
