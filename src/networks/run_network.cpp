@@ -1,4 +1,7 @@
-// run_network: validation, budget, dispatch by registry id (networks.h).
+// run_network: what each network needs, validation, dispatch by registry id (networks.h).
+#include <string_view>
+
+#include "networks/wrappers.h"
 #include "qsmcore/error.h"
 #include "qsmcore/networks.h"
 
@@ -11,12 +14,86 @@ const NetworkOutput* NetworkRun::find(const std::string& name) const {
 }
 
 NetworkNeeds network_needs(const ModelSpec& spec) {
-  throw Error(ErrorKind::Unsupported, "network_needs('" + std::string(spec.id) + "'): not implemented yet");
+  const std::string_view id = spec.id;
+  NetworkNeeds n;
+  auto local = [&] {
+    n.field = n.mask = true;
+    n.field_kind = "local field";
+  };
+  if (id == "bfrnet" || id == "autoqsm" || id == "nextqsm") {
+    n.field = n.mask = true;
+    n.field_kind = "total field";
+  } else if (id == "xqsm" || id == "qsmnet" || id == "qsmnet-plus" || id == "qsmgan" || id == "lpcnn" ||
+             id == "ir2qsm" || id == "modl-qsm") {
+    local();
+  } else if (id == "iqsm" || id == "iqsm-plus" || id == "iqfm") {
+    n.field = n.mask = n.te = n.b0 = true;
+    n.field_kind = "wrapped phase";
+  } else if (id == "susep-net") {
+    local();
+    n.qsm = n.r2prime = true;
+  } else if (id == "chi-sepnet") {
+    local();
+    n.qsm = n.r2prime = true;
+  } else if (id == "r2primenet") {
+    n.r2star = n.mask = n.b0 = true;
+  } else if (id == "hd-bet" || id == "rs2-net" || id == "synthseg" || id == "synthseg-2.0") {
+    n.magnitude = true;
+  } else {
+    throw Error(ErrorKind::NotFound, "no wrapper for network '" + std::string(id) + "'");
+  }
+  return n;
 }
 
-NetworkRun run_network(const ModelSpec& spec, const std::vector<std::string>&, const NetworkInputs&,
-                       const NetworkOptions&) {
-  throw Error(ErrorKind::Unsupported, "run_network('" + std::string(spec.id) + "'): not implemented yet");
+NetworkRun run_network(const ModelSpec& spec, const std::vector<std::string>& model_paths, const NetworkInputs& in,
+                       const NetworkOptions& opts) {
+  using namespace networks;
+  network_needs(spec);  // unknown ids first
+  validate_inputs(spec, in);
+  NetworkRun run;
+  Context c(spec, model_paths, in, opts, run);
+  const std::string_view id = spec.id;
+  if (id == "bfrnet")
+    run_bfrnet(c);
+  else if (id == "xqsm")
+    run_xqsm(c);
+  else if (id == "qsmnet")
+    run_qsmnet(c, false);
+  else if (id == "qsmnet-plus")
+    run_qsmnet(c, true);
+  else if (id == "qsmgan")
+    run_qsmgan(c);
+  else if (id == "lpcnn")
+    run_lpcnn(c);
+  else if (id == "ir2qsm")
+    run_ir2qsm(c);
+  else if (id == "autoqsm")
+    run_autoqsm(c);
+  else if (id == "iqsm")
+    run_iqsm(c, false, false);
+  else if (id == "iqsm-plus")
+    run_iqsm(c, true, false);
+  else if (id == "iqfm")
+    run_iqsm(c, false, true);
+  else if (id == "nextqsm")
+    run_nextqsm(c);
+  else if (id == "modl-qsm")
+    run_modl(c);
+  else if (id == "susep-net")
+    run_susep(c);
+  else if (id == "r2primenet")
+    run_r2primenet(c);
+  else if (id == "chi-sepnet")
+    run_chisepnet(c);
+  else if (id == "hd-bet")
+    run_hdbet(c);
+  else if (id == "rs2-net")
+    run_rs2net(c);
+  else if (id == "synthseg" || id == "synthseg-2.0")
+    run_synthseg(c);
+  c.finish();
+  c.progress(1.0, "done");
+  return run;
 }
 
 }  // namespace qsmcore

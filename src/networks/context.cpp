@@ -1,0 +1,137 @@
+// Context: loading, budget and stage bookkeeping shared by the wrappers (context.h).
+#include "networks/context.h"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <thread>
+
+#include "qsmcore/error.h"
+#include "qsmcore/memory.h"
+
+namespace qsmcore::networks {
+
+Context::Context(const ModelSpec& s, const std::vector<std::string>& paths, const NetworkInputs& i,
+                 const NetworkOptions& o, NetworkRun& r)
+    : spec(s), in(i), opts(o), run(r), paths_(paths) {
+  pool_ =
+      opts.model.threads > 0 ? opts.model.threads : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  baseline_ = memory_current();
+  reset_memory_peak();
+}
+
+std::int64_t Context::voxels() const {
+  return in.field ? in.field->voxels() : 0;
+}
+
+void Context::load(int threads) {
+  if (!models_.empty()) return;  // loaded already (a wrapper that read the graph's shapes first)
+  stage("load");
+  if (paths_.size() != spec.files.size()) {
+    throw Error(
+        ErrorKind::InvalidInput, id() + " needs " + std::to_string(spec.files.size()) + " ONNX file(s) (" +
+                                     [&] {
+                                       std::string s;
+                                       for (const auto& f : spec.files)
+                                         s += (s.empty() ? "" : ", ") + std::string(f.name);
+                                       return s;
+                                     }() +
+                                     "), " + std::to_string(paths_.size()) + " given");
+  }
+  // A file larger than the budget cannot be loaded: its weights alone exceed it.
+  if (opts.model.mem_budget > 0) {
+    std::int64_t bytes = 0;
+    for (const auto& p : paths_) {
+      std::error_code ec;
+      const auto n = std::filesystem::file_size(p, ec);
+      if (!ec) bytes += static_cast<std::int64_t>(n);
+    }
+    if (baseline_ + bytes > opts.model.mem_budget)
+      throw Error(ErrorKind::OutOfBudget, id() + ": the weights alone (" + std::to_string(bytes) +
+                                              " bytes in its ONNX files) exceed the budget of " +
+                                              std::to_string(opts.model.mem_budget) + " bytes");
+  }
+  ModelOptions mo = opts.model;
+  mo.threads = std::max(1, threads);
+  mo.mem_budget = 0;  // the wrapper budgets the whole run (reserve), tiles in flight included
+  for (const auto& p : paths_) models_.push_back(OnnxModel::load(p, mo));
+}
+
+std::int64_t Context::reserve(const Reservation& r, const std::vector<std::size_t>& model_of) {
+  stage("plan");
+  std::int64_t run_peak = 0;
+  for (std::size_t k = 0; k < r.shapes.size(); ++k) {
+    const std::size_t m = model_of.empty() ? k : model_of[k];
+    const PlanMemory pm = model(m).plan_memory(r.shapes[k]);
+    run_peak = std::max(run_peak, pm.run_peak_bytes());
+  }
+  const std::int64_t held = memory_current() - baseline_;
+  const std::int64_t load_peak = memory_peak() - baseline_;
+  auto predict = [&](std::int64_t n) {
+    return std::max(load_peak, held + r.wrapper_fixed + n * (run_peak + r.wrapper_per_tile));
+  };
+  std::int64_t n = std::max<std::int64_t>(1, std::min(r.in_flight, r.tiles));
+  const std::int64_t budget = opts.model.mem_budget;
+  if (budget > 0) {
+    while (n > 1 && baseline_ + predict(n) > budget) --n;
+    if (baseline_ + predict(n) > budget) {
+      std::string msg = id() + ": predicted peak " + std::to_string(baseline_ + predict(1)) +
+                        " bytes (already allocated " + std::to_string(baseline_) + " + model and plans " +
+                        std::to_string(held) + " + one run " + std::to_string(run_peak) + " + wrapper buffers " +
+                        std::to_string(r.wrapper_fixed + r.wrapper_per_tile) + ") is above the budget of " +
+                        std::to_string(budget) + " bytes";
+      const std::int64_t room = budget - baseline_ - held - r.wrapper_fixed;
+      std::int64_t patch_voxels = 1;
+      for (const auto& s : r.shapes.front())
+        if (s.size() >= 3) {
+          patch_voxels = s[s.size() - 3] * s[s.size() - 2] * s[s.size() - 1];
+          break;
+        }
+      const double per_voxel = static_cast<double>(run_peak + r.wrapper_per_tile) / static_cast<double>(patch_voxels);
+      if (r.tileable && room > 0) {
+        const double edge = std::cbrt(static_cast<double>(room) / per_voxel);
+        const std::int64_t m = std::max<std::int64_t>(r.multiple, 1);
+        const std::int64_t p = static_cast<std::int64_t>(edge) / m * m;
+        if (p - 2 * r.halo >= 1)
+          msg += "; a tile with core " + std::to_string(p - 2 * r.halo) + " and halo " + std::to_string(r.halo) +
+                 " (patch " + std::to_string(p) + "\u00b3) fits";
+        else
+          msg += "; not even a " + std::to_string(m) + "\u00b3 patch fits with halo " + std::to_string(r.halo) +
+                 ": raise the budget or reduce the halo";
+      } else if (r.tileable) {
+        msg += "; the model alone fills the budget: raise it";
+      } else {
+        msg += "; " + id() + " runs on the whole volume (or its fixed patch): raise the budget to at least " +
+               std::to_string(baseline_ + predict(1)) + " bytes";
+      }
+      throw Error(ErrorKind::OutOfBudget, msg);
+    }
+  }
+  run.predicted_peak_bytes = predict(n);
+  run.tiles = r.tiles;
+  run.tiles_in_flight = n;
+  return n;
+}
+
+void Context::stage(const std::string& name) {
+  const auto now = std::chrono::steady_clock::now();
+  if (!stage_.empty()) run.stages.push_back({stage_, std::chrono::duration<double>(now - stage_start_).count()});
+  stage_ = name;
+  stage_start_ = now;
+}
+
+void Context::progress(double fraction, const std::string& what) const {
+  if (opts.progress) opts.progress(fraction, what);
+}
+
+void Context::finish() {
+  stage("");
+  stage_.clear();
+  run.measured_peak_bytes = memory_peak() - baseline_;
+}
+
+Tensor f32_tensor(const Shape& s) {
+  return Tensor::zeros(DType::F32, s, MemCategory::IO);
+}
+
+}  // namespace qsmcore::networks

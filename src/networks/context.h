@@ -1,0 +1,69 @@
+// The driver every wrapper runs through: loads the network's files, builds the plans for the
+// shapes it will run, predicts the run's peak and refuses over budget before the run allocates,
+// keeps stage times, progress and warnings, and measures the accounted high-water.
+#pragma once
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "qsmcore/networks.h"
+#include "qsmcore/onnx_model.h"
+#include "qsmcore/tensor.h"
+
+namespace qsmcore::networks {
+
+class Context {
+ public:
+  Context(const ModelSpec& spec, const std::vector<std::string>& paths, const NetworkInputs& in,
+          const NetworkOptions& opts, NetworkRun& run);
+
+  const ModelSpec& spec;
+  const NetworkInputs& in;
+  const NetworkOptions& opts;
+  NetworkRun& run;
+
+  std::string id() const { return std::string(spec.id); }
+  /// Threads the caller allows (0 resolved to the cores).
+  int pool() const { return pool_; }
+  /// Loads every file of the network with `threads` intra-op threads per run.
+  void load(int threads);
+  OnnxModel& model(std::size_t i) { return models_.at(i); }
+
+  struct Reservation {
+    std::vector<std::vector<Shape>> shapes;  // per run kind: the input shapes (each builds a plan)
+    std::int64_t wrapper_fixed = 0;          // wrapper buffers held during the run (bytes)
+    std::int64_t wrapper_per_tile = 0;       // wrapper buffers per tile in flight (bytes)
+    std::int64_t in_flight = 1;              // wanted; reduced to what the budget allows
+    std::int64_t tiles = 1;
+    bool tileable = false;  // the refusal suggests a tile (generic tiler / windows)
+    std::int64_t halo = 0;
+    std::int64_t multiple = 1;
+  };
+  /// Builds the plans (model index = position in `shapes` unless `model_of` says otherwise),
+  /// predicts the peak and refuses over budget. Returns the tiles in flight that fit.
+  std::int64_t reserve(const Reservation& r, const std::vector<std::size_t>& model_of = {});
+
+  /// Closes the current stage (if any) and opens `name`.
+  void stage(const std::string& name);
+  void progress(double fraction, const std::string& what) const;
+  void warn(const std::string& w) { run.warnings.push_back(w); }
+  /// Closes the last stage and records the measured peak.
+  void finish();
+
+  /// Voxel-count helpers.
+  std::int64_t voxels() const;
+
+ private:
+  std::vector<std::string> paths_;
+  std::vector<OnnxModel> models_;
+  int pool_ = 1;
+  std::int64_t baseline_ = 0;
+  std::string stage_;
+  std::chrono::steady_clock::time_point stage_start_;
+};
+
+/// A row-major f32 tensor [1, C, D, H, W] (or another shape) in accounted IO memory.
+Tensor f32_tensor(const Shape& s);
+
+}  // namespace qsmcore::networks

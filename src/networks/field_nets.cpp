@@ -1,0 +1,142 @@
+// BFRnet, xQSM, QSMnet/QSMnet+, IR2QSM: one field in, one map out; whole volume padded to the
+// network's multiple, or core/halo tiles on that padded frame (models.md §4–§5).
+#include <algorithm>
+
+#include "networks/wrappers.h"
+#include "qsmcore/error.h"
+
+namespace qsmcore::networks {
+
+using tiling::Box;
+
+Tensor pack_channels(const std::vector<const double*>& channels, const Dims3& dims, const Box& box,
+                     const tiling::AxisOrder& order, tiling::Fill fill) {
+  const Dims3 td = tiling::tensor_dims(box, order);
+  Tensor t = f32_tensor({1, static_cast<std::int64_t>(channels.size()), td[0], td[1], td[2]});
+  for (std::size_t ch = 0; ch < channels.size(); ++ch)
+    tiling::pack_box(channels[ch], dims, box, order, fill, t.data<float>() + ch * box.voxels());
+  return t;
+}
+
+std::optional<Dims3> static_spatial(const ValueDesc& d) {
+  if (d.dims.size() != 5) return std::nullopt;
+  for (std::size_t a = 2; a < 5; ++a)
+    if (d.dims[a] <= 0) return std::nullopt;
+  return Dims3{d.dims[2], d.dims[3], d.dims[4]};
+}
+
+void add_output(Context& c, const std::string& name, const std::string& unit, Volume v) {
+  c.run.outputs.push_back({name, unit, std::move(v)});
+}
+
+void axial_check(Context& c, const Volume& grid) {
+  if (auto w = axial_only_warning(b0_direction(c.in, grid), c.id())) c.warn(*w);
+}
+
+namespace {
+
+struct FieldRecipe {
+  tiling::PadRule rule = tiling::PadRule::CentredFloor;
+  ZScore in{}, out{};
+  bool mask_input = false;
+  bool background = false;  // BFRnet: the output is the background field
+  bool tiled = false;
+};
+
+void run_field_net(Context& c, const FieldRecipe& r) {
+  const Volume& grid = *c.in.field;
+  const Dims3 dims = grid.dims();
+  const Volume* mask = c.in.mask;
+  const std::int64_t m = std::max<std::int64_t>(c.spec.pad_multiple[0], 1);
+  const Box frame = tiling::pad_frame(dims, {m, m, m}, r.rule);
+  std::vector<tiling::CoreTile> tiles;
+  std::int64_t halo = 0;
+  const bool tiled =
+      r.tiled && c.opts.tile && (c.opts.tile->core[0] > 0 || c.opts.tile->core[1] > 0 || c.opts.tile->core[2] > 0);
+  if (tiled) {
+    halo = c.opts.tile->halo < 0 ? 8 : c.opts.tile->halo;
+    tiles = tiling::core_tiles(dims, frame, c.opts.tile->core, halo, {m, m, m},
+                               [&](std::int64_t i) { return inside(mask, i); });
+  } else {
+    if (c.opts.tile && !r.tiled && (c.opts.tile->core[0] > 0 || c.opts.tile->core[1] > 0 || c.opts.tile->core[2] > 0))
+      c.warn(c.id() + " runs on the whole volume only; the tile request is ignored");
+    tiles.push_back({{{0, 0, 0}, dims}, frame});
+  }
+  const std::int64_t n = static_cast<std::int64_t>(tiles.size());
+  const std::int64_t workers = std::max<std::int64_t>(1, std::min<std::int64_t>(c.pool(), n));
+  c.load(static_cast<int>(std::max<std::int64_t>(1, c.pool() / workers)));
+  const Box patch = tiles.empty() ? frame : tiles.front().patch;
+  Context::Reservation res;
+  res.shapes = {{{1, 1, patch.size[0], patch.size[1], patch.size[2]}}};
+  res.wrapper_fixed = 2 * grid.voxels() * 8 + 4096;
+  res.wrapper_per_tile = patch.voxels() * 4 + 4096;
+  res.in_flight = workers;
+  res.tiles = std::max<std::int64_t>(n, 1);
+  res.tileable = r.tiled;
+  res.halo = tiled ? halo : 8;
+  res.multiple = m;
+  const std::int64_t in_flight = c.reserve(res);
+  axial_check(c, grid);
+
+  c.stage("prepare");
+  Volume f = field_ppm(c.in);
+  Volume out = make_like(grid);
+  c.stage(tiled ? "tiles" : "inference");
+  std::int64_t finished = 0;
+  tiling::run_waves(
+      n, in_flight,
+      [&](std::int64_t t) {
+        const auto& tile = tiles[static_cast<std::size_t>(t)];
+        Tensor x = f32_tensor({1, 1, tile.patch.size[0], tile.patch.size[1], tile.patch.size[2]});
+        tiling::pack_box(f.data(), dims, tile.patch, tiling::kXYZ, tiling::Fill::Zero, x.data<float>(),
+                         [&](double v, std::int64_t i) {
+                           if (r.mask_input && !inside(mask, i)) return 0.0;
+                           return (v - r.in.mean) / r.in.std;
+                         });
+        std::vector<Tensor> y = c.model(0).run({x});
+        tiling::unpack_box(y.at(0).data<float>(), dims, tile.patch, tiling::kXYZ, tile.core,
+                           [&](std::int64_t i, double v, std::int64_t) {
+                             if (!inside(mask, i)) return;
+                             const double o = v * r.out.std + r.out.mean;
+                             out.data()[i] = r.background ? f.data()[i] - o : o;
+                           });
+      },
+      [&](std::int64_t) { c.progress(static_cast<double>(++finished) / static_cast<double>(n), "tiles"); });
+  add_output(c, r.background ? "local_field" : "chi", "ppm", std::move(out));
+}
+
+}  // namespace
+
+void run_bfrnet(Context& c) {
+  FieldRecipe r;
+  r.rule = tiling::PadRule::End;
+  r.mask_input = true;
+  r.background = true;
+  run_field_net(c, r);
+}
+
+void run_xqsm(Context& c) {
+  FieldRecipe r;
+  r.tiled = true;
+  run_field_net(c, r);
+}
+
+void run_qsmnet(Context& c, bool plus) {
+  FieldRecipe r;
+  r.tiled = true;
+  r.in = plus ? ZScore{0.0, 0.0205} : ZScore{0.0, 0.01};
+  r.out = plus ? ZScore{0.0, 0.0734} : ZScore{0.0, 0.0317};
+  const Vec3& v = c.in.field->voxel_mm();
+  if (std::abs(v[0] - 1) > 0.05 || std::abs(v[1] - 1) > 0.05 || std::abs(v[2] - 1) > 0.05)
+    c.warn(c.id() + " was trained on 1 mm isotropic voxels; this volume has " + describe_grid(*c.in.field));
+  run_field_net(c, r);
+}
+
+void run_ir2qsm(Context& c) {
+  FieldRecipe r;
+  r.rule = tiling::PadRule::CentredCeil;
+  r.tiled = true;
+  run_field_net(c, r);
+}
+
+}  // namespace qsmcore::networks

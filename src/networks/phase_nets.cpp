@@ -1,0 +1,125 @@
+// iQSM, iQFM and iQSM+: wrapped phase (rad) → χ or local field (models.md §5).
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+#include "networks/wrappers.h"
+#include "qsmcore/error.h"
+
+namespace qsmcore::networks {
+
+using tiling::Box;
+
+void run_iqsm(Context& c, bool plus, bool iqfm) {
+  const Volume& phase = *c.in.field;
+  const Dims3 dims = phase.dims();
+  const std::int64_t echoes = phase.frames();
+  std::vector<double> tes = c.in.echo_times_s;
+  if (tes.empty()) tes.assign(static_cast<std::size_t>(echoes), *c.in.te_s);
+  const double b0 = *c.in.b0_tesla;
+
+  c.stage("prepare");
+  Volume eroded = erode_sphere(*c.in.mask, 3);
+  Box region{{0, 0, 0}, dims};
+  if (plus) {
+    const Box bb = nonzero_bbox(eroded);
+    if (bb.voxels() > 0)
+      for (int a = 0; a < 3; ++a) {
+        const std::int64_t lo = std::max<std::int64_t>(0, bb.origin[a] - 16);
+        const std::int64_t hi = std::min(dims[a], bb.origin[a] + bb.size[a] + 16);
+        region.origin[a] = lo;
+        region.size[a] = hi - lo;
+      }
+  }
+  const std::int64_t m = std::max<std::int64_t>(c.spec.pad_multiple[0], 16);
+  Box frame = tiling::pad_frame(region.size, {m, m, m}, tiling::PadRule::CentredFloor);
+  for (int a = 0; a < 3; ++a) frame.origin[a] += region.origin[a];
+  const Shape vol{1, 1, frame.size[0], frame.size[1], frame.size[2]};
+
+  c.load(c.pool());
+  std::vector<Shape> shapes;
+  for (const auto& d : c.model(0).inputs()) {
+    if (d.name == "te" || d.name == "b0")
+      shapes.push_back({1});
+    else if (d.name == "z_prjs")
+      shapes.push_back({1, 1, 3});
+    else
+      shapes.push_back(vol);
+  }
+  Context::Reservation res;
+  res.shapes = {shapes};
+  res.wrapper_fixed = 4 * phase.voxels() * 8 + 3 * frame.voxels() * 4 + 8192;
+  c.reserve(res);
+  if (plus) {
+    // iQSM+ takes B0's direction; no axial assumption.
+  } else {
+    axial_check(c, phase);
+  }
+
+  auto in_region = [&](std::int64_t idx) {
+    const std::int64_t x = idx % dims[0], y = (idx / dims[0]) % dims[1], z = idx / (dims[0] * dims[1]);
+    const std::int64_t p[3] = {x, y, z};
+    for (int a = 0; a < 3; ++a)
+      if (p[a] < region.origin[a] || p[a] >= region.origin[a] + region.size[a]) return false;
+    return true;
+  };
+  Tensor mask_t = f32_tensor(vol);
+  tiling::pack_box(eroded.data(), dims, frame, tiling::kXYZ, tiling::Fill::Zero, mask_t.data<float>(),
+                   [&](double v, std::int64_t i) { return in_region(i) ? v : 0.0; });
+  Tensor border = f32_tensor(vol);
+  {
+    float* b = border.data<float>();
+    const Dims3& s = frame.size;
+    for (std::int64_t i = 0; i < s[0]; ++i)
+      for (std::int64_t j = 0; j < s[1]; ++j)
+        for (std::int64_t k = 0; k < s[2]; ++k) {
+          const bool shell = i == 0 || j == 0 || k == 0 || i == s[0] - 1 || j == s[1] - 1 || k == s[2] - 1;
+          b[(i * s[1] + j) * s[2] + k] = shell ? 0.0f : 1.0f;
+        }
+  }
+  Tensor b0_t = Tensor::from_vector<float>({1}, {static_cast<float>(b0)});
+  const Vec3 dir = b0_direction(c.in, phase);
+  Tensor z_t = Tensor::from_vector<float>(
+      {1, 1, 3}, {static_cast<float>(dir[0]), static_cast<float>(dir[1]), static_cast<float>(dir[2])});
+  Volume sum = make_like(phase), wsum = make_like(phase);
+  c.stage("inference");
+  for (std::int64_t e = 0; e < echoes; ++e) {
+    Tensor ph = f32_tensor(vol);
+    tiling::pack_box(phase.frame(e).data(), dims, frame, tiling::kXYZ, tiling::Fill::Zero, ph.data<float>(),
+                     [&](double v, std::int64_t i) { return in_region(i) ? c.opts.phase_sign * v : 0.0; });
+    Tensor te_t = Tensor::from_vector<float>({1}, {static_cast<float>(tes[static_cast<std::size_t>(e)])});
+    std::map<std::string, Tensor> named{{"phase", ph}, {"mask", mask_t}, {"te", te_t},
+                                        {"b0", b0_t},  {"z_prjs", z_t},  {"border", border}};
+    std::vector<Tensor> inputs;
+    for (const auto& d : c.model(0).inputs()) {
+      auto it = named.find(d.name);
+      if (it == named.end())
+        throw Error(ErrorKind::InvalidInput, c.id() + ": the graph '" + c.model(0).path() + "' has an input '" +
+                                                 d.name +
+                                                 "' the iQSM glue does not know (expected phase, mask, te, b0" +
+                                                 (plus ? ", z_prjs" : "") + ", border)");
+      inputs.push_back(it->second);
+    }
+    std::vector<Tensor> y = c.model(0).run(inputs);
+    const double te = tes[static_cast<std::size_t>(e)];
+    tiling::unpack_box(
+        y.at(0).data<float>(), dims, frame, tiling::kXYZ, region, [&](std::int64_t i, double v, std::int64_t) {
+          if (eroded.data()[i] == 0.0) return;
+          const double mag =
+              c.in.magnitude ? c.in.magnitude->frame(c.in.magnitude->frames() == 1 ? 0 : e)[static_cast<std::size_t>(i)]
+                             : 1.0;
+          const double w = mag * te * te;
+          sum.data()[i] += w * v;
+          wsum.data()[i] += w;
+        });
+    c.progress(static_cast<double>(e + 1) / static_cast<double>(echoes), "echoes");
+  }
+  Volume out = make_like(phase);
+  for (std::int64_t i = 0; i < out.voxels(); ++i) {
+    const double w = wsum.data()[i];
+    out.data()[i] = w > 0.0 ? sum.data()[i] / w : 0.0;
+  }
+  add_output(c, iqfm ? "local_field" : "chi", "ppm", std::move(out));
+}
+
+}  // namespace qsmcore::networks

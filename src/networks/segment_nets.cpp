@@ -1,0 +1,302 @@
+// HD-BET, RS2-Net (brain extraction) and SynthSeg 1.0/2.0 (segmentation) on magnitude images
+// (models.md §5). Not yet done here: resampling to the networks' voxel sizes (a warning says so
+// when the voxels differ) and SynthSeg's topology clean-up.
+#include <algorithm>
+#include <cmath>
+
+#include "networks/windowed.h"
+#include "qsmcore/error.h"
+
+namespace qsmcore::networks {
+
+using tiling::Box;
+
+namespace {
+
+Volume crop(const Volume& v, const Box& b) {
+  Volume out = Volume::zeros(b.size, v.geometry());
+  for (std::int64_t k = 0; k < b.size[2]; ++k)
+    for (std::int64_t j = 0; j < b.size[1]; ++j)
+      for (std::int64_t i = 0; i < b.size[0]; ++i)
+        out.at(i, j, k) = v.at(b.origin[0] + i, b.origin[1] + j, b.origin[2] + k);
+  return out;
+}
+
+void voxel_warning(Context& c, const Volume& v, const Vec3& want, double tol) {
+  const Vec3& s = v.voxel_mm();
+  for (int a = 0; a < 3; ++a)
+    if (std::abs(s[a] - want[a]) > tol) {
+      c.warn(c.id() + " expects voxels of " + std::to_string(want[0]) + "×" + std::to_string(want[1]) + "×" +
+             std::to_string(want[2]) + " mm; this volume is " + describe_grid(v) +
+             " and is not resampled (resampling is not implemented yet): results may be off");
+      return;
+    }
+}
+
+// Brain extraction: crop to the non-zero box, z-score, windows, mask from the logits.
+void run_bet(Context& c, const tiling::AxisOrder& order, const Dims3& def_window, const Dims3& multiple,
+             bool two_logits, bool gaussian, bool mirror) {
+  const Volume& mag = *c.in.magnitude;
+  c.stage("prepare");
+  Volume img = rss_frames(mag);
+  const Box bb = nonzero_bbox(img);
+  Volume mask = make_like(mag);
+  if (bb.voxels() == 0) {
+    c.warn(c.id() + ": the magnitude image is zero everywhere; the mask is empty");
+    add_output(c, "mask", "label", std::move(mask));
+    return;
+  }
+  Volume cimg = crop(img, bb);
+  auto [mean, sd] = mean_std(cimg);
+  sd = std::max(sd, 1e-8);
+  for (double& v : cimg.values()) v = (v - mean) / sd;
+  Dims3 win = def_window;
+  if (c.opts.tile && (c.opts.tile->core[0] > 0 || c.opts.tile->core[1] > 0 || c.opts.tile->core[2] > 0))
+    for (int a = 0; a < 3; ++a)
+      if (c.opts.tile->core[a] > 0) win[a] = tiling::round_up(c.opts.tile->core[a], multiple[a]);
+  for (int a = 0; a < 3; ++a) win[a] = std::min(win[a], tiling::round_up(bb.size[a], multiple[a]));
+  WindowedSpec w;
+  w.channels = {cimg.data()};
+  w.dims = bb.size;
+  w.frame = tiling::pad_frame(bb.size, multiple, tiling::PadRule::CentredFloor, win);
+  w.window = win;
+  w.starts = [](std::int64_t s, std::int64_t p) { return tiling::nnunet_starts(s, p, 0.5); };
+  w.gaussian = gaussian;
+  w.order = order;
+  w.out_channels = two_logits ? 2 : 1;
+  w.multiple = *std::max_element(multiple.begin(), multiple.end());
+  if (mirror) w.flips = {{}, {0}, {1}, {2}, {0, 1}, {0, 2}, {1, 2}, {0, 1, 2}};
+  Volume o = run_windowed(c, w, cimg, 3 * mag.voxels() * 8);
+  for (std::int64_t k = 0; k < bb.size[2]; ++k)
+    for (std::int64_t j = 0; j < bb.size[1]; ++j)
+      for (std::int64_t i = 0; i < bb.size[0]; ++i) {
+        const bool fg = two_logits ? o.at(i, j, k, 1) > o.at(i, j, k, 0) : o.at(i, j, k, 0) > 0.0;
+        mask.at(bb.origin[0] + i, bb.origin[1] + j, bb.origin[2] + k) = fg ? 1.0 : 0.0;
+      }
+  add_output(c, "mask", "label", std::move(mask));
+}
+
+}  // namespace
+
+void run_hdbet(Context& c) {
+  voxel_warning(c, *c.in.magnitude, {1, 1, 1}, 0.05);
+  // Patch (x, y, z) = (192, 192, 96); multiples (x, y, z) = (32, 32, 16) (pad_multiple is z, y, x).
+  const Dims3 mult{c.spec.pad_multiple[2], c.spec.pad_multiple[1], c.spec.pad_multiple[0]};
+  run_bet(c, tiling::kZYX, {192, 192, 96}, mult, true, true, c.opts.test_time_flips && c.opts.hdbet_mirroring);
+}
+
+void run_rs2net(Context& c) {
+  voxel_warning(c, *c.in.magnitude, {0.16, 0.2, 0.25}, 0.01);
+  // The fixed patch comes from the graph, in its (D, H, W) = (y, z, x) order.
+  c.load(c.pool());
+  const auto p = static_spatial(c.model(0).inputs().at(0));
+  if (!p) throw Error(ErrorKind::InvalidInput, c.id() + ": the graph must have a fixed [1,1,D,H,W] input");
+  const tiling::AxisOrder order = tiling::kYZX;
+  Dims3 win{};
+  for (int k = 0; k < 3; ++k) win[static_cast<std::size_t>(order[static_cast<std::size_t>(k)])] = (*p)[k];
+  const Dims3 one{1, 1, 1};
+  // A fixed-shape graph: the window never shrinks below the patch, the frame is padded up to it.
+  const Volume& mag = *c.in.magnitude;
+  c.stage("prepare");
+  Volume img = rss_frames(mag);
+  const Box bb = nonzero_bbox(img);
+  Volume mask = make_like(mag);
+  if (bb.voxels() == 0) {
+    c.warn(c.id() + ": the magnitude image is zero everywhere; the mask is empty");
+    add_output(c, "mask", "label", std::move(mask));
+    return;
+  }
+  Volume cimg = crop(img, bb);
+  auto [mean, sd] = mean_std(cimg);
+  sd = std::max(sd, 1e-8);
+  for (double& v : cimg.values()) v = (v - mean) / sd;
+  WindowedSpec w;
+  w.channels = {cimg.data()};
+  w.dims = bb.size;
+  w.frame = tiling::pad_frame(bb.size, one, tiling::PadRule::CentredFloor, win);
+  w.window = win;
+  w.starts = [](std::int64_t s, std::int64_t pp) { return tiling::nnunet_starts(s, pp, 0.5); };
+  w.order = order;
+  w.out_channels = 1;
+  w.multiple = 32;
+  Volume o = run_windowed(c, w, cimg, 3 * mag.voxels() * 8);
+  for (std::int64_t k = 0; k < bb.size[2]; ++k)
+    for (std::int64_t j = 0; j < bb.size[1]; ++j)
+      for (std::int64_t i = 0; i < bb.size[0]; ++i)
+        mask.at(bb.origin[0] + i, bb.origin[1] + j, bb.origin[2] + k) = o.at(i, j, k) > 0.0 ? 1.0 : 0.0;
+  add_output(c, "mask", "label", std::move(mask));
+}
+
+namespace {
+
+// Voxel axes → RAS: ras_axis[c] = the scanner axis voxel axis c runs along, flip[c] when it runs
+// backwards (L, P or I).
+struct Orientation {
+  std::array<int, 3> ras_of_axis{0, 1, 2};
+  std::array<bool, 3> flip{false, false, false};
+};
+
+Orientation orientation(const Affine& a) {
+  Orientation o;
+  std::array<bool, 3> used{false, false, false};
+  for (int c = 0; c < 3; ++c) {
+    const Vec3 col = a.axis(c);
+    int best = -1;
+    for (int r = 0; r < 3; ++r)
+      if (!used[static_cast<std::size_t>(r)] && (best < 0 || std::abs(col[r]) > std::abs(col[best]))) best = r;
+    used[static_cast<std::size_t>(best)] = true;
+    o.ras_of_axis[static_cast<std::size_t>(c)] = best;
+    o.flip[static_cast<std::size_t>(c)] = col[best] < 0;
+  }
+  return o;
+}
+
+// Index in the RAS volume of voxel (i, j, k).
+std::array<std::int64_t, 3> to_ras(const Orientation& o, const Dims3& dims, std::int64_t i, std::int64_t j,
+                                   std::int64_t k) {
+  const std::int64_t p[3] = {i, j, k};
+  std::array<std::int64_t, 3> r{};
+  for (int c = 0; c < 3; ++c)
+    r[static_cast<std::size_t>(o.ras_of_axis[static_cast<std::size_t>(c)])] =
+        o.flip[static_cast<std::size_t>(c)] ? dims[c] - 1 - p[c] : p[c];
+  return r;
+}
+
+// numpy.percentile (linear interpolation) of sorted values.
+double percentile(const std::vector<double>& sorted, double q) {
+  const double pos = q / 100.0 * static_cast<double>(sorted.size() - 1);
+  const auto lo = static_cast<std::size_t>(std::floor(pos));
+  const std::size_t hi = std::min(lo + 1, sorted.size() - 1);
+  return sorted[lo] + (sorted[hi] - sorted[lo]) * (pos - static_cast<double>(lo));
+}
+
+constexpr int kSynthSeg1[] = {0,  2,  3,  4,  5,  7,  8,  10, 11, 12, 13, 14, 15, 16, 17, 18,
+                              26, 28, 41, 42, 43, 44, 46, 47, 49, 50, 51, 52, 53, 54, 58, 60};
+constexpr int kSynthSeg2[] = {0,  2,  3,  4,  5,  7,  8,  10, 11, 12, 13, 14, 15, 16, 17, 18, 24,
+                              26, 28, 41, 42, 43, 44, 46, 47, 49, 50, 51, 52, 53, 54, 58, 60};
+// FreeSurfer left ↔ right structures.
+constexpr int kLeftRight[][2] = {{2, 41},  {3, 42},  {4, 43},  {5, 44},  {7, 46},  {8, 47},  {10, 49},
+                                 {11, 50}, {12, 51}, {13, 52}, {17, 53}, {18, 54}, {26, 58}, {28, 60}};
+
+}  // namespace
+
+void run_synthseg(Context& c) {
+  const Volume& mag = *c.in.magnitude;
+  const Dims3 dims = mag.dims();
+  voxel_warning(c, mag, {1, 1, 1}, 0.05);
+  const Orientation o = orientation(mag.affine());
+  Dims3 rd{};
+  for (int a = 0; a < 3; ++a) rd[static_cast<std::size_t>(o.ras_of_axis[static_cast<std::size_t>(a)])] = dims[a];
+  const Box frame = tiling::pad_frame(rd, {32, 32, 32}, tiling::PadRule::CentredFloor, {128, 128, 128});
+  const Shape in_shape{1, frame.size[0], frame.size[1], frame.size[2], 1};
+  c.load(c.pool());
+  const auto& od = c.model(0).outputs().at(0).dims;
+  const std::int64_t L = od.size() == 5 && od[4] > 0 ? od[4] : 0;
+  if (L <= 0) throw Error(ErrorKind::InvalidInput, c.id() + ": the graph's output must be [1,D,H,W,labels]");
+  const bool flip = c.opts.test_time_flips;
+  const std::int64_t F = frame.voxels();
+  Context::Reservation res;
+  res.shapes = {{in_shape}};
+  res.wrapper_fixed = 4 * mag.voxels() * 8 + F * 4 + 2 * L * F * 4 + L * rd[0] * rd[1] * rd[2] * 8 + 16384;
+  c.reserve(res);
+  c.stage("prepare");
+  // RAS volume, clipped to the 0.5–99.5 percentiles and rescaled to [0, 1].
+  Volume img = rss_frames(mag);
+  Volume ras = Volume::zeros(rd, mag.geometry());
+  for (std::int64_t k = 0; k < dims[2]; ++k)
+    for (std::int64_t j = 0; j < dims[1]; ++j)
+      for (std::int64_t i = 0; i < dims[0]; ++i) {
+        const auto r = to_ras(o, dims, i, j, k);
+        ras.at(r[0], r[1], r[2]) = img.at(i, j, k);
+      }
+  {
+    std::vector<double> sorted(ras.values().begin(), ras.values().end());
+    std::sort(sorted.begin(), sorted.end());
+    const double lo = percentile(sorted, 0.5), hi = percentile(sorted, 99.5);
+    for (double& v : ras.values()) v = hi > lo ? (std::clamp(v, lo, hi) - lo) / (hi - lo) : 0.0;
+  }
+  const std::span<const int> labels = L == 32   ? std::span<const int>(kSynthSeg1)
+                                      : L == 33 ? std::span<const int>(kSynthSeg2)
+                                                : std::span<const int>();
+  // Channel index of each label's mirror (itself for midline structures).
+  std::vector<std::int64_t> mirror(static_cast<std::size_t>(L));
+  for (std::int64_t l = 0; l < L; ++l) mirror[static_cast<std::size_t>(l)] = l;
+  if (!labels.empty())
+    for (const auto& lr : kLeftRight) {
+      auto a = std::find(labels.begin(), labels.end(), lr[0]), b = std::find(labels.begin(), labels.end(), lr[1]);
+      if (a != labels.end() && b != labels.end()) {
+        mirror[static_cast<std::size_t>(a - labels.begin())] = b - labels.begin();
+        mirror[static_cast<std::size_t>(b - labels.begin())] = a - labels.begin();
+      }
+    }
+  else if (flip)
+    c.warn(c.id() + ": " + std::to_string(L) +
+           " output labels match no known SynthSeg label list; flip averaging "
+           "does not swap left and right");
+  // Posteriors on the RAS grid (channel-last tensor → frames).
+  Volume post = Volume::zeros(rd, mag.geometry(), L);
+  c.stage("inference");
+  const int passes = flip ? 2 : 1;
+  for (int pass = 0; pass < passes; ++pass) {
+    Tensor t = f32_tensor(in_shape);
+    tiling::pack_box(ras.data(), rd, frame, tiling::kXYZ, tiling::Fill::Zero, t.data<float>());
+    if (pass == 1) {
+      // Flip along RAS axis 0 (the tensor's D axis).
+      float* d = t.data<float>();
+      const std::int64_t plane = frame.size[1] * frame.size[2];
+      for (std::int64_t i = 0; i < frame.size[0] / 2; ++i)
+        std::swap_ranges(d + i * plane, d + (i + 1) * plane, d + (frame.size[0] - 1 - i) * plane);
+    }
+    std::vector<Tensor> y = c.model(0).run({t});
+    const float* p = y.at(0).data<float>();
+    for (std::int64_t k = 0; k < rd[2]; ++k)
+      for (std::int64_t j = 0; j < rd[1]; ++j)
+        for (std::int64_t i = 0; i < rd[0]; ++i) {
+          std::int64_t fi = i - frame.origin[0];
+          const std::int64_t fj = j - frame.origin[1], fk = k - frame.origin[2];
+          if (pass == 1) fi = frame.size[0] - 1 - fi;
+          const float* q = p + ((fi * frame.size[1] + fj) * frame.size[2] + fk) * L;
+          for (std::int64_t l = 0; l < L; ++l) {
+            const std::int64_t dst = pass == 1 ? mirror[static_cast<std::size_t>(l)] : l;
+            post.at(i, j, k, dst) += q[l] / passes;
+          }
+        }
+    c.progress((pass + 1.0) / passes, "inference");
+  }
+  // Blur each posterior: σ 0.5 voxel, 3 taps, zero padding.
+  c.stage("postprocess");
+  const double e = std::exp(-1.0 / (2.0 * 0.25));
+  const double w0 = 1.0 / (1.0 + 2.0 * e), w1 = e / (1.0 + 2.0 * e);
+  {
+    Volume tmp = Volume::zeros(rd, mag.geometry());
+    for (std::int64_t l = 0; l < L; ++l)
+      for (int a = 0; a < 3; ++a) {
+        for (std::int64_t k = 0; k < rd[2]; ++k)
+          for (std::int64_t j = 0; j < rd[1]; ++j)
+            for (std::int64_t i = 0; i < rd[0]; ++i) {
+              std::int64_t q[3] = {i, j, k};
+              double s = w0 * post.at(i, j, k, l);
+              for (int dlt : {-1, 1}) {
+                q[a] += dlt;
+                if (q[a] >= 0 && q[a] < rd[a]) s += w1 * post.at(q[0], q[1], q[2], l);
+                q[a] -= dlt;
+              }
+              tmp.at(i, j, k) = s;
+            }
+        std::copy(tmp.values().begin(), tmp.values().end(), post.frame(l).begin());
+      }
+  }
+  Volume out = make_like(mag);
+  for (std::int64_t k = 0; k < dims[2]; ++k)
+    for (std::int64_t j = 0; j < dims[1]; ++j)
+      for (std::int64_t i = 0; i < dims[0]; ++i) {
+        const auto r = to_ras(o, dims, i, j, k);
+        std::int64_t best = 0;
+        for (std::int64_t l = 1; l < L; ++l)
+          if (post.at(r[0], r[1], r[2], l) > post.at(r[0], r[1], r[2], best)) best = l;
+        out.at(i, j, k) = labels.empty() ? static_cast<double>(best) : labels[static_cast<std::size_t>(best)];
+      }
+  add_output(c, "labels", "label", std::move(out));
+}
+
+}  // namespace qsmcore::networks

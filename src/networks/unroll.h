@@ -1,0 +1,61 @@
+// The data-consistency algebra of the unrolled networks (models.md §5): the dipole operator
+// D·v = real(ifft(D̂·fft(v))) in f64 on the network's grid, and the per-iteration updates of
+// LPCNN, MoDL-QSM and NeXtQSM written as plain functions so tests can check them against a
+// direct computation.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "physics/fft.h"
+#include "qsmcore/physics.h"
+
+namespace qsmcore::networks {
+
+class DipoleOp {
+ public:
+  DipoleOp(const Dims3& dims, const Vec3& voxel_mm, const Vec3& b0_dir, const KernelOptions& o);
+  const Dims3& dims() const { return dims_; }
+  std::int64_t count() const { return dims_[0] * dims_[1] * dims_[2]; }
+  /// out = D·in (column-major, `dims`); in and out may alias.
+  void apply(const double* in, double* out);
+  /// Bytes of its buffers (FFT real + half spectrum + kernel), for budgets.
+  static std::int64_t bytes(const Dims3& dims);
+
+ private:
+  Dims3 dims_;
+  DipoleKernel kernel_;
+  std::unique_ptr<physics::RealFft3<double>> fft_;
+};
+
+// LPCNN (α, μ, σ of models.md §5).
+inline constexpr double kLpcnnAlpha = 3.718820571899414;
+inline constexpr double kLpcnnMean = -0.00024724603240382513;
+inline constexpr double kLpcnnStd = 0.028365555003933052;
+/// The proximal input of iteration i: x_est = α·D(y) at i = 0, else den + x_est − α·D(D(den)).
+/// `x_est` = α·D(y) (precomputed); `den` is the previous iteration's de-normalised output.
+void lpcnn_step(DipoleOp& d, double alpha, std::span<const double> x_est, std::span<const double> den, int i,
+                std::span<double> p);
+
+// MoDL-QSM.
+inline constexpr double kModlAlpha = 1.101906418800354;
+inline constexpr double kModlMean[2] = {-0.0022565326653420925, -0.0004852914426010102};
+inline constexpr double kModlStd[2] = {0.026074999943375587, 0.004082275088876486};
+/// Aᴴ(φ) = [D(φ), φ] into two channels (c0, c1).
+void modl_adjoint(DipoleOp& d, std::span<const double> phi, std::span<double> c0, std::span<double> c1);
+/// A(χ) = D(χ₀) + χ₁.
+void modl_forward(DipoleOp& d, std::span<const double> x0, std::span<const double> x1, std::span<double> out);
+/// Layer input of iteration i: y at i = 0, else x − α·Aᴴ(A(x)) + y (two channels each).
+void modl_step(DipoleOp& d, double alpha, std::span<const double> y0, std::span<const double> y1,
+               std::span<const double> x0, std::span<const double> x1, int i, std::span<double> out0,
+               std::span<double> out1);
+
+// NeXtQSM.
+inline constexpr double kNextqsmLambdas[6] = {15.141516, 15.005543, 16.733437, 14.574243, 7.072418, 0.7588475};
+/// One gradient step: dx = D(x); u = bf − dx; scale = 100/(‖bf‖·‖u‖) (0 if either is 0);
+/// x ← (x − (λ·scale·D(dx − bf) + grad_r))·mask, with grad_r = VJP(x)/N already divided.
+void nextqsm_step(DipoleOp& d, double lambda, std::span<const double> bf, std::span<const double> grad_r,
+                  std::span<const double> mask, std::span<double> x);
+
+}  // namespace qsmcore::networks

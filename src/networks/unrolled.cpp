@@ -1,0 +1,166 @@
+// LPCNN, MoDL-QSM and NeXtQSM: networks unrolled around an FFT data-consistency step
+// (models.md §5). They run on the whole volume: tiling them is off-design.
+#include <algorithm>
+#include <cmath>
+
+#include "networks/unroll.h"
+#include "networks/wrappers.h"
+#include "qsmcore/error.h"
+
+namespace qsmcore::networks {
+
+using tiling::Box;
+
+namespace {
+
+void ignore_tile(Context& c) {
+  if (c.opts.tile && (c.opts.tile->core[0] > 0 || c.opts.tile->core[1] > 0 || c.opts.tile->core[2] > 0))
+    c.warn(
+        c.id() +
+        " runs on the whole volume (tiling its FFT data-consistency step is off-design); the tile request is ignored");
+}
+
+std::span<double> span_of(Volume& v, std::int64_t frame = 0) {
+  return v.frame(frame);
+}
+
+}  // namespace
+
+void run_lpcnn(Context& c) {
+  const Volume& grid = *c.in.field;
+  const Dims3 dims = grid.dims();
+  const std::int64_t V = grid.voxels();
+  ignore_tile(c);
+  c.load(c.pool());
+  Context::Reservation res;
+  res.shapes = {{{1, 1, dims[0], dims[1], dims[2]}}};
+  res.wrapper_fixed = 5 * V * 8 + DipoleOp::bytes(dims) + V * 4 + V * 8 + 8192;
+  c.reserve(res);
+  c.stage("prepare");
+  const Volume* mask = c.in.mask;
+  Volume y = field_ppm(c.in);
+  DipoleOp d(dims, grid.voxel_mm(), b0_direction(c.in, grid), KernelOptions::lpcnn_modl());
+  Volume x_est = make_like(grid), den = make_like(grid), p = make_like(grid);
+  d.apply(y.data(), x_est.data());
+  for (double& v : x_est.values()) v *= kLpcnnAlpha;
+  c.stage("iterations");
+  for (int i = 0; i < 3; ++i) {
+    lpcnn_step(d, kLpcnnAlpha, x_est.values(), den.values(), i, p.values());
+    Tensor t = f32_tensor({1, 1, dims[0], dims[1], dims[2]});
+    tiling::pack_box(p.data(), dims, {{0, 0, 0}, dims}, tiling::kXYZ, tiling::Fill::Zero, t.data<float>(),
+                     [&](double v, std::int64_t k) { return inside(mask, k) ? (v - kLpcnnMean) / kLpcnnStd : 0.0; });
+    std::vector<Tensor> o = c.model(0).run({t});
+    tiling::unpack_box(o.at(0).data<float>(), dims, {{0, 0, 0}, dims}, tiling::kXYZ, {{0, 0, 0}, dims},
+                       [&](std::int64_t k, double v, std::int64_t) {
+                         den.data()[k] = inside(mask, k) ? v * kLpcnnStd + kLpcnnMean : 0.0;
+                       });
+    c.progress((i + 1) / 3.0, "iterations");
+  }
+  add_output(c, "chi", "ppm", std::move(den));
+}
+
+void run_modl(Context& c) {
+  const Volume& grid = *c.in.field;
+  const Dims3 dims = grid.dims();
+  const std::int64_t V = grid.voxels();
+  ignore_tile(c);
+  const Vec3& vox = grid.voxel_mm();
+  if (std::abs(vox[0] - 1) > 0.05 || std::abs(vox[1] - 1) > 0.05 || std::abs(vox[2] - 1) > 0.05)
+    c.warn(c.id() + " assumes 1 mm isotropic voxels; this volume has " + describe_grid(grid));
+  if (dims[0] % 2 || dims[1] % 2 || dims[2] % 2)
+    c.warn(c.id() + " assumes even dimensions; this volume is " + describe_grid(grid));
+  c.load(c.pool());
+  Context::Reservation res;
+  res.shapes = {{{1, 2, dims[0], dims[1], dims[2]}}};
+  res.wrapper_fixed = 8 * V * 8 + DipoleOp::bytes(dims) + 2 * V * 4 + V * 8 + 8192;
+  c.reserve(res);
+  c.stage("prepare");
+  const Volume* mask = c.in.mask;
+  Volume phi = field_ppm(c.in);
+  DipoleOp d(dims, vox, b0_direction(c.in, grid), KernelOptions::lpcnn_modl());
+  Volume y = Volume::zeros(dims, grid.geometry(), 2), x = Volume::zeros(dims, grid.geometry(), 2),
+         l = Volume::zeros(dims, grid.geometry(), 2);
+  modl_adjoint(d, phi.values(), span_of(y, 0), span_of(y, 1));
+  for (double& v : y.values()) v *= kModlAlpha;
+  c.stage("iterations");
+  for (int i = 0; i < 3; ++i) {
+    modl_step(d, kModlAlpha, y.frame(0), y.frame(1), x.frame(0), x.frame(1), i, span_of(l, 0), span_of(l, 1));
+    Tensor t = f32_tensor({1, 2, dims[0], dims[1], dims[2]});
+    for (int ch = 0; ch < 2; ++ch)
+      tiling::pack_box(
+          l.frame(ch).data(), dims, {{0, 0, 0}, dims}, tiling::kXYZ, tiling::Fill::Zero, t.data<float>() + ch * V,
+          [&](double v, std::int64_t k) { return inside(mask, k) ? (v - kModlMean[ch]) / kModlStd[ch] : 0.0; });
+    std::vector<Tensor> o = c.model(0).run({t});
+    for (int ch = 0; ch < 2; ++ch)
+      tiling::unpack_box(o.at(0).data<float>() + ch * V, dims, {{0, 0, 0}, dims}, tiling::kXYZ, {{0, 0, 0}, dims},
+                         [&](std::int64_t k, double v, std::int64_t) {
+                           x.frame(ch)[static_cast<std::size_t>(k)] =
+                               inside(mask, k) ? v * kModlStd[ch] + kModlMean[ch] : 0.0;
+                         });
+    c.progress((i + 1) / 3.0, "iterations");
+  }
+  Volume out = make_like(grid);
+  for (std::int64_t k = 0; k < V; ++k) out.data()[k] = inside(mask, k) ? x.frame(0)[static_cast<std::size_t>(k)] : 0.0;
+  add_output(c, "chi", "ppm", std::move(out));
+}
+
+void run_nextqsm(Context& c) {
+  const Volume& grid = *c.in.field;
+  const Dims3 dims = grid.dims();
+  ignore_tile(c);
+  const std::int64_t m = std::max<std::int64_t>(c.spec.pad_multiple[0], 1);
+  const Box frame = tiling::pad_frame(dims, {m, m, m}, tiling::PadRule::CentredFloor);
+  const std::int64_t N = frame.voxels();
+  const Shape shape{1, 1, frame.size[0], frame.size[1], frame.size[2]};
+  c.load(c.pool());
+  Context::Reservation res;
+  res.shapes = {{shape}, {shape}};
+  res.wrapper_fixed = 2 * grid.voxels() * 8 + 6 * N * 8 + DipoleOp::bytes(frame.size) + 2 * N * 4 + 8192;
+  c.reserve(res, {0, 1});
+  axial_check(c, grid);
+  c.stage("prepare");
+  const Volume* mask = c.in.mask;
+  Volume f = field_ppm(c.in);
+  Vec3 b = c.in.b0_dir ? *c.in.b0_dir : b0_dir_from_affine(grid.affine());  // used as given (not renormalised)
+  DipoleOp d(frame.size, grid.voxel_mm(), b, KernelOptions::nextqsm());
+  Volume mpad = Volume::zeros(frame.size, grid.geometry()), bf = Volume::zeros(frame.size, grid.geometry()),
+         x = Volume::zeros(frame.size, grid.geometry()), grad = Volume::zeros(frame.size, grid.geometry());
+  const Box all{{0, 0, 0}, frame.size};
+  // The padded mask, from a tensor of the frame (row-major) back into a column-major frame volume.
+  {
+    Tensor t = f32_tensor(shape);
+    tiling::pack_box(f.data(), dims, frame, tiling::kXYZ, tiling::Fill::Zero, t.data<float>(),
+                     [&](double, std::int64_t k) { return inside(mask, k) ? 1.0 : 0.0; });
+    tiling::unpack_box(t.data<float>(), frame.size, all, tiling::kXYZ, all,
+                       [&](std::int64_t k, double v, std::int64_t) { mpad.data()[k] = v; });
+  }
+  c.stage("background");
+  {
+    Tensor t = f32_tensor(shape);
+    tiling::pack_box(f.data(), dims, frame, tiling::kXYZ, tiling::Fill::Zero, t.data<float>(),
+                     [&](double v, std::int64_t k) { return inside(mask, k) ? v : 0.0; });
+    std::vector<Tensor> o = c.model(0).run({t});
+    tiling::unpack_box(o.at(0).data<float>(), frame.size, all, tiling::kXYZ, all,
+                       [&](std::int64_t k, double v, std::int64_t) { bf.data()[k] = v * mpad.data()[k]; });
+  }
+  std::copy(bf.values().begin(), bf.values().end(), x.values().begin());
+  c.stage("iterations");
+  const int iters = static_cast<int>(std::size(kNextqsmLambdas));
+  for (int i = 0; i < iters; ++i) {
+    Tensor t = f32_tensor(shape);
+    tiling::pack_box(x.data(), frame.size, all, tiling::kXYZ, tiling::Fill::Zero, t.data<float>());
+    std::vector<Tensor> o = c.model(1).run({t});
+    tiling::unpack_box(o.at(0).data<float>(), frame.size, all, tiling::kXYZ, all,
+                       [&](std::int64_t k, double v, std::int64_t) { grad.data()[k] = v / static_cast<double>(N); });
+    nextqsm_step(d, kNextqsmLambdas[i], bf.values(), grad.values(), mpad.values(), x.values());
+    c.progress((i + 1) / static_cast<double>(iters), "iterations");
+  }
+  Volume out = make_like(grid);
+  for (std::int64_t k = 0; k < dims[2]; ++k)
+    for (std::int64_t j = 0; j < dims[1]; ++j)
+      for (std::int64_t i = 0; i < dims[0]; ++i)
+        out.at(i, j, k) = x.at(i - frame.origin[0], j - frame.origin[1], k - frame.origin[2]);
+  add_output(c, "chi", "ppm", std::move(out));
+}
+
+}  // namespace qsmcore::networks

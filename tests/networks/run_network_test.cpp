@@ -1,0 +1,320 @@
+// Every registry network end to end through run_network on a small head phantom with its
+// reduced twin (QSM_TWINS_DIR), tiled vs whole volume, the budget, and bad inputs.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+
+#include "networks/prep.h"
+#include "qsmcore/error.h"
+#include "qsmcore/memory.h"
+#include "qsmcore/models.h"
+#include "qsmcore/networks.h"
+#include "qsmcore/onnx_model.h"
+#include "qsmcore/phantom.h"
+#include "support/test_data.h"
+#include "tiling/tiles.h"
+
+using namespace qsmcore;
+
+namespace {
+
+struct Data {
+  Phantom ph;
+  Volume r2star, r2prime, phase2;
+};
+
+const Data& data() {
+  static Data* d = [] {
+    PhantomOptions o;
+    o.dims = {32, 32, 32};
+    o.voxel_mm = {1.0, 1.0, 1.0};
+    o.b0_t = 3.0;
+    o.te_s = {0.004, 0.012};
+    auto* p = new Data{make_head_phantom(o), {}, {}, {}};
+    p->r2star = Volume::zeros_like(p->ph.mask);
+    p->r2prime = Volume::zeros_like(p->ph.mask);
+    for (std::int64_t i = 0; i < p->r2star.voxels(); ++i) {
+      p->r2star.data()[i] = p->ph.mask.data()[i] * (20.0 + 100.0 * std::abs(p->ph.chi.data()[i]));
+      p->r2prime.data()[i] = p->ph.mask.data()[i] * (5.0 + 60.0 * std::abs(p->ph.chi.data()[i]));
+    }
+    return p;
+  }();
+  return *d;
+}
+
+std::vector<std::string> twin_paths(const std::string& dir, const ModelSpec& spec) {
+  std::vector<std::string> p;
+  for (const auto& f : spec.files) p.push_back(dir + "/" + std::string(f.name));
+  return p;
+}
+
+NetworkInputs inputs_for(const ModelSpec& spec) {
+  const Data& d = data();
+  const NetworkNeeds n = network_needs(spec);
+  NetworkInputs in;
+  if (n.field_kind == "total field")
+    in.field = &d.ph.total_field;
+  else if (n.field_kind == "local field")
+    in.field = &d.ph.local_field;
+  else if (n.field_kind == "wrapped phase") {
+    in.field = &d.ph.phase;
+    in.field_unit = FieldUnit::Rad;
+    in.echo_times_s = {0.004, 0.012};
+  }
+  in.magnitude = &d.ph.magnitude;
+  in.mask = &d.ph.mask;
+  in.r2star = &d.r2star;
+  in.r2prime = &d.r2prime;
+  in.qsm = &d.ph.chi;
+  in.te_s = 0.012;
+  in.b0_tesla = 3.0;
+  return in;
+}
+
+NetworkOptions small_opts() {
+  NetworkOptions o;
+  o.model.threads = 2;
+  return o;
+}
+
+}  // namespace
+
+class EveryNetwork : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(EveryNetwork, RunsEndToEndOnItsTwin) {
+  const std::string dir = qsmtest::data_dir("QSM_TWINS_DIR");
+  QSM_REQUIRE_DATA(dir, "QSM_TWINS_DIR");
+  const ModelSpec& spec = require_model(GetParam());
+  const NetworkInputs in = inputs_for(spec);
+  std::vector<std::string> stages;
+  NetworkOptions o = small_opts();
+  double last = -1;
+  o.progress = [&](double f, const std::string&) {
+    EXPECT_GE(f, 0.0);
+    EXPECT_LE(f, 1.0);
+    last = f;
+  };
+  const NetworkRun run = run_network(spec, twin_paths(dir, spec), in, o);
+  EXPECT_EQ(last, 1.0);
+  ASSERT_FALSE(run.outputs.empty());
+  const Volume& mask = data().ph.mask;
+  for (const auto& out : run.outputs) {
+    SCOPED_TRACE(out.name);
+    ASSERT_TRUE(same_grid(out.volume, mask)) << describe_grid(out.volume);
+    EXPECT_FALSE(out.unit.empty());
+    std::int64_t nonzero_in = 0, nonzero_out = 0;
+    for (std::int64_t i = 0; i < out.volume.voxels(); ++i) {
+      const double v = out.volume.data()[i];
+      ASSERT_TRUE(std::isfinite(v)) << "voxel " << i;
+      if (v != 0.0) (mask.data()[i] != 0.0 ? nonzero_in : nonzero_out)++;
+    }
+    const NetworkNeeds n = network_needs(spec);
+    if (n.mask) EXPECT_EQ(nonzero_out, 0) << "values outside the mask";
+    if (out.unit == "label") {
+      for (double v : out.volume.values()) ASSERT_EQ(v, std::round(v));
+    } else {
+      EXPECT_GT(nonzero_in, mask.voxels() / 20) << "the output is (almost) all zero inside the mask";
+    }
+  }
+  EXPECT_GT(run.predicted_peak_bytes, 0);
+  EXPECT_GT(run.measured_peak_bytes, 0);
+  EXPECT_LE(run.measured_peak_bytes, run.predicted_peak_bytes) << "the prediction under-counts the run";
+  EXPECT_GE(run.tiles, 1);
+  EXPECT_GE(run.tiles_in_flight, 1);
+  EXPECT_LE(run.tiles_in_flight, std::max<std::int64_t>(run.tiles, 1));
+  EXPECT_FALSE(run.stages.empty());
+}
+
+INSTANTIATE_TEST_SUITE_P(Registry, EveryNetwork,
+                         ::testing::Values("bfrnet", "xqsm", "qsmnet", "qsmnet-plus", "qsmgan", "lpcnn", "ir2qsm",
+                                           "autoqsm", "iqsm", "iqsm-plus", "iqfm", "nextqsm", "modl-qsm", "susep-net",
+                                           "r2primenet", "chi-sepnet", "hd-bet", "rs2-net", "synthseg", "synthseg-2.0"),
+                         [](const auto& info) {
+                           std::string s = info.param;
+                           for (char& c : s)
+                             if (c == '-' || c == '.') c = '_';
+                           return s;
+                         });
+
+TEST(Networks, EveryRegistryNetworkHasAWrapper) {
+  for (const auto& spec : all_models()) EXPECT_NO_THROW(network_needs(spec)) << spec.id;
+  EXPECT_EQ(all_models().size(), 20u);
+}
+
+TEST(Networks, TiledMatchesWholeVolumeWhenTheHaloCoversTheReceptiveField) {
+  // LPCNN's reduced twin is a pure 3³ conv stack (6 convs: receptive radius 6), so core/halo tiles
+  // with halo 8 on the volume must reproduce the whole-volume run.
+  const std::string dir = qsmtest::data_dir("QSM_TWINS_DIR");
+  QSM_REQUIRE_DATA(dir, "QSM_TWINS_DIR");
+  ModelOptions mo;
+  mo.threads = 2;
+  OnnxModel m = OnnxModel::load(dir + "/lpcnn.onnx", mo);
+  const Volume& f = data().ph.local_field;
+  const Dims3 d = f.dims();
+  const tiling::Box whole{{0, 0, 0}, d};
+  auto run_box = [&](const tiling::Box& b) {
+    Tensor t = Tensor::zeros(DType::F32, {1, 1, b.size[0], b.size[1], b.size[2]});
+    tiling::pack_box(f.data(), d, b, tiling::kXYZ, tiling::Fill::Zero, t.data<float>(),
+                     [](double v, std::int64_t) { return v * 30.0; });
+    return m.run(std::vector<Tensor>{t}).at(0);
+  };
+  Tensor ref = run_box(whole);
+  Volume ref_v = Volume::zeros(d, Geometry{}), tiled = Volume::zeros(d, Geometry{});
+  tiling::unpack_box(ref.data<float>(), d, whole, tiling::kXYZ, whole,
+                     [&](std::int64_t i, double v, std::int64_t) { ref_v.data()[i] = v; });
+  const auto tiles = tiling::core_tiles(d, whole, {12, 12, 12}, 8, {1, 1, 1});
+  ASSERT_EQ(tiles.size(), 27u);
+  for (const auto& t : tiles) {
+    Tensor y = run_box(t.patch);
+    tiling::unpack_box(y.data<float>(), d, t.patch, tiling::kXYZ, t.core,
+                       [&](std::int64_t i, double v, std::int64_t) { tiled.data()[i] = v; });
+  }
+  double lo = 1e300, hi = -1e300, worst = 0;
+  for (std::int64_t i = 0; i < ref_v.voxels(); ++i) {
+    lo = std::min(lo, ref_v.data()[i]);
+    hi = std::max(hi, ref_v.data()[i]);
+    worst = std::max(worst, std::abs(ref_v.data()[i] - tiled.data()[i]));
+  }
+  ASSERT_GT(hi - lo, 0.0);
+  EXPECT_LE(worst, 1e-5 * (hi - lo));
+  // A halo shorter than the receptive field does not (the test can fail).
+  const auto short_tiles = tiling::core_tiles(d, whole, {12, 12, 12}, 1, {1, 1, 1});
+  double worst_short = 0;
+  for (const auto& t : short_tiles) {
+    Tensor y = run_box(t.patch);
+    tiling::unpack_box(y.data<float>(), d, t.patch, tiling::kXYZ, t.core, [&](std::int64_t i, double v, std::int64_t) {
+      worst_short = std::max(worst_short, std::abs(v - ref_v.data()[i]));
+    });
+  }
+  EXPECT_GT(worst_short, 1e-3 * (hi - lo));
+}
+
+TEST(Networks, TiledRunThroughRunNetworkAndItsBudget) {
+  const std::string dir = qsmtest::data_dir("QSM_TWINS_DIR");
+  QSM_REQUIRE_DATA(dir, "QSM_TWINS_DIR");
+  const ModelSpec& spec = require_model("xqsm");
+  const NetworkInputs in = inputs_for(spec);
+  NetworkOptions o = small_opts();
+  const NetworkRun whole = run_network(spec, twin_paths(dir, spec), in, o);
+  // A patch that covers the padded frame is the whole-volume run, bit for bit.
+  o.tile = TileRequest{{32, 32, 32}, 8};
+  const NetworkRun one = run_network(spec, twin_paths(dir, spec), in, o);
+  EXPECT_EQ(one.tiles, 1);
+  for (std::int64_t i = 0; i < whole.outputs[0].volume.voxels(); ++i)
+    ASSERT_EQ(one.outputs[0].volume.data()[i], whole.outputs[0].volume.data()[i]);
+  // Eight 16³ cores, two in flight with two threads and no budget.
+  o.tile = TileRequest{{16, 16, 16}, 8};
+  const NetworkRun tiled = run_network(spec, twin_paths(dir, spec), in, o);
+  EXPECT_EQ(tiled.tiles, 8);
+  EXPECT_EQ(tiled.tiles_in_flight, 2);
+  EXPECT_LE(tiled.measured_peak_bytes, tiled.predicted_peak_bytes);
+  // A budget that fits one tile in flight but not two: the run goes one at a time, within it.
+  const std::int64_t held = memory_current();
+  o.model.mem_budget = held + tiled.predicted_peak_bytes - 1;
+  const NetworkRun capped = run_network(spec, twin_paths(dir, spec), in, o);
+  EXPECT_EQ(capped.tiles_in_flight, 1);
+  EXPECT_LE(held + capped.measured_peak_bytes, o.model.mem_budget);
+  for (std::int64_t i = 0; i < tiled.outputs[0].volume.voxels(); ++i)
+    ASSERT_EQ(capped.outputs[0].volume.data()[i], tiled.outputs[0].volume.data()[i])
+        << "in-flight count changed values";
+  // A budget below one tile is refused before the run, naming the peak, the budget and a tile.
+  o.model.mem_budget = held + capped.predicted_peak_bytes * 4 / 5;
+  const std::int64_t before = memory_current();
+  try {
+    run_network(spec, twin_paths(dir, spec), in, o);
+    FAIL() << "expected OutOfBudget";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::OutOfBudget);
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("predicted peak"), std::string::npos) << msg;
+    EXPECT_NE(msg.find(std::to_string(o.model.mem_budget)), std::string::npos) << msg;
+    const auto at = msg.find("a tile with core ");
+    ASSERT_NE(at, std::string::npos) << msg;
+    // The suggested tile does fit that budget.
+    const std::int64_t core = std::stoll(msg.substr(at + 17));
+    ASSERT_GT(core, 0);
+    o.tile = TileRequest{{core, core, core}, 8};
+    const NetworkRun fits = run_network(spec, twin_paths(dir, spec), in, o);
+    EXPECT_LE(held + fits.predicted_peak_bytes, o.model.mem_budget);
+    EXPECT_LE(held + fits.measured_peak_bytes, o.model.mem_budget);
+  }
+  EXPECT_EQ(memory_current(), before) << "a refusal or run leaks";
+}
+
+namespace {
+
+void expect_invalid(const std::string& id, const NetworkInputs& in, const std::string& needle,
+                    const NetworkOptions& o = {}) {
+  const ModelSpec& spec = require_model(id);
+  try {
+    run_network(spec, twin_paths("/nonexistent", spec), in, o);
+    ADD_FAILURE() << id << ": expected InvalidInput mentioning '" << needle << "'";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::InvalidInput) << e.what();
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+
+TEST(Networks, BadInputsAreRefusedNamingTheInput) {
+  // Missing TE for a phase network.
+  NetworkInputs in = inputs_for(require_model("iqsm"));
+  in.echo_times_s.clear();
+  in.te_s.reset();
+  expect_invalid("iqsm", in, "echo time");
+  // Missing B0.
+  in = inputs_for(require_model("iqfm"));
+  in.b0_tesla.reset();
+  expect_invalid("iqfm", in, "B0");
+  // Grid mismatch.
+  Volume small = Volume::zeros({32, 32, 31}, data().ph.mask.geometry());
+  in = inputs_for(require_model("xqsm"));
+  in.mask = &small;
+  expect_invalid("xqsm", in, "'mask' is on grid");
+  // NaN and Inf.
+  Volume bad = data().ph.local_field.clone();
+  bad.at(3, 4, 5) = std::nan("");
+  in = inputs_for(require_model("qsmnet"));
+  in.field = &bad;
+  expect_invalid("qsmnet", in, "NaN/Inf");
+  expect_invalid("qsmnet", in, "(3, 4, 5)");
+  bad.at(3, 4, 5) = INFINITY;
+  expect_invalid("qsmnet", in, "'field'");
+  // Wrong dims: frames where one volume is expected, a missing input, a too-small AutoQSM volume.
+  Volume two = Volume::zeros(data().ph.mask.dims(), data().ph.mask.geometry(), 2);
+  in = inputs_for(require_model("lpcnn"));
+  in.field = &two;
+  expect_invalid("lpcnn", in, "frames");
+  in = inputs_for(require_model("chi-sepnet"));
+  in.r2prime = nullptr;
+  expect_invalid("chi-sepnet", in, "r2prime");
+  // Echo count mismatch.
+  in = inputs_for(require_model("iqsm-plus"));
+  in.echo_times_s = {0.01};
+  expect_invalid("iqsm-plus", in, "echo times");
+  // R2PRIMEnet outside its trained domain (before any work, the files are not even read).
+  in = inputs_for(require_model("r2primenet"));
+  in.b0_tesla = 7.0;
+  expect_invalid("r2primenet", in, "3 T");
+}
+
+TEST(Networks, AutoqsmRejectsVolumesSmallerThanItsPatch) {
+  const std::string dir = qsmtest::data_dir("QSM_TWINS_DIR");
+  QSM_REQUIRE_DATA(dir, "QSM_TWINS_DIR");
+  PhantomOptions po;
+  po.dims = {32, 32, 24};
+  const Phantom p = make_head_phantom(po);
+  NetworkInputs in;
+  in.field = &p.total_field;
+  in.mask = &p.mask;
+  const ModelSpec& spec = require_model("autoqsm");
+  try {
+    run_network(spec, twin_paths(dir, spec), in, small_opts());
+    FAIL() << "expected InvalidInput";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::InvalidInput);
+    EXPECT_NE(std::string(e.what()).find("at least 32"), std::string::npos) << e.what();
+  }
+}
