@@ -8,6 +8,7 @@ namespace qsmcore::cli {
 void register_onnx_commands(CLI::App& app);    // qsm onnx info|run
 void register_models_commands(CLI::App& app);  // qsm models, fetch, verify
 void register_demo_command(CLI::App& app);     // qsm demo
+void register_run_command(CLI::App& app);      // qsm run
 void register_phantom_command(CLI::App& app);  // qsm phantom
 void register_measure_command(CLI::App& app);  // qsm measure
 

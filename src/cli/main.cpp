@@ -10,6 +10,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   qsmcore::cli::register_onnx_commands(app);
   qsmcore::cli::register_models_commands(app);
+  qsmcore::cli::register_run_command(app);
   qsmcore::cli::register_demo_command(app);
   qsmcore::cli::register_phantom_command(app);
   qsmcore::cli::register_measure_command(app);

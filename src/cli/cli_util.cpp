@@ -1,0 +1,103 @@
+#include "cli/cli_util.h"
+
+#include <cmath>
+#include <cstdio>
+#include <sstream>
+
+#include "qsmcore/error.h"
+#include "qsmcore/memory.h"
+
+namespace qsmcore::cli {
+
+std::vector<double> parse_number_list(const std::string& text, const std::string& what) {
+  std::vector<double> v;
+  std::istringstream in(text);
+  std::string part;
+  while (std::getline(in, part, ',')) {
+    double x = 0.0;
+    try {
+      std::size_t used = 0;
+      x = std::stod(part, &used);
+      if (part.find_first_not_of(" \t", used) != std::string::npos) throw std::invalid_argument(part);
+    } catch (const std::exception&) {
+      throw Error(ErrorKind::InvalidInput, what + " '" + text + "': '" + part + "' is not a number");
+    }
+    if (!std::isfinite(x)) throw Error(ErrorKind::InvalidInput, what + " '" + text + "': '" + part + "' is not finite");
+    v.push_back(x);
+  }
+  if (v.empty()) throw Error(ErrorKind::InvalidInput, what + " is empty");
+  return v;
+}
+
+TileRequest parse_tile(const std::string& text) {
+  const auto bad = [&](const std::string& why) {
+    return Error(ErrorKind::InvalidInput, "--tile '" + text + "': " + why +
+                                              " (write CORE[,HALO]: e.g. 96, 96,8 or 128x128x64,16; 0 = whole volume)");
+  };
+  const auto whole = [&](const std::string& s, const char* what) -> std::int64_t {
+    std::size_t used = 0;
+    long long x = 0;
+    try {
+      x = std::stoll(s, &used);
+    } catch (const std::exception&) {
+      throw bad(std::string("the ") + what + " '" + s + "' is not a whole number");
+    }
+    if (used != s.size()) throw bad(std::string("the ") + what + " '" + s + "' is not a whole number");
+    if (x < 0) throw bad(std::string("the ") + what + " is negative");
+    return x;
+  };
+  TileRequest t;
+  std::string core = text;
+  const auto comma = text.find(',');
+  if (comma != std::string::npos) {
+    core = text.substr(0, comma);
+    t.halo = whole(text.substr(comma + 1), "halo");
+  }
+  for (std::size_t at; (at = core.find("×")) != std::string::npos;) core.replace(at, 2, "x");
+  std::vector<std::int64_t> edges;
+  std::size_t start = 0;
+  while (true) {
+    const auto x = core.find_first_of("xX", start);
+    edges.push_back(whole(core.substr(start, x == std::string::npos ? std::string::npos : x - start), "core"));
+    if (x == std::string::npos) break;
+    start = x + 1;
+  }
+  if (edges.size() == 1)
+    t.core = {edges[0], edges[0], edges[0]};
+  else if (edges.size() == 3)
+    t.core = {edges[0], edges[1], edges[2]};
+  else
+    throw bad("the core must be one edge or three (XxYxZ)");
+  const bool any = t.core[0] || t.core[1] || t.core[2];
+  if (any && !(t.core[0] && t.core[1] && t.core[2])) throw bad("a core edge is 0");
+  return t;
+}
+
+nlohmann::json volume_json(const std::string& path, const Volume& v) {
+  nlohmann::json j;
+  j["path"] = path;
+  j["dims"] = v.dims();
+  j["frames"] = v.frames();
+  j["voxel_mm"] = v.voxel_mm();
+  j["affine"] = v.affine().m;
+  return j;
+}
+
+io::NiftiStore store_for(const NetworkOutput& out) {
+  if (out.unit != "label") return io::NiftiStore::F32;
+  for (double x : out.volume.values())
+    if (!(x >= 0.0 && x <= 255.0 && x == std::floor(x))) return io::NiftiStore::F32;
+  return io::NiftiStore::U8;
+}
+
+std::int64_t process_peak_rss() {
+  return process_hwm_bytes();
+}
+
+std::string mib(std::int64_t bytes) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.1f MiB", static_cast<double>(bytes) / (1024.0 * 1024.0));
+  return buf;
+}
+
+}  // namespace qsmcore::cli

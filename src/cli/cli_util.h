@@ -1,0 +1,34 @@
+// Small pieces shared by qsm run and qsm demo: parsing number lists and tile sizes as users
+// type them, describing volumes and model files in JSON reports, and the NIfTI storage a
+// network output gets.
+#pragma once
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "io/nifti.h"
+#include "qsmcore/networks.h"
+#include "qsmcore/volume.h"
+
+namespace qsmcore::cli {
+
+/// "0.004" or "0.004,0.008,…" -> numbers; Error{InvalidInput} naming `what` and the bad part.
+std::vector<double> parse_number_list(const std::string& text, const std::string& what);
+
+/// --tile CORE[,HALO]: CORE is N (a cube) or XxYxZ voxels, HALO voxels (default: the network's).
+/// "0" = whole volume. Error{InvalidInput} for anything else.
+TileRequest parse_tile(const std::string& text);
+
+/// {"path", "dims", "frames", "voxel_mm", "affine"} of a volume read from `path`.
+nlohmann::json volume_json(const std::string& path, const Volume& v);
+
+/// U8 for a label output whose values are all integers in [0, 255], else F32.
+io::NiftiStore store_for(const NetworkOutput& out);
+
+/// Peak resident set of the process so far, in bytes (VmHWM; 0 if unknown).
+std::int64_t process_peak_rss();
+
+/// "12.3 MiB".
+std::string mib(std::int64_t bytes);
+
+}  // namespace qsmcore::cli

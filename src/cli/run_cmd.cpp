@@ -1,0 +1,384 @@
+// qsm run ID --in F.nii.gz …: one registry network on the user's volumes (networks.h). Every
+// check that can fail on the user's input runs before the network does, and before anything
+// is written: options, required inputs (network_needs), each file (readable, complete, 3-D,
+// finite: read_nifti), one grid for all inputs, TE/B0 where the units need them. The weights
+// are then resolved like `qsm fetch` does (QSM_MODEL_DIR_<ID>, QSM_MODEL_DIR, the caches, a
+// download), the network runs with a progress bar on a terminal, and the outputs, the preview
+// and the report are written as one set (staged temporaries renamed at the end).
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "cli/byte_size.h"
+#include "cli/cli_util.h"
+#include "cli/commands.h"
+#include "cli/progress.h"
+#include "cli/staged_outputs.h"
+#include "io/atomic_file.h"
+#include "io/input_check.h"
+#include "io/nifti.h"
+#include "io/png_preview.h"
+#include "qsmcore/error.h"
+#include "qsmcore/models.h"
+#include "qsmcore/networks.h"
+#include "qsmcore/physics.h"
+
+namespace qsmcore::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Every option of `qsm run`, as typed. One field per option, so adding one is one line here
+// and one add_option below.
+struct RunArgs {
+  std::string id;
+  std::string in, mask, magnitude, r2star, r2prime, qsm;
+  std::string te, unit, b0_dir;
+  std::optional<double> b0;
+  std::string out, preview, report;
+  std::string tile, mem_budget, backend = "onednn";
+  int threads = 0;
+  double phase_sign = -1.0;
+  bool no_verify = false, quiet = false, no_flips = false, ignore_domain = false;
+};
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+[[noreturn]] void invalid(const std::string& message) {
+  throw Error(ErrorKind::InvalidInput, message);
+}
+
+// One input volume: the option that named it and what was read.
+struct Input {
+  const char* role;    // "field", "magnitude", ...
+  const char* option;  // "--in", "--mask", ...
+  std::string path;
+  Volume volume;
+};
+
+// Same file? (Compares resolved paths; an output may not overwrite an input.)
+bool same_file(const std::string& a, const std::string& b) {
+  std::error_code ec1, ec2;
+  const fs::path pa = fs::weakly_canonical(a, ec1), pb = fs::weakly_canonical(b, ec2);
+  return !ec1 && !ec2 && pa == pb;
+}
+
+void run(const RunArgs& a) {
+  using Clock = std::chrono::steady_clock;
+  const auto t_start = Clock::now();
+  const ModelSpec& spec = require_model(a.id);
+  const NetworkNeeds needs = network_needs(spec);
+  const bool phase_net = needs.field_kind == "wrapped phase";
+
+  // ---- options (no file touched yet) -------------------------------------------------------
+  if (!(ends_with(a.out, ".nii.gz") || ends_with(a.out, ".nii")))
+    invalid("--out " + a.out + ": the output name must end in .nii.gz or .nii");
+  require_parent_folder(a.out, "--out");
+  if (!a.preview.empty()) {
+    if (!ends_with(a.preview, ".png")) invalid("--preview " + a.preview + ": the preview name must end in .png");
+    require_parent_folder(a.preview, "--preview");
+  }
+  if (!a.report.empty()) require_parent_folder(a.report, "--report");
+
+  NetworkOptions opts;
+  opts.model.backend = backend_from_string(a.backend);
+  opts.model.threads = a.threads;
+  if (!a.mem_budget.empty()) opts.model.mem_budget = parse_byte_size(a.mem_budget, "--mem-budget");
+  if (!a.tile.empty()) opts.tile = parse_tile(a.tile);
+  opts.test_time_flips = !a.no_flips;
+  opts.phase_sign = a.phase_sign;
+  opts.ignore_domain = a.ignore_domain;
+
+  NetworkInputs in;
+  if (!a.unit.empty())
+    in.field_unit = parse_field_unit(a.unit);
+  else if (phase_net)
+    in.field_unit = FieldUnit::Rad;
+  if (phase_net && in.field_unit != FieldUnit::Rad)
+    invalid(std::string(spec.id) + " takes wrapped phase in radians; --unit " + a.unit + " does not apply");
+  std::vector<double> tes;
+  if (!a.te.empty()) {
+    tes = parse_number_list(a.te, "--te");
+    for (double t : tes)
+      if (!(t > 0.0)) invalid("--te " + a.te + ": echo times are in seconds and must be positive");
+    for (double t : tes)
+      if (t > 1.0) invalid("--te " + a.te + ": echo times are in seconds (" + std::to_string(t) + " s is not one)");
+  }
+  if (a.b0 && !(*a.b0 > 0.0)) invalid("--b0 must be a positive field strength in tesla");
+  if (!a.b0_dir.empty()) in.b0_dir = parse_b0_dir(a.b0_dir);
+  in.b0_tesla = a.b0;
+  if (tes.size() == 1) in.te_s = tes[0];
+
+  // ---- which inputs the network needs, and whether they were given -------------------------
+  // --in is the network's primary input: its field (or phase), else its magnitude, else its R2*.
+  const char* primary = needs.field       ? "field"
+                        : needs.magnitude ? "magnitude"
+                        : needs.r2star    ? "r2star"
+                        : needs.qsm       ? "qsm"
+                                          : nullptr;
+  if (primary == nullptr) invalid(std::string(spec.id) + ": the network declares no volume input");
+  struct Slot {
+    const char* role;
+    const char* option;
+    const char* what;
+    bool needed;
+    const std::string* path;
+  };
+  const std::string field_what = needs.field_kind.empty() ? std::string("field") : needs.field_kind;
+  const Slot slots[] = {
+      {"field", "--in", field_what.c_str(), needs.field, &a.in},
+      {"magnitude", "--magnitude", "magnitude", needs.magnitude, &a.magnitude},
+      {"r2star", "--r2star", "R2* map (Hz)", needs.r2star, &a.r2star},
+      {"qsm", "--qsm", "χ map (ppm)", needs.qsm, &a.qsm},
+      {"r2prime", "--r2prime", "R2' map (Hz)", needs.r2prime, &a.r2prime},
+      {"mask", "--mask", "brain mask", needs.mask, &a.mask},
+  };
+  // Inputs a network does not require may still be used (iQSM weights echoes by magnitude when
+  // given), so every given one is read, checked and passed on.
+  std::vector<std::string> missing, warnings;
+  for (const Slot& s : slots) {
+    const bool is_primary = std::string(s.role) == primary;
+    if (s.path == &a.in && !is_primary) continue;  // --in always names the primary input
+    if (is_primary && s.path != &a.in && !s.path->empty())
+      invalid(std::string(s.option) + " and --in both name the " + s.what + " of " + std::string(spec.id) +
+              " (its primary input); give it once, with --in");
+    const std::string& given = is_primary ? a.in : *s.path;
+    if (s.needed && given.empty())
+      missing.push_back(std::string(is_primary ? "--in" : s.option) + " (the " + s.what + ")");
+  }
+  if (needs.te && tes.empty()) missing.push_back("--te (echo time in s)");
+  if (needs.b0 && !a.b0) missing.push_back("--b0 (field strength in T)");
+  if (!missing.empty()) {
+    std::string m = std::string(spec.id) + " (" + std::string(spec.name) + ", " +
+                    (needs.field_kind.empty() ? std::string(to_string(spec.stage)) : "input: " + needs.field_kind) +
+                    ") needs ";
+    for (std::size_t i = 0; i < missing.size(); ++i) m += (i ? ", " : "") + missing[i];
+    invalid(m);
+  }
+  // A field in Hz or in (unwrapped) rad is converted with B0 (and TE): check both are there.
+  if (needs.field && !phase_net) (void)field_to_ppm_factor(in.field_unit, in.b0_tesla, in.te_s);
+
+  // ---- read and check every input ----------------------------------------------------------
+  std::vector<Input> inputs;
+  inputs.reserve(6);
+  {
+    io::NiftiReadOptions ro;
+    const std::string primary_role = primary;
+    ro.allow_frames = phase_net || primary_role == "magnitude";
+    const std::string& primary_what =
+        primary_role == "field" ? field_what : std::string(primary_role == "magnitude" ? "magnitude" : primary);
+    inputs.push_back({primary, "--in", a.in, io::read_nifti(a.in, ro)});
+    const Volume& ref = inputs[0].volume;
+    for (const Slot& s : slots) {
+      if (std::string(s.role) == primary || s.path == &a.in || s.path->empty()) continue;
+      if (std::string(s.role) == "mask") {
+        inputs.push_back({s.role, s.option, *s.path, io::read_mask_on_grid(*s.path, ref, primary_what, a.in)});
+      } else {
+        io::NiftiReadOptions o;
+        o.allow_frames = std::string(s.role) == "magnitude";
+        inputs.push_back({s.role, s.option, *s.path, io::read_on_grid(*s.path, s.what, ref, primary_what, a.in, o)});
+      }
+    }
+  }
+  const Volume& primary_volume = inputs[0].volume;
+  if (phase_net) {
+    const std::int64_t echoes = primary_volume.frames();
+    if (echoes > 1 && static_cast<std::int64_t>(tes.size()) != echoes)
+      invalid(a.in + ": the phase has " + std::to_string(echoes) + " echoes but --te gives " +
+              std::to_string(tes.size()) + " echo time(s); give one per echo, comma-separated");
+    if (echoes == 1 && tes.size() > 1)
+      invalid("--te " + a.te + ": " + std::to_string(tes.size()) + " echo times for a single-echo phase " + a.in);
+    if (echoes > 1) in.echo_times_s = tes;
+  } else if (tes.size() > 1) {
+    invalid("--te " + a.te + ": several echo times are only for multi-echo phase (" + std::string(spec.id) +
+            " takes a " + field_what + ")");
+  }
+  for (const Input& i : inputs) {
+    const std::string role = i.role;
+    if (role == "field") in.field = &i.volume;
+    if (role == "magnitude") in.magnitude = &i.volume;
+    if (role == "r2star") in.r2star = &i.volume;
+    if (role == "r2prime") in.r2prime = &i.volume;
+    if (role == "qsm") in.qsm = &i.volume;
+    if (role == "mask") in.mask = &i.volume;
+  }
+  for (const Input& i : inputs) {
+    for (const std::string* o : {&a.out, &a.preview, &a.report})
+      if (!o->empty() && same_file(*o, i.path))
+        invalid(*o + ": this output would overwrite the input " + i.path + " (" + i.option + ")");
+  }
+
+  // ---- weights ------------------------------------------------------------------------------
+  FetchOptions fetch;
+  fetch.verify = !a.no_verify;
+  fetch.download.progress = a.quiet ? DownloadOptions::Progress::Never : DownloadOptions::Progress::Auto;
+  const std::vector<ResolvedWeight> weights = resolve_weights(spec, fetch);
+  std::vector<std::string> model_paths;
+  for (const ResolvedWeight& w : weights) model_paths.push_back(w.path.string());
+
+  for (const std::string& w : warnings) std::fprintf(stderr, "qsm: warning: %s\n", w.c_str());
+
+  // ---- run ------------------------------------------------------------------------------------
+  ProgressBar bar(a.quiet);
+  if (bar.enabled()) opts.progress = [&bar](double f, const std::string& stage) { bar.update(f, stage); };
+  const auto t_run = Clock::now();
+  NetworkRun result = run_network(spec, model_paths, in, opts);
+  const double run_seconds = std::chrono::duration<double>(Clock::now() - t_run).count();
+  bar.finish();
+  if (result.outputs.empty())
+    throw Error(ErrorKind::Internal, std::string(spec.id) + ": the network returned no output");
+  for (const std::string& w : result.warnings) {
+    std::fprintf(stderr, "qsm: warning: %s\n", w.c_str());
+    warnings.push_back(w);
+  }
+
+  // ---- outputs, preview, report: staged, then renamed together --------------------------------
+  StagedOutputs staged;
+  const bool several = result.outputs.size() > 1;
+  nlohmann::json outputs_json = nlohmann::json::array();
+  for (const NetworkOutput& o : result.outputs) {
+    const std::string path = several ? with_suffix(a.out, o.name) : a.out;
+    for (const Input& i : inputs)
+      if (same_file(path, i.path)) invalid(path + ": this output would overwrite the input " + i.path);
+    io::NiftiWriteOptions w;
+    w.store = store_for(o);
+    w.description = "qsm run " + std::string(spec.id) + ": " + o.name + " (" + o.unit + ")";
+    io::write_nifti(staged.stage(path), o.volume, w);
+    nlohmann::json oj = volume_json(path, o.volume);
+    oj["name"] = o.name;
+    oj["unit"] = o.unit;
+    outputs_json.push_back(std::move(oj));
+  }
+  if (!a.preview.empty()) io::write_png_preview(staged.stage(a.preview), result.outputs[0].volume);
+
+  if (!a.report.empty()) {
+    nlohmann::json j;
+    j["command"] = "qsm run";
+    nlohmann::json model;
+    model["id"] = std::string(spec.id);
+    model["name"] = std::string(spec.name);
+    model["stage"] = to_string(spec.stage);
+    model["files"] = nlohmann::json::array();
+    for (const ResolvedWeight& w : weights) {
+      std::string registry_sha;
+      for (const WeightFile& f : spec.files)
+        if (f.name == w.file) registry_sha = std::string(f.sha256);
+      const std::string sha = w.sha256.empty() ? weight_file_sha256(w.path) : w.sha256;
+      model["files"].push_back({{"name", w.file},
+                                {"path", w.path.string()},
+                                {"source", to_string(w.source)},
+                                {"sha256", sha},
+                                {"verified", w.verified},
+                                {"matches_registry", !registry_sha.empty() && sha == registry_sha}});
+    }
+    j["model"] = std::move(model);
+    nlohmann::json ins;
+    for (const Input& i : inputs) {
+      nlohmann::json v = volume_json(i.path, i.volume);
+      if (std::string(i.role) == "field") v["unit"] = to_string(in.field_unit);
+      ins[i.role] = std::move(v);
+    }
+    j["inputs"] = std::move(ins);
+    nlohmann::json o;
+    o["te_s"] = tes;
+    o["b0_tesla"] = a.b0 ? nlohmann::json(*a.b0) : nlohmann::json(nullptr);
+    if (in.b0_dir) {
+      o["b0_dir"] = *in.b0_dir;
+      o["b0_dir_from"] = "--b0-dir";
+    } else {
+      try {
+        o["b0_dir"] = b0_dir_from_affine(primary_volume.affine());
+        o["b0_dir_from"] = "affine";
+      } catch (const Error&) {
+        o["b0_dir"] = nullptr;
+      }
+    }
+    o["field_unit"] = to_string(in.field_unit);
+    o["tile"] =
+        opts.tile ? nlohmann::json{{"core", opts.tile->core}, {"halo", opts.tile->halo}} : nlohmann::json(nullptr);
+    o["mem_budget_bytes"] = opts.model.mem_budget;
+    o["threads"] = opts.model.threads;
+    o["backend"] = to_string(opts.model.backend);
+    o["test_time_flips"] = opts.test_time_flips;
+    o["phase_sign"] = opts.phase_sign;
+    o["ignore_domain"] = opts.ignore_domain;
+    o["verify_weights"] = fetch.verify;
+    j["options"] = std::move(o);
+    j["memory"] = {{"predicted_peak_bytes", result.predicted_peak_bytes},
+                   {"measured_peak_bytes", result.measured_peak_bytes},
+                   {"process_peak_rss_bytes", process_peak_rss()}};
+    j["stages"] = nlohmann::json::array();
+    for (const StageTime& s : result.stages) j["stages"].push_back({{"stage", s.stage}, {"seconds", s.seconds}});
+    j["run_seconds"] = run_seconds;
+    j["total_seconds"] = std::chrono::duration<double>(Clock::now() - t_start).count();
+    j["tiles"] = result.tiles;
+    j["tiles_in_flight"] = result.tiles_in_flight;
+    j["warnings"] = warnings;
+    j["outputs"] = std::move(outputs_json);
+    j["preview"] = a.preview.empty() ? nlohmann::json(nullptr) : nlohmann::json(a.preview);
+    const std::string text = j.dump(2) + "\n";
+    io::write_file_atomically(staged.stage(a.report), std::as_bytes(std::span(text)));
+  }
+  staged.commit();
+
+  if (!a.quiet) {
+    for (const std::string& p : staged.final_paths()) std::printf("wrote %s\n", p.c_str());
+    std::printf("%s on %s: %.2f s, %lld tile(s) (%lld in flight); memory predicted %s, measured %s\n",
+                std::string(spec.id).c_str(), describe_grid(primary_volume).c_str(), run_seconds,
+                static_cast<long long>(result.tiles), static_cast<long long>(result.tiles_in_flight),
+                mib(result.predicted_peak_bytes).c_str(), mib(result.measured_peak_bytes).c_str());
+  }
+}
+
+}  // namespace
+
+void register_run_command(CLI::App& app) {
+  auto* cmd = app.add_subcommand("run", "Run a registry network on NIfTI volumes");
+  cmd->footer(
+      "--in is the network's primary input: the local or total field, or the wrapped phase (iQSM, iQFM, iQSM+: "
+      "rad, one frame per echo with one --te per echo), or the magnitude (HD-BET, SynthSeg, RS2-Net), or R2* "
+      "(R2PRIMEnet). `qsm models show ID` lists what each network takes.\n"
+      "Outputs: a network with one output writes it to --out; one with several (e.g. χ-separation: chi_pos, "
+      "chi_neg, chi_total) writes each to --out with _NAME before the extension (out_chi_pos.nii.gz, ...) and "
+      "--out itself is not written. --preview shows the first output.\n"
+      "Every input is checked before the network runs; on any error nothing is written. Outputs, preview and "
+      "report are written to temporaries and renamed into place together.");
+  auto args = std::make_shared<RunArgs>();
+  cmd->add_option("id", args->id, "registry id (qsm models)")->required();
+  cmd->add_option("--in", args->in, "primary input volume (.nii or .nii.gz), see below")->required();
+  cmd->add_option("--mask", args->mask, "brain mask on the input's grid (non-zero = brain)");
+  cmd->add_option("--magnitude", args->magnitude, "magnitude on the input's grid (frames = echoes)");
+  cmd->add_option("--r2star", args->r2star, "R2* map in Hz on the input's grid");
+  cmd->add_option("--r2prime", args->r2prime, "R2' map in Hz on the input's grid (SUSEP-Net, χ-sepnet)");
+  cmd->add_option("--qsm", args->qsm, "χ map in ppm on the input's grid (χ-separation networks)");
+  cmd->add_option("--te", args->te, "echo time(s) in s, comma-separated for multi-echo phase");
+  cmd->add_option("--b0", args->b0, "field strength in T");
+  cmd->add_option("--b0-dir", args->b0_dir, "B0 direction in voxel axes x,y,z (default: from the affine)");
+  cmd->add_option("--unit", args->unit,
+                  "unit of a field input: ppm (default), ppb, hz (needs --b0), rad (needs --b0 and --te); phase "
+                  "networks take rad");
+  cmd->add_option("--out", args->out, "output .nii.gz (or .nii); several outputs get _NAME suffixes")->required();
+  cmd->add_option("--tile", args->tile,
+                  "CORE[,HALO]: tile core N or XxYxZ voxels and halo (default: the network's); 0 = whole volume");
+  cmd->add_option("--mem-budget", args->mem_budget, "refuse a run whose predicted peak exceeds this (e.g. 4GiB)");
+  cmd->add_option("--threads", args->threads, "threads (default: all cores)");
+  cmd->add_option("--backend", args->backend, "onednn | reference")->check(CLI::IsMember({"onednn", "reference"}));
+  cmd->add_option("--phase-sign", args->phase_sign, "iQSM/iQFM/iQSM+: multiply the phase by this first (default -1)")
+      ->check(CLI::IsMember({-1.0, 1.0}));
+  cmd->add_flag("--no-flips", args->no_flips, "no test-time flip averaging where the recipe uses it");
+  cmd->add_flag("--ignore-domain", args->ignore_domain, "warn instead of refusing inputs outside the trained domain");
+  cmd->add_option("--preview", args->preview, "PNG of three orthogonal slices of the (first) output");
+  cmd->add_option("--report", args->report, "JSON report: inputs, model files and SHA-256, options, memory, times");
+  cmd->add_flag("--no-verify", args->no_verify, "use local weight files without checking their SHA-256");
+  cmd->add_flag("--quiet", args->quiet, "no progress bar and no summary");
+  cmd->callback([args] { run(*args); });
+}
+
+}  // namespace qsmcore::cli

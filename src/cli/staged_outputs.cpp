@@ -1,0 +1,86 @@
+#include "cli/staged_outputs.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <system_error>
+
+#include "qsmcore/error.h"
+
+namespace qsmcore::cli {
+namespace fs = std::filesystem;
+
+namespace {
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// The extension writers look at: ".nii.gz" counts as one.
+std::string extension_of(const std::string& name) {
+  if (ends_with(name, ".nii.gz")) return ".nii.gz";
+  const auto dot = name.rfind('.');
+  return dot == std::string::npos || dot == 0 ? std::string() : name.substr(dot);
+}
+
+void remove_quietly(const std::string& path) {
+  std::error_code ec;
+  fs::remove(path, ec);
+}
+
+}  // namespace
+
+std::string with_suffix(const std::string& path, const std::string& suffix) {
+  const fs::path p(path);
+  const std::string name = p.filename().string();
+  const std::string ext = extension_of(name);
+  const std::string stem = name.substr(0, name.size() - ext.size());
+  return (p.parent_path() / (stem + "_" + suffix + ext)).string();
+}
+
+void require_parent_folder(const std::string& path, const std::string& option) {
+  const fs::path parent = fs::path(path).parent_path();
+  std::error_code ec;
+  if (!parent.empty() && !fs::is_directory(parent, ec))
+    throw Error(ErrorKind::InvalidInput, option + " " + path + ": the folder " + parent.string() + " does not exist");
+}
+
+StagedOutputs::~StagedOutputs() {
+  if (committed_) return;
+  for (const auto& [temp, final_path] : files_) remove_quietly(temp);
+}
+
+std::string StagedOutputs::stage(const std::string& final_path) {
+  for (const auto& f : files_)
+    if (fs::path(f.second).lexically_normal() == fs::path(final_path).lexically_normal())
+      throw Error(ErrorKind::InvalidInput, final_path + ": the same output file is named twice");
+  const fs::path p(final_path);
+  const std::string name = p.filename().string();
+  const std::string temp =
+      (p.parent_path() / ("." + name + ".qsm-" + std::to_string(::getpid()) + ".tmp" + extension_of(name))).string();
+  files_.emplace_back(temp, final_path);
+  return temp;
+}
+
+void StagedOutputs::commit() {
+  for (std::size_t i = 0; i < files_.size(); ++i) {
+    std::error_code ec;
+    fs::rename(files_[i].first, files_[i].second, ec);
+    if (ec) {
+      for (std::size_t j = i; j < files_.size(); ++j) remove_quietly(files_[j].first);
+      committed_ = true;
+      throw Error(ErrorKind::Io, "cannot move the finished " + files_[i].second + " into place: " + ec.message() +
+                                     (i > 0 ? " (" + std::to_string(i) + " earlier output(s) were written)" : ""));
+    }
+  }
+  committed_ = true;
+}
+
+std::vector<std::string> StagedOutputs::final_paths() const {
+  std::vector<std::string> out;
+  for (const auto& f : files_) out.push_back(f.second);
+  return out;
+}
+
+}  // namespace qsmcore::cli
