@@ -135,9 +135,9 @@ void run(const RunArgs& a) {
   const Slot slots[] = {
       {"field", "--in", field_what.c_str(), needs.field, &a.in},
       {"magnitude", "--magnitude", "magnitude", needs.magnitude, &a.magnitude},
-      {"r2star", "--r2star", "R2* map (Hz)", needs.r2star, &a.r2star},
-      {"qsm", "--qsm", "χ map (ppm)", needs.qsm, &a.qsm},
-      {"r2prime", "--r2prime", "R2' map (Hz)", needs.r2prime, &a.r2prime},
+      {"r2star", "--r2star", "R2* map in Hz", needs.r2star, &a.r2star},
+      {"qsm", "--qsm", "χ map in ppm", needs.qsm, &a.qsm},
+      {"r2prime", "--r2prime", "R2' map in Hz", needs.r2prime, &a.r2prime},
       {"mask", "--mask", "brain mask", needs.mask, &a.mask},
   };
   // Inputs a network does not require may still be used (iQSM weights echoes by magnitude when
@@ -163,7 +163,14 @@ void run(const RunArgs& a) {
     invalid(m);
   }
   // A field in Hz or in (unwrapped) rad is converted with B0 (and TE): check both are there.
-  if (needs.field && !phase_net) (void)field_to_ppm_factor(in.field_unit, in.b0_tesla, in.te_s);
+  if (needs.field && !phase_net) {
+    try {
+      (void)field_to_ppm_factor(in.field_unit, in.b0_tesla, in.te_s);
+    } catch (const Error& e) {
+      invalid("--unit " + a.unit + ": " + e.what() + "; give " +
+              (in.field_unit == FieldUnit::Rad ? "--b0 and --te" : "--b0"));
+    }
+  }
 
   // ---- read and check every input ----------------------------------------------------------
   std::vector<Input> inputs;
