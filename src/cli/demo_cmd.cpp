@@ -224,9 +224,10 @@ void demo(const DemoArgs& a) {
     std::printf("xQSM: the published weights (SHA-256 matches the registry).\n");
   else
     std::printf(
-        "xQSM: %s is not the published network (SHA-256 differs from the registry): it is the xQSM architecture\n"
-        "  with random weights, so its χ and metrics are not meaningful. The run proves the pipeline: NIfTI I/O,\n"
-        "  padding, the ONNX engine and memory accounting. `qsm fetch xqsm` gets the real weights.\n",
+        "xQSM: NOT the published network (the SHA-256 of %s differs from the registry's).\n"
+        "  It is the xQSM architecture with random weights, so its χ and metrics are not meaningful; the run\n"
+        "  proves the pipeline: NIfTI I/O, padding, the ONNX engine and memory accounting.\n"
+        "  `qsm fetch xqsm` gets the published weights.\n",
         model_path.c_str());
   std::printf("xQSM memory: predicted peak %s, measured %s (engine accounting); process peak RSS %s\n",
               mib(net.predicted_peak_bytes).c_str(), mib(net.measured_peak_bytes).c_str(),
