@@ -9,22 +9,23 @@
 namespace qsmcore::graph {
 namespace {
 
-bool default_domain(const std::string& d) { return d.empty() || d == "ai.onnx"; }
+bool default_domain(const std::string& d) {
+  return d.empty() || d == "ai.onnx";
+}
 
 std::string dims_to_string(const ValueInfo& vi) {
   std::string s = "[";
   for (std::size_t i = 0; i < vi.dims.size(); ++i) {
     if (i) s += ",";
-    s += vi.dims[i].value >= 0 ? std::to_string(vi.dims[i].value)
-                               : (vi.dims[i].param.empty() ? "?" : vi.dims[i].param);
+    s += vi.dims[i].value >= 0 ? std::to_string(vi.dims[i].value) : (vi.dims[i].param.empty() ? "?" : vi.dims[i].param);
   }
   return s + "]";
 }
 
 void check_input_shape(const ValueInfo& vi, const Shape& shape, DType dtype) {
   if (vi.dtype != DType::Undefined && dtype != vi.dtype) {
-    throw Error(ErrorKind::InvalidInput, "input '" + vi.name + "': expected " + dtype_name(vi.dtype) +
-                                             ", got " + dtype_name(dtype));
+    throw Error(ErrorKind::InvalidInput,
+                "input '" + vi.name + "': expected " + dtype_name(vi.dtype) + ", got " + dtype_name(dtype));
   }
   if (!vi.has_shape) return;
   bool ok = vi.dims.size() == shape.size();
@@ -100,8 +101,14 @@ std::shared_ptr<const Tensor> ConstantTable::find(const std::string& name) const
   return nullptr;
 }
 
-TypedGraph build_typed_graph(const Model& model, const ConstantTable& constants,
-                             const std::vector<Shape>& input_shapes, const std::vector<DType>& input_dtypes) {
+bool ConstantTable::is_deferred(const std::string& name) const {
+  for (std::size_t i = 0; i < names.size(); ++i)
+    if (names[i] == name) return tensors[i] == nullptr;
+  return false;
+}
+
+TypedGraph build_typed_graph(const Model& model, const ConstantTable& constants, const std::vector<Shape>& input_shapes,
+                             const std::vector<DType>& input_dtypes) {
   const Graph& g = model.graph;
   TypedGraph tg;
   tg.opset = model.opset("");
@@ -130,14 +137,20 @@ TypedGraph build_typed_graph(const Model& model, const ConstantTable& constants,
     v.graph_input = static_cast<int>(i);
     tg.inputs.push_back(add_value(std::move(v)));
   }
-  for (const auto& init : g.initializers) {
+  for (std::size_t ii = 0; ii < g.initializers.size(); ++ii) {
+    const auto& init = g.initializers[ii];
     if (index.count(init.name)) continue;  // a graph input overrides an initializer default
     TValue v;
     v.name = init.name;
     v.dtype = init.dtype;
     v.shape = init.dims;
     v.constant = constants.find(init.name);
-    QSM_ASSERT(v.constant != nullptr, "initializer '" + init.name + "' not resident");
+    if (!v.constant && constants.is_deferred(init.name)) {
+      auto r = std::make_shared<ConstRecipe>();
+      r->initializer = static_cast<int>(ii);
+      v.recipe = std::move(r);
+    }
+    QSM_ASSERT(v.is_const(), "initializer '" + init.name + "' not resident");
     add_value(std::move(v));
   }
 
@@ -150,8 +163,7 @@ TypedGraph build_typed_graph(const Model& model, const ConstantTable& constants,
       unknown += n.op_type + (default_domain(n.domain) ? "" : " (domain " + n.domain + ")") + " in " + n.label();
     }
   }
-  if (!unknown.empty())
-    throw Error(ErrorKind::Unsupported, model.path + ": unsupported operator(s): " + unknown);
+  if (!unknown.empty()) throw Error(ErrorKind::Unsupported, model.path + ": unsupported operator(s): " + unknown);
 
   for (std::size_t ni : topological_order(g, index, model.path)) {
     const Node& n = g.nodes[ni];
@@ -170,7 +182,7 @@ TypedGraph build_typed_graph(const Model& model, const ConstantTable& constants,
       const int vi = index.at(name);
       tn.in.push_back(vi);
       const TValue& v = tg.values[static_cast<std::size_t>(vi)];
-      in_types.push_back(ValueType{v.dtype, v.shape, v.constant.get()});
+      in_types.push_back(ValueType{v.dtype, v.shape, v.constant.get()});  // null when deferred
       all_const = all_const && v.is_const();
     }
     for (int ci : tn.op->const_inputs) {
@@ -191,8 +203,8 @@ TypedGraph build_typed_graph(const Model& model, const ConstantTable& constants,
       // Optional trailing outputs the op does not produce must be unused.
       for (std::size_t k = out_types.size(); k < n.outputs.size(); ++k) {
         if (!n.outputs[k].empty())
-          throw Error(ErrorKind::Unsupported, model.path + ": " + n.label() + ": output " + std::to_string(k) +
-                                                  " ('" + n.outputs[k] + "') is not supported");
+          throw Error(ErrorKind::Unsupported, model.path + ": " + n.label() + ": output " + std::to_string(k) + " ('" +
+                                                  n.outputs[k] + "') is not supported");
       }
     }
     // Fold: every present input known (Shape only needs its input's shape) — unless the
@@ -205,8 +217,14 @@ TypedGraph build_typed_graph(const Model& model, const ConstantTable& constants,
     for (const auto& ot : out_types) out_bytes += static_cast<std::size_t>(numel(ot.shape)) * dtype_size(ot.dtype);
     const bool blows_up = out_bytes > (std::size_t{1} << 20) && out_bytes > 4 * in_bytes;
     const bool fold = (all_const && !blows_up) || n.op_type == "Shape";
+    bool any_deferred = false;
+    for (int vi : tn.in)
+      if (vi >= 0) any_deferred = any_deferred || tg.values[static_cast<std::size_t>(vi)].deferred();
+    // A fold over a deferred constant stays deferred: it runs the same reference kernel when
+    // the unit reading it is materialised (Shape needs only the shape and folds now).
+    const bool defer = fold && any_deferred && n.op_type != "Shape";
     std::vector<Tensor> folded;
-    if (fold) {
+    if (fold && !defer) {
       std::vector<Tensor> ins;
       for (std::size_t k = 0; k < tn.in.size(); ++k) {
         if (tn.in[k] < 0) {
@@ -228,7 +246,21 @@ TypedGraph build_typed_graph(const Model& model, const ConstantTable& constants,
       v.name = n.outputs[k];
       v.dtype = out_types[k].dtype;
       v.shape = out_types[k].shape;
-      if (fold) v.constant = std::make_shared<const Tensor>(std::move(folded[k]));
+      if (defer) {
+        std::vector<const TValue*> args;
+        for (int vi : tn.in) args.push_back(vi < 0 ? nullptr : &tg.values[static_cast<std::size_t>(vi)]);
+        std::vector<ValueType> types = out_types;
+        const Node node = n;
+        const OpDef* op = tn.op;
+        set_derived(v, args, [node, op, types, k](std::span<const Tensor> ins) {
+          std::vector<Tensor> outs;
+          for (const auto& ot : types) outs.push_back(Tensor::empty(ot.dtype, ot.shape, MemCategory::Weights));
+          op->ref(node, ins, outs);
+          return outs[k];
+        });
+      } else if (fold) {
+        v.constant = std::make_shared<const Tensor>(std::move(folded[k]));
+      }
       tn.out.push_back(add_value(std::move(v)));
     }
     tn.dead = fold;  // a folded node never runs

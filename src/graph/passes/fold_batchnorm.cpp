@@ -45,38 +45,51 @@ int fold_batchnorm(TypedGraph& g) {
     for (std::size_t k = 1; k < bn.out.size(); ++k) extra_outputs = extra_outputs || bn.out[k] >= 0;
     if (!params_const || extra_outputs || bn.node.attrs.get_int("training_mode", 0) != 0) continue;
 
-    const Tensor& w = *g.values[static_cast<std::size_t>(conv.in[1])].constant;
-    const std::int64_t cout = w.dim(0);
-    const std::int64_t per_out = w.numel() / cout;
-    auto param = [&](int k) { return g.values[static_cast<std::size_t>(bn.in[static_cast<std::size_t>(k)])].constant->data<float>(); };
-    const float* gamma = param(1);
-    const float* beta = param(2);
-    const float* mean = param(3);
-    const float* var = param(4);
+    // W' = W * s and B' = (B - mean) * s + beta with s = gamma / sqrt(var + eps), per output
+    // channel. As derivations, so deferred weights fold the same way when materialised.
     const float eps = bn.node.attrs.get_float("epsilon", 1e-5f);
-    const float* bias = conv.in.size() > 2 && conv.in[2] >= 0
-                            ? g.values[static_cast<std::size_t>(conv.in[2])].constant->data<float>() : nullptr;
-
-    Tensor nw = w.clone(MemCategory::Weights);
-    Tensor nb = Tensor::empty(DType::F32, {cout}, MemCategory::Weights);
-    for (std::int64_t o = 0; o < cout; ++o) {
-      const float s = gamma[o] / std::sqrt(var[o] + eps);
-      float* wo = nw.data<float>() + o * per_out;
-      for (std::int64_t k = 0; k < per_out; ++k) wo[k] *= s;
-      nb.data<float>()[o] = ((bias ? bias[o] : 0.0f) - mean[o]) * s + beta[o];
-    }
-    auto add_const = [&](const std::string& name, Tensor t) {
-      TValue v;
-      v.name = name;
-      v.dtype = DType::F32;
-      v.shape = t.shape();
-      v.constant = std::make_shared<const Tensor>(std::move(t));
-      g.values.push_back(std::move(v));
-      return static_cast<int>(g.values.size() - 1);
+    auto scale = [eps](const Tensor& gamma, const Tensor& var, std::int64_t o) {
+      return gamma.data<float>()[o] / std::sqrt(var.data<float>()[o] + eps);
     };
+    auto fold_w = [scale](std::span<const Tensor> a) {  // W, gamma, var
+      Tensor nw = a[0].clone(MemCategory::Weights);
+      const std::int64_t cout = nw.dim(0);
+      const std::int64_t per_out = nw.numel() / cout;
+      for (std::int64_t o = 0; o < cout; ++o) {
+        const float s = scale(a[1], a[2], o);
+        float* wo = nw.data<float>() + o * per_out;
+        for (std::int64_t k = 0; k < per_out; ++k) wo[k] *= s;
+      }
+      return nw;
+    };
+    auto fold_b = [scale](std::span<const Tensor> a) {  // gamma, beta, mean, var, bias?
+      const std::int64_t cout = a[0].numel();
+      Tensor nb = Tensor::empty(DType::F32, {cout}, MemCategory::Weights);
+      const float* bias = a[4].raw() ? a[4].data<float>() : nullptr;
+      for (std::int64_t o = 0; o < cout; ++o) {
+        const float s = scale(a[0], a[3], o);
+        nb.data<float>()[o] = ((bias ? bias[o] : 0.0f) - a[2].data<float>()[o]) * s + a[1].data<float>()[o];
+      }
+      return nb;
+    };
+    auto val = [&](int v) -> const TValue* { return v < 0 ? nullptr : &g.values[static_cast<std::size_t>(v)]; };
+    TValue wv, bv;
+    wv.name = conv.node.name + "/W_bnfolded";
+    wv.dtype = DType::F32;
+    wv.shape = val(conv.in[1])->shape;
+    bv.name = conv.node.name + "/B_bnfolded";
+    bv.dtype = DType::F32;
+    bv.shape = {wv.shape[0]};
+    const TValue* wargs[] = {val(conv.in[1]), val(bn.in[1]), val(bn.in[4])};
+    set_derived(wv, wargs, fold_w);
+    const TValue* bargs[] = {val(bn.in[1]), val(bn.in[2]), val(bn.in[3]), val(bn.in[4]),
+                             conv.in.size() > 2 ? val(conv.in[2]) : nullptr};
+    set_derived(bv, bargs, fold_b);
+    g.values.push_back(std::move(wv));
+    g.values.push_back(std::move(bv));
     conv.in.resize(3);
-    conv.in[1] = add_const(conv.node.name + "/W_bnfolded", std::move(nw));
-    conv.in[2] = add_const(conv.node.name + "/B_bnfolded", std::move(nb));
+    conv.in[1] = static_cast<int>(g.values.size() - 2);
+    conv.in[2] = static_cast<int>(g.values.size() - 1);
     conv.out[0] = bn.out[0];
     bn.dead = true;
     ++folds;

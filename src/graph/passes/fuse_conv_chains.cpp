@@ -28,7 +28,7 @@ bool as_activation(const TypedGraph& g, const TNode& n, kernels::PostOp& p) {
     for (std::size_t k = 1; k < n.in.size() && k < 3; ++k) {
       if (n.in[k] < 0) continue;
       const auto& v = g.values[static_cast<std::size_t>(n.in[k])];
-      if (!v.is_const() || v.constant->numel() != 1 || v.dtype != DType::F32) return false;
+      if (!v.constant || v.constant->numel() != 1 || v.dtype != DType::F32) return false;
       (k == 1 ? lo : hi) = v.constant->data<float>()[0];
     }
     p = {K::Clip, lo, hi};

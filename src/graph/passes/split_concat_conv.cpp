@@ -3,9 +3,9 @@
 //   y = conv(x0, W_0) + b;  y += conv(x1, W_1);  ...  (activations on the last)
 // Same arithmetic, but the concatenated tensor (the largest buffer of a U-Net decoder: skip
 // and up-sampled path together) is never materialised, so the activation peak drops by it.
-#include "graph/passes/passes.h"
-
 #include <cstring>
+
+#include "graph/passes/passes.h"
 
 namespace qsmcore::graph {
 namespace {
@@ -36,7 +36,8 @@ Tensor slice_input_channels(const Tensor& w, std::int64_t c0, std::int64_t c) {
   s[1] = c;
   Tensor out = Tensor::empty(DType::F32, s, MemCategory::Weights);
   for (std::int64_t o = 0; o < m; ++o)
-    std::memcpy(out.data<float>() + o * c * k, w.data<float>() + (o * cin + c0) * k, static_cast<std::size_t>(c * k) * 4);
+    std::memcpy(out.data<float>() + o * c * k, w.data<float>() + (o * cin + c0) * k,
+                static_cast<std::size_t>(c * k) * 4);
   return out;
 }
 
@@ -61,9 +62,10 @@ int split_concat_convs(TypedGraph& g) {
     if (conv.node.op_type != "Conv" || conv.in[0] != y || !conv.post.empty() || !replacement[ri].empty()) continue;
     if (conv.node.attrs.get_int("group", 1) != 1 || conv.in.size() < 2) continue;
     // Held by value: adding values below reallocates g.values.
-    const std::shared_ptr<const Tensor> wconst = g.values[static_cast<std::size_t>(conv.in[1])].constant;
-    if (!wconst || wconst->dtype() != DType::F32) continue;
-    const bool bias_ok = conv.in.size() < 3 || conv.in[2] < 0 || g.values[static_cast<std::size_t>(conv.in[2])].is_const();
+    const TValue wval = g.values[static_cast<std::size_t>(conv.in[1])];
+    if (!wval.is_const() || wval.dtype != DType::F32) continue;
+    const bool bias_ok =
+        conv.in.size() < 3 || conv.in[2] < 0 || g.values[static_cast<std::size_t>(conv.in[2])].is_const();
     bool inputs_ok = bias_ok;
     for (int x : cat.in) inputs_ok = inputs_ok && x >= 0 && !g.values[static_cast<std::size_t>(x)].is_const();
     if (!inputs_ok) continue;
@@ -79,8 +81,10 @@ int split_concat_convs(TypedGraph& g) {
       TValue wk;
       wk.name = conv.node.name + "/W_split" + std::to_string(k);
       wk.dtype = DType::F32;
-      wk.constant = std::make_shared<const Tensor>(slice_input_channels(*wconst, c0, c));
-      wk.shape = wk.constant->shape();
+      wk.shape = wval.shape;
+      wk.shape[1] = c;
+      const TValue* wargs[] = {&wval};
+      set_derived(wk, wargs, [c0, c](std::span<const Tensor> a) { return slice_input_channels(a[0], c0, c); });
       const int wi = add_value(g, std::move(wk));
       c0 += c;
       TNode n;
@@ -102,6 +106,7 @@ int split_concat_convs(TypedGraph& g) {
         pv.name = conv.node.name + "/partial" + std::to_string(k);
         pv.graph_output = -1;
         pv.constant.reset();
+        pv.recipe.reset();
         partial = add_value(g, std::move(pv));
         n.out = {partial};
       }
