@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "qsmcore/residency.h"
 #include "qsmcore/tensor.h"
 
 namespace qsmcore {
@@ -20,13 +21,18 @@ Backend backend_from_string(const std::string& s);  // "onednn" | "reference"
 
 struct ModelOptions {
   Backend backend = Backend::OneDnn;
-  int threads = 0;                 // 0 = all cores
-  std::int64_t mem_budget = 0;     // bytes; 0 = unlimited. A plan whose peak exceeds it is refused
-                                   // before anything of the run is allocated.
+  int threads = 0;              // 0 = all cores
+  std::int64_t mem_budget = 0;  // bytes; 0 = unlimited. A plan whose peak exceeds it is refused
+                                // before anything of the run is allocated.
   /// Run Concat(axis=1) -> Conv as per-input convs summed in place, so the concatenated tensor
   /// is never built (lower peak). Changes the summation order, so graphs that threshold
   /// computed values (a ReLU derivative, say) can flip rounding-level ties; off = as written.
   bool split_concat_convs = true;
+  /// Where the weights live while the model runs (residency.md). FullyResident reads and packs
+  /// everything once; LayerwiseHost keeps raw weights in memory and a bounded window packed;
+  /// DenseDiskStream leaves them in the file and streams them through bounded caches. Outputs
+  /// are bitwise identical under every policy. Non-resident policies need a model file.
+  LayerWeightResidency residency;
 };
 
 /// A graph input or output as declared in the file (dims: -1 = dynamic, with its name in params).
@@ -40,11 +46,13 @@ struct ValueDesc {
 
 /// Memory figures of one plan, known before it runs.
 struct PlanMemory {
-  std::int64_t arena_bytes = 0;     // activations (one block, offsets by liveness)
-  std::int64_t scratch_bytes = 0;   // largest kernel scratchpad
+  std::int64_t arena_bytes = 0;          // activations (one block, offsets by liveness)
+  std::int64_t scratch_bytes = 0;        // largest kernel scratchpad
   std::int64_t packed_weight_bytes = 0;  // execution-ready weights owned by the plan
-  std::int64_t table_bytes = 0;     // plan bookkeeping (approximate)
-  std::int64_t io_bytes = 0;        // output tensors handed back
+  std::int64_t unit_weight_bytes = 0;    // execution-ready weights of units a residency policy
+                                         // holds (not the plan); 0 when fully resident
+  std::int64_t table_bytes = 0;          // plan bookkeeping (approximate)
+  std::int64_t io_bytes = 0;             // output tensors handed back
   /// Predicted peak above the resident model for one run (arena + scratch + outputs + packed).
   std::int64_t run_peak_bytes() const { return arena_bytes + scratch_bytes + io_bytes; }
 };
@@ -67,6 +75,10 @@ class OnnxModel {
 
   /// Runs with inputs in graph-input order; returns outputs in graph-output order.
   std::vector<Tensor> run(const std::vector<Tensor>& inputs);
+  /// Runs several input sets of one shape layer-major (each weight unit acquired once per batch:
+  /// under a streaming policy the weight traffic is paid per batch, not per set). One activation
+  /// arena per set is held at once.
+  std::vector<std::vector<Tensor>> run_batch(const std::vector<std::vector<Tensor>>& batch);
   /// Runs with named inputs; returns named outputs.
   std::map<std::string, Tensor> run(const std::map<std::string, Tensor>& inputs);
 
@@ -74,6 +86,9 @@ class OnnxModel {
   const Plan& plan_for(const std::vector<Shape>& input_shapes);
   /// Memory figures of the plan for these shapes (builds it if needed).
   PlanMemory plan_memory(const std::vector<Shape>& input_shapes);
+  /// The residency report of the current plan as JSON (residency.md §8): policy, admission
+  /// figures, per-unit bytes, tier counters, transfers, prefetch and weight-store counters.
+  std::string residency_report_json() const;
   /// Drops cached plans (and their packed weights).
   void clear_plans();
 

@@ -1,5 +1,7 @@
 // OnnxModel: owns the parsed graph and the resident weights (one accounted copy of every
 // initializer, read by offset from the file), and caches one Plan per input-shape set.
+#include "qsmcore/onnx_model.h"
+
 #include <omp.h>
 
 #include <filesystem>
@@ -8,12 +10,15 @@
 #include "graph/passes/passes.h"
 #include "onnx/reader.h"
 #include "qsmcore/error.h"
-#include "qsmcore/onnx_model.h"
 #include "runtime/plan.h"
+#include "runtime/residency_executor.h"
+#include "runtime/weight_reader.h"
 
 namespace qsmcore {
 
-const char* to_string(Backend b) { return b == Backend::OneDnn ? "onednn" : "reference"; }
+const char* to_string(Backend b) {
+  return b == Backend::OneDnn ? "onednn" : "reference";
+}
 
 Backend backend_from_string(const std::string& s) {
   if (s == "onednn") return Backend::OneDnn;
@@ -28,12 +33,60 @@ struct OnnxModel::Impl {
   ModelOptions opts;
   std::mutex mu;
   std::vector<std::unique_ptr<Plan>> plans;
+  // Weight residency (non-resident policies only): the disk reader, the LayerwiseHost host
+  // store, bytes that stay resident whatever the policy, and one executor per plan.
+  std::unique_ptr<WeightReader> reader;
+  HostWeights eager;
+  std::uint64_t static_bytes = 0;
+  std::map<const Plan*, std::unique_ptr<ResidencyExecutor>> executors;
+
+  bool resident() const { return is_fully_resident(opts.residency); }
+
+  // Weights a residency policy may leave on disk: floating-point initializers stored in the
+  // file, above a size where bookkeeping would cost more than the bytes (small ones are static).
+  static bool deferrable(const graph::Initializer& init) {
+    constexpr std::uint64_t kMinDeferredBytes = 4096;
+    return init.loc.source >= 0 && (init.dtype == DType::F32 || init.dtype == DType::F16) &&
+           init.nbytes() >= kMinDeferredBytes;
+  }
 
   void init() {
-    for (const auto& init : model.graph.initializers) {
-      constants.names.push_back(init.name);
-      constants.tensors.push_back(std::make_shared<const Tensor>(graph::load_initializer(model, init)));
+    if (!resident()) {
+      auto cfg = offload(opts.residency);
+      if (!cfg) throw Error(ErrorKind::InvalidInput, model.path + ": residency policy: " + cfg.error().message());
+      if (model.sources.empty())
+        throw Error(ErrorKind::Unsupported, model.path + ": residency policy " + to_string(opts.residency) +
+                                                " needs a model file to stream from; load it from a path or use full");
     }
+    std::uint64_t deferred_bytes = 0;
+    for (const auto& init : model.graph.initializers)
+      if (!resident() && deferrable(init)) deferred_bytes += init.nbytes();
+    // LayerwiseHost holds every raw weight on the host: admit before reading any.
+    const auto cfg = resident() ? OffloadConfig{} : offload(opts.residency).value();
+    if (execution_residency(opts.residency) == ExecutionResidency::LayerwiseHost && cfg.host_budget_bytes &&
+        deferred_bytes > *cfg.host_budget_bytes) {
+      throw Error(ErrorKind::OutOfBudget,
+                  model.path + ": HostBudgetTooSmall: LayerwiseHost keeps all " + std::to_string(deferred_bytes) +
+                      " bytes of raw weights on the host, budget " + std::to_string(*cfg.host_budget_bytes) + " bytes");
+    }
+    if (!resident()) {
+      reader = std::make_unique<WeightReader>(model, max_cached_shards(opts.residency));
+      eager.by_initializer.resize(model.graph.initializers.size());
+    }
+    for (std::size_t i = 0; i < model.graph.initializers.size(); ++i) {
+      const auto& init = model.graph.initializers[i];
+      constants.names.push_back(init.name);
+      if (!resident() && deferrable(init)) {
+        constants.tensors.push_back(nullptr);  // deferred: stays in the file
+        if (execution_residency(opts.residency) == ExecutionResidency::LayerwiseHost)
+          eager.by_initializer[i] = reader->read(static_cast<int>(i));
+        continue;
+      }
+      constants.tensors.push_back(std::make_shared<const Tensor>(graph::load_initializer(model, init)));
+      static_bytes += init.nbytes();
+    }
+    // From here weights are read through the reader's bounded shard cache only.
+    if (!resident()) model.sources.clear();
     auto desc = [](const graph::ValueInfo& vi) {
       ValueDesc d;
       d.name = vi.name;
@@ -58,8 +111,30 @@ struct OnnxModel::Impl {
     graph::PassOptions po;
     po.split_concat = opts.split_concat_convs;
     graph::run_passes(tg, po);
-    plans.push_back(std::make_unique<Plan>(std::move(tg), opts.backend, opts.threads));
+    if (resident()) {
+      plans.push_back(std::make_unique<Plan>(std::move(tg), opts.backend, opts.threads));
+      return *plans.back();
+    }
+    // Under a residency policy the budgets are the model's: one plan (and its copies) at a time.
+    executors.clear();
+    plans.clear();
+    graph::LeafFn leaf = [this](int i) -> Tensor {
+      const auto& e = eager.by_initializer[static_cast<std::size_t>(i)];
+      return e ? *e : reader->read(i);
+    };
+    auto p = std::make_unique<Plan>(std::move(tg), opts.backend, opts.threads, &leaf);
+    if (!p->units().empty()) {
+      const std::uint64_t held = static_bytes + static_cast<std::uint64_t>(p->memory().packed_weight_bytes);
+      executors[p.get()] = std::make_unique<ResidencyExecutor>(*p, opts.residency, *reader, &eager, held, model.path);
+    }
+    plans.push_back(std::move(p));
     return *plans.back();
+  }
+
+  ResidencyExecutor* executor_for(const Plan& p) {
+    std::lock_guard<std::mutex> lock(mu);
+    auto it = executors.find(&p);
+    return it == executors.end() ? nullptr : it->second.get();
   }
 
   bool has_plan(const std::vector<Shape>& shapes) {
@@ -71,6 +146,7 @@ struct OnnxModel::Impl {
 
   void drop_plan(const Plan* p) {
     std::lock_guard<std::mutex> lock(mu);
+    executors.erase(p);
     std::erase_if(plans, [p](const std::unique_ptr<Plan>& q) { return q.get() == p; });
   }
 
@@ -94,7 +170,11 @@ struct OnnxModel::Impl {
     return d;
   }
 
-  std::vector<Tensor> run(const std::vector<Tensor>& in) {
+  std::vector<Tensor> run(const std::vector<Tensor>& in) { return std::move(run_batch({in}).front()); }
+
+  std::vector<std::vector<Tensor>> run_batch(const std::vector<std::vector<Tensor>>& batch) {
+    if (batch.empty()) return {};
+    const std::vector<Tensor>& in = batch.front();
     if (in.size() != inputs.size()) {
       throw Error(ErrorKind::InvalidInput, model.path + ": the model takes " + std::to_string(inputs.size()) +
                                                " input(s), " + std::to_string(in.size()) + " given");
@@ -107,16 +187,19 @@ struct OnnxModel::Impl {
     }
     const bool had_plan = has_plan(shapes);
     Plan& p = plan(shapes, dtypes);
+    ResidencyExecutor* ex = executor_for(p);
     if (opts.mem_budget > 0) {
       const std::int64_t held = memory_current();
-      const std::int64_t run = p.memory().run_peak_bytes();
+      std::int64_t run = p.memory().run_peak_bytes() * static_cast<std::int64_t>(batch.size()) -
+                         p.memory().scratch_bytes * static_cast<std::int64_t>(batch.size() - 1);
+      if (ex) run += static_cast<std::int64_t>(ex->forward_weight_bytes());
       if (held + run > opts.mem_budget) {
         // A plan built for this call only is dropped too: a refusal leaves memory as it found it.
         if (!had_plan) drop_plan(&p);
         throw Error(ErrorKind::OutOfBudget, refusal(shapes[0], held, run));
       }
     }
-    return p.run(in);
+    return p.run_batch(batch, ex);
   }
 };
 
@@ -134,6 +217,11 @@ OnnxModel OnnxModel::load(const std::string& path, const ModelOptions& opts) {
 }
 
 OnnxModel OnnxModel::load(std::span<const std::uint8_t> bytes, const ModelOptions& opts, const std::string& name) {
+  if (!is_fully_resident(opts.residency)) {
+    throw Error(ErrorKind::Unsupported,
+                name + ": residency policy " + to_string(opts.residency) +
+                    " streams weights from a model file; load the model from a path or use full");
+  }
   auto impl = std::make_unique<Impl>();
   impl->opts = opts;
   impl->model = onnx::read_model(bytes, name);
@@ -143,12 +231,35 @@ OnnxModel OnnxModel::load(std::span<const std::uint8_t> bytes, const ModelOption
   return OnnxModel(std::move(impl));
 }
 
-const std::string& OnnxModel::path() const { return impl_->model.path; }
-const std::vector<ValueDesc>& OnnxModel::inputs() const { return impl_->inputs; }
-const std::vector<ValueDesc>& OnnxModel::outputs() const { return impl_->outputs; }
-const ModelOptions& OnnxModel::options() const { return impl_->opts; }
+const std::string& OnnxModel::path() const {
+  return impl_->model.path;
+}
+const std::vector<ValueDesc>& OnnxModel::inputs() const {
+  return impl_->inputs;
+}
+const std::vector<ValueDesc>& OnnxModel::outputs() const {
+  return impl_->outputs;
+}
+const ModelOptions& OnnxModel::options() const {
+  return impl_->opts;
+}
 
-std::vector<Tensor> OnnxModel::run(const std::vector<Tensor>& inputs) { return impl_->run(inputs); }
+std::vector<Tensor> OnnxModel::run(const std::vector<Tensor>& inputs) {
+  return impl_->run(inputs);
+}
+
+std::vector<std::vector<Tensor>> OnnxModel::run_batch(const std::vector<std::vector<Tensor>>& batch) {
+  return impl_->run_batch(batch);
+}
+
+std::string OnnxModel::residency_report_json() const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  if (impl_->executors.empty()) {
+    return std::string("{\"policy\": ") + to_json(impl_->opts.residency) + ", \"execution_residency\": \"" +
+           to_string(execution_residency(impl_->opts.residency)) + "\", \"units\": 0, \"unit_list\": []}";
+  }
+  return impl_->executors.begin()->second->report_json();
+}
 
 std::map<std::string, Tensor> OnnxModel::run(const std::map<std::string, Tensor>& named) {
   std::vector<Tensor> in;
@@ -174,10 +285,13 @@ const Plan& OnnxModel::plan_for(const std::vector<Shape>& input_shapes) {
   return impl_->plan(input_shapes, impl_->declared_dtypes());
 }
 
-PlanMemory OnnxModel::plan_memory(const std::vector<Shape>& input_shapes) { return plan_for(input_shapes).memory(); }
+PlanMemory OnnxModel::plan_memory(const std::vector<Shape>& input_shapes) {
+  return plan_for(input_shapes).memory();
+}
 
 void OnnxModel::clear_plans() {
   std::lock_guard<std::mutex> lock(impl_->mu);
+  impl_->executors.clear();
   impl_->plans.clear();
 }
 

@@ -3,7 +3,9 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
+#include <map>
 
 #include "memory/offset_planner.h"
 #include "qsmcore/error.h"
@@ -22,23 +24,65 @@ int Plan::add_value(Value v) {
   return static_cast<int>(values_.size() - 1);
 }
 
-Plan::Plan(graph::TypedGraph g, Backend backend, int threads) : backend_(backend), threads_(threads) {
+Plan::Plan(graph::TypedGraph g, Backend backend, int threads, const graph::LeafFn* leaf)
+    : backend_(backend), threads_(threads) {
   for (int i : g.inputs) input_shapes_.push_back(g.values[static_cast<std::size_t>(i)].shape);
   std::unique_ptr<kernels::Backend> be;
   if (backend == Backend::OneDnn) {
     be = kernels::make_onednn_backend();
     if (!be) throw Error(ErrorKind::Unsupported, "this build of qsmcore has no oneDNN backend");
   }
-  schedule(g, be.get());
+  schedule(g, be.get(), leaf);
   assign_offsets();
+  if (units_.empty()) return;
+  // Unit kernels were built to fix layouts, scratch and sizes; their weights now leave the
+  // plan. The residency executor rebuilds them (identically: packing is deterministic).
+  for (const auto& u : units_) {
+    auto& st = steps_[static_cast<std::size_t>(u.step)];
+    memory_.packed_weight_bytes -= st.kernel->packed_bytes();
+    memory_.unit_weight_bytes += static_cast<std::int64_t>(u.device_bytes);
+    st.kernel.reset();
+  }
+  g_ = std::move(g);
+  be_ = std::move(be);
 }
 
-void Plan::schedule(graph::TypedGraph& g, kernels::Backend* be) {
+UnitCopy Plan::build_unit(int u, const graph::LeafFn& leaf) const {
+  const WeightUnit& unit = units_.at(static_cast<std::size_t>(u));
+  std::lock_guard<std::mutex> lock(build_mu_);
+  const graph::TNode& n = g_.nodes[static_cast<std::size_t>(unit.node)];
+  for (int slot : unit.deferred_inputs) {
+    auto& tv = g_.values[static_cast<std::size_t>(n.in[static_cast<std::size_t>(slot)])];
+    tv.constant = std::make_shared<const Tensor>(graph::evaluate(*tv.recipe, leaf));
+  }
+  UnitCopy copy;
+  try {
+    kernels::LayoutDecision dec;
+    copy.kernel = be_ ? be_->make(g_, n, unit.producer, dec) : nullptr;
+    if (!copy.kernel) copy.kernel = kernels::make_reference_kernel(n);
+  } catch (...) {
+    for (int slot : unit.deferred_inputs)
+      g_.values[static_cast<std::size_t>(n.in[static_cast<std::size_t>(slot)])].constant.reset();
+    throw;
+  }
+  copy.bytes = static_cast<std::uint64_t>(copy.kernel->packed_bytes());
+  for (int slot : unit.read_slots) {
+    copy.plain.push_back(*g_.values[static_cast<std::size_t>(n.in[static_cast<std::size_t>(slot)])].constant);
+    copy.bytes += copy.plain.back().nbytes();
+  }
+  for (int slot : unit.deferred_inputs)
+    g_.values[static_cast<std::size_t>(n.in[static_cast<std::size_t>(slot)])].constant.reset();
+  return copy;
+}
+
+void Plan::schedule(graph::TypedGraph& g, kernels::Backend* be, const graph::LeafFn* leaf) {
   std::vector<int> pv(g.values.size(), -1);
   // Readers left per constant: once a constant's last reader has packed it, its plain copy is
   // dropped at once instead of after the whole graph, so planning holds one plain copy of one
   // weight at a time on top of the packed ones (BN-folded weights exist only here).
   std::vector<int> readers_left(g.values.size(), 0);
+  std::vector<bool> unit_kept(g.values.size(), false);
+  std::int64_t unit_static_bytes = 0;
   std::vector<bool> read_at_run(g.values.size(), false);
   for (const auto& n : g.nodes)
     if (!n.dead)
@@ -52,7 +96,9 @@ void Plan::schedule(graph::TypedGraph& g, kernels::Backend* be) {
     v.name = tv.name;
     v.dtype = tv.dtype;
     v.shape = tv.shape;
-    if (tv.is_const()) {
+    if (tv.deferred()) {
+      v.storage = Storage::Deferred;  // supplied by the unit reading it
+    } else if (tv.is_const()) {
       v.storage = Storage::Constant;
       v.constant = tv.constant;
     } else if (tv.graph_input >= 0) {
@@ -70,6 +116,14 @@ void Plan::schedule(graph::TypedGraph& g, kernels::Backend* be) {
     int value;
   };
   std::vector<Converted> converted;
+  // Leaf reads of deferred constants, with the size of each initializer they return (a unit's
+  // host copy is its leaves as stored).
+  std::map<int, std::uint64_t> leaf_bytes;
+  graph::LeafFn read_leaf = [&](int i) {
+    Tensor t = (*leaf)(i);
+    leaf_bytes[i] = t.nbytes();
+    return t;
+  };
   auto same = [&](const kernels::Layout& a, const kernels::Layout& b) {
     if (a.plain() || b.plain()) return a.plain() == b.plain();
     return be != nullptr && be->same_layout(a, b);
@@ -93,7 +147,11 @@ void Plan::schedule(graph::TypedGraph& g, kernels::Backend* be) {
     Step st;
     st.name = "reorder:" + tv.name;
     st.op_type = "Reorder";
+    if (tv.deferred())
+      throw Error(ErrorKind::Unsupported,
+                  "weight '" + tv.name + "' needs a layout conversion; run this model fully resident");
     st.kernel = be->make_reorder(tv, values_[static_cast<std::size_t>(v)].layout, want);
+    st.impl = st.kernel->impl_name();
     st.in = {v};
     st.out = {out};
     steps_.push_back(std::move(st));
@@ -101,10 +159,22 @@ void Plan::schedule(graph::TypedGraph& g, kernels::Backend* be) {
     return out;
   };
 
-  for (const auto& n : g.nodes) {
+  for (std::size_t ni = 0; ni < g.nodes.size(); ++ni) {
+    const auto& n = g.nodes[ni];
     if (n.dead) continue;
     std::vector<kernels::Layout> producer;
-    for (int t : n.in) producer.push_back(t < 0 ? kernels::Layout{} : values_[static_cast<std::size_t>(primary(t))].layout);
+    for (int t : n.in)
+      producer.push_back(t < 0 ? kernels::Layout{} : values_[static_cast<std::size_t>(primary(t))].layout);
+    // Deferred constants are materialised for the kernel's construction only.
+    WeightUnit unit;
+    for (std::size_t i = 0; i < n.in.size(); ++i) {
+      if (n.in[i] < 0 || !g.values[static_cast<std::size_t>(n.in[i])].deferred()) continue;
+      QSM_ASSERT(leaf != nullptr, "a deferred constant without a weight reader");
+      auto& tv = g.values[static_cast<std::size_t>(n.in[i])];
+      tv.constant = std::make_shared<const Tensor>(graph::evaluate(*tv.recipe, read_leaf));
+      unit.deferred_inputs.push_back(static_cast<int>(i));
+      graph::collect_leaves(*tv.recipe, unit.leaves);
+    }
     kernels::LayoutDecision dec;
     std::unique_ptr<kernels::Kernel> k = be ? be->make(g, n, producer, dec) : nullptr;
     if (!k) {
@@ -143,11 +213,46 @@ void Plan::schedule(graph::TypedGraph& g, kernels::Backend* be) {
       if (k->reads_input(i) || st.in[i] != v) read_at_run[static_cast<std::size_t>(t)] = true;
       if (--readers_left[static_cast<std::size_t>(t)] > 0 || read_at_run[static_cast<std::size_t>(t)]) continue;
       auto& tv = g.values[static_cast<std::size_t>(t)];
+      // A unit's resident constants (a folded bias, say) stay: its kernel is rebuilt from them.
+      if (!unit.deferred_inputs.empty()) {
+        const bool is_deferred = std::find(unit.deferred_inputs.begin(), unit.deferred_inputs.end(),
+                                           static_cast<int>(i)) != unit.deferred_inputs.end();
+        if (tv.constant && !is_deferred && !unit_kept[static_cast<std::size_t>(t)]) {
+          unit_kept[static_cast<std::size_t>(t)] = true;
+          unit_static_bytes += tv.constant->nbytes();
+        }
+        continue;
+      }
       if (!tv.is_const() || tv.graph_output >= 0 || v < 0) continue;
       tv.constant.reset();
       values_[static_cast<std::size_t>(v)].constant.reset();
       values_[static_cast<std::size_t>(v)].storage = Storage::Absent;
     }
+    if (!unit.deferred_inputs.empty()) {
+      for (std::size_t j = 0; j < unit.deferred_inputs.size(); ++j) {
+        const int slot = unit.deferred_inputs[j];
+        if (st.in[static_cast<std::size_t>(slot)] != pv[static_cast<std::size_t>(n.in[static_cast<std::size_t>(slot)])])
+          throw Error(ErrorKind::Unsupported,
+                      "node '" + n.node.name + "' wants a weight in a converted layout; run it fully resident");
+        auto& tv = g.values[static_cast<std::size_t>(n.in[static_cast<std::size_t>(slot)])];
+        if (k->reads_input(static_cast<std::size_t>(slot))) {
+          unit.read_slots.push_back(slot);
+          unit.device_bytes += tv.constant->nbytes();
+        }
+        tv.constant.reset();
+      }
+      unit.device_bytes += static_cast<std::uint64_t>(k->packed_bytes());
+      for (int l : unit.leaves) unit.host_bytes += leaf_bytes.at(l);
+      unit.step = static_cast<int>(steps_.size());
+      unit.node = static_cast<int>(ni);
+      unit.producer = producer;
+      char id[16];
+      std::snprintf(id, sizeof id, "u%04zu:", units_.size());
+      unit.id = id + n.node.name;
+      st.unit = static_cast<int>(units_.size());
+      units_.push_back(std::move(unit));
+    }
+    st.impl = k->impl_name();
     st.kernel = std::move(k);
     steps_.push_back(std::move(st));
   }
@@ -163,6 +268,8 @@ void Plan::schedule(graph::TypedGraph& g, kernels::Backend* be) {
       continue;
     }
     const auto& tv = g.values[static_cast<std::size_t>(t)];
+    if (tv.deferred())
+      throw Error(ErrorKind::Unsupported, "graph output '" + tv.name + "' is a weight; run this model fully resident");
     if (!cur.layout.plain()) v = in_layout(t, kernels::Layout{});
     Value ov;
     ov.name = tv.name;
@@ -176,12 +283,14 @@ void Plan::schedule(graph::TypedGraph& g, kernels::Backend* be) {
     st.name = "output:" + tv.name;
     st.op_type = "Copy";
     st.kernel = kernels::make_copy_kernel();
+    st.impl = st.kernel->impl_name();
     st.in = {v};
     st.out = {out};
     steps_.push_back(std::move(st));
     outputs_.push_back(out);
   }
   for (int t : g.inputs) inputs_.push_back(primary(t));
+  memory_.packed_weight_bytes += unit_static_bytes;  // held for unit rebuilds (see above)
 
   // Constants every reader packed at plan time (BN-folded weights, say) are not needed at run
   // time: release the plan's plain copy so weights are held once.
@@ -218,7 +327,9 @@ void Plan::assign_offsets() {
   for (int s = 0; s < n_steps; ++s) {
     const Step& st = steps_[static_cast<std::size_t>(s)];
     const int k = st.kernel->inplace_input();
-    if (k < 0 || st.out.empty() || st.out[0] < 0 || static_cast<std::size_t>(k) >= st.in.size() || st.in[static_cast<std::size_t>(k)] < 0) continue;
+    if (k < 0 || st.out.empty() || st.out[0] < 0 || static_cast<std::size_t>(k) >= st.in.size() ||
+        st.in[static_cast<std::size_t>(k)] < 0)
+      continue;
     const int out = st.out[0];
     const int r = root(st.in[static_cast<std::size_t>(k)]);
     const Value& rv = values_[static_cast<std::size_t>(r)];
@@ -227,7 +338,8 @@ void Plan::assign_offsets() {
     if (group_last[static_cast<std::size_t>(r)] != s || rv.bytes != ov.bytes || rv.dtype != ov.dtype) continue;
     if (rv.layout.plain() != ov.layout.plain()) continue;
     alias_[static_cast<std::size_t>(out)] = r;
-    group_last[static_cast<std::size_t>(r)] = std::max(group_last[static_cast<std::size_t>(r)], group_last[static_cast<std::size_t>(out)]);
+    group_last[static_cast<std::size_t>(r)] =
+        std::max(group_last[static_cast<std::size_t>(r)], group_last[static_cast<std::size_t>(out)]);
   }
   std::vector<memory::Lifetime> lifetimes;
   std::vector<int> slot_of(values_.size(), -1);
@@ -239,20 +351,23 @@ void Plan::assign_offsets() {
   const auto op = memory::plan_offsets(lifetimes);
   for (std::size_t v = 0; v < values_.size(); ++v) {
     if (values_[v].storage != Storage::Arena) continue;
-    values_[v].offset = op.offsets[static_cast<std::size_t>(slot_of[static_cast<std::size_t>(root(static_cast<int>(v)))])];
+    values_[v].offset =
+        op.offsets[static_cast<std::size_t>(slot_of[static_cast<std::size_t>(root(static_cast<int>(v)))])];
   }
   memory_.arena_bytes = static_cast<std::int64_t>(op.total);
   for (const auto& st : steps_) {
-    memory_.scratch_bytes = std::max<std::int64_t>(memory_.scratch_bytes, static_cast<std::int64_t>(st.kernel->scratch_bytes()));
+    memory_.scratch_bytes =
+        std::max<std::int64_t>(memory_.scratch_bytes, static_cast<std::int64_t>(st.kernel->scratch_bytes()));
     memory_.packed_weight_bytes += st.kernel->packed_bytes();
   }
   for (int v : outputs_) memory_.io_bytes += static_cast<std::int64_t>(values_[static_cast<std::size_t>(v)].bytes);
   memory_.table_bytes = static_cast<std::int64_t>(steps_.size() * 512 + values_.size() * 256);
 }
 
-std::vector<Tensor> Plan::run(const std::vector<Tensor>& inputs) const {
+void Plan::check_inputs(const std::vector<Tensor>& inputs) const {
   if (inputs.size() != inputs_.size())
-    throw Error(ErrorKind::InvalidInput, "expected " + std::to_string(inputs_.size()) + " input(s), got " + std::to_string(inputs.size()));
+    throw Error(ErrorKind::InvalidInput,
+                "expected " + std::to_string(inputs_.size()) + " input(s), got " + std::to_string(inputs.size()));
   for (std::size_t i = 0; i < inputs.size(); ++i) {
     const Value& v = values_[static_cast<std::size_t>(inputs_[i])];
     if (inputs[i].shape() != v.shape || inputs[i].dtype() != v.dtype) {
@@ -261,38 +376,87 @@ std::vector<Tensor> Plan::run(const std::vector<Tensor>& inputs) const {
                                                dtype_name(v.dtype) + shape_to_string(v.shape));
     }
   }
+}
+
+std::vector<Tensor> Plan::run(const std::vector<Tensor>& inputs, UnitProvider* units) const {
+  return std::move(run_batch({inputs}, units).front());
+}
+
+std::vector<std::vector<Tensor>> Plan::run_batch(const std::vector<std::vector<Tensor>>& batch,
+                                                 UnitProvider* units) const {
+  if (!units_.empty() && units == nullptr)
+    throw Error(ErrorKind::Internal, "a plan with weight units run without a unit provider");
+  for (const auto& inputs : batch) check_inputs(inputs);
   omp_set_num_threads(threads_);
-  Buffer arena(static_cast<std::size_t>(memory_.arena_bytes), MemCategory::Arena);
-  Buffer scratch(static_cast<std::size_t>(memory_.scratch_bytes), MemCategory::Scratch);
-  std::vector<Tensor> outs;
-  for (int v : outputs_) {
-    const Value& val = values_[static_cast<std::size_t>(v)];
-    outs.push_back(Tensor::empty(val.dtype, val.shape, MemCategory::IO));
-  }
-  std::vector<Tensor> t(values_.size());
-  for (std::size_t v = 0; v < values_.size(); ++v) {
-    const Value& val = values_[v];
-    switch (val.storage) {
-      case Storage::Input: t[v] = Tensor::view(val.dtype, val.shape, inputs[static_cast<std::size_t>(val.index)].raw()); break;
-      case Storage::Constant: t[v] = *val.constant; break;
-      case Storage::Arena: t[v] = Tensor::view(val.dtype, val.shape, arena.data() + val.offset); break;
-      case Storage::Output: t[v] = outs[static_cast<std::size_t>(val.index)]; break;
-      case Storage::Absent: break;
+  // Everything the run allocates is allocated here, before the first step.
+  struct Set {
+    Buffer arena;
+    std::vector<Tensor> outs;
+    std::vector<Tensor> t;
+  };
+  std::vector<Set> sets;
+  sets.reserve(batch.size());
+  for (const auto& inputs : batch) {
+    Set set{Buffer(static_cast<std::size_t>(memory_.arena_bytes), MemCategory::Arena), {}, {}};
+    for (int v : outputs_) {
+      const Value& val = values_[static_cast<std::size_t>(v)];
+      set.outs.push_back(Tensor::empty(val.dtype, val.shape, MemCategory::IO));
     }
+    set.t.resize(values_.size());
+    for (std::size_t v = 0; v < values_.size(); ++v) {
+      const Value& val = values_[v];
+      switch (val.storage) {
+        case Storage::Input:
+          set.t[v] = Tensor::view(val.dtype, val.shape, inputs[static_cast<std::size_t>(val.index)].raw());
+          break;
+        case Storage::Constant:
+          set.t[v] = *val.constant;
+          break;
+        case Storage::Arena:
+          set.t[v] = Tensor::view(val.dtype, val.shape, set.arena.data() + val.offset);
+          break;
+        case Storage::Output:
+          set.t[v] = set.outs[static_cast<std::size_t>(val.index)];
+          break;
+        case Storage::Deferred:
+        case Storage::Absent:
+          break;
+      }
+    }
+    sets.push_back(std::move(set));
   }
+  Buffer scratch(static_cast<std::size_t>(memory_.scratch_bytes), MemCategory::Scratch);
   kernels::ExecContext ctx;
   ctx.scratch = scratch.data();
   ctx.scratch_bytes = scratch.size();
   ctx.threads = threads_;
   std::vector<Tensor> ins, os;
-  for (const auto& st : steps_) {
-    ins.clear();
-    os.clear();
-    for (int v : st.in) ins.push_back(v < 0 ? Tensor() : t[static_cast<std::size_t>(v)]);
-    for (int v : st.out) os.push_back(v < 0 ? Tensor() : t[static_cast<std::size_t>(v)]);
-    st.kernel->run(ins, os, ctx);
+  if (units) units->begin_forward();
+  try {
+    for (const auto& st : steps_) {
+      const UnitCopy* copy = st.unit >= 0 ? &units->acquire(st.unit) : nullptr;
+      kernels::Kernel* k = copy ? copy->kernel.get() : st.kernel.get();
+      for (auto& set : sets) {
+        ins.clear();
+        os.clear();
+        for (int v : st.in) ins.push_back(v < 0 ? Tensor() : set.t[static_cast<std::size_t>(v)]);
+        for (int v : st.out) os.push_back(v < 0 ? Tensor() : set.t[static_cast<std::size_t>(v)]);
+        if (copy) {
+          const auto& slots = units_[static_cast<std::size_t>(st.unit)].read_slots;
+          for (std::size_t j = 0; j < slots.size(); ++j) ins[static_cast<std::size_t>(slots[j])] = copy->plain[j];
+        }
+        k->run(ins, os, ctx);
+      }
+      if (copy) units->complete(st.unit);
+    }
+  } catch (...) {
+    if (units) units->finish_forward(false);
+    throw;
   }
-  return outs;
+  if (units) units->finish_forward(true);
+  std::vector<std::vector<Tensor>> result;
+  for (auto& set : sets) result.push_back(std::move(set.outs));
+  return result;
 }
 
 }  // namespace qsmcore

@@ -4,6 +4,7 @@
 // the arena, the scratch block and the output tensors, nothing else.
 #pragma once
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -13,16 +14,51 @@
 
 namespace qsmcore {
 
+/// A weight unit: one step whose weights are deferred (left on disk by a residency policy),
+/// with what it takes to rebuild its execution-ready form. Units are in execution order.
+struct WeightUnit {
+  std::string id;                         // "u0007:<node>": zero-padded so id order = execution order
+  int step = -1;                          // plan step it feeds
+  int node = -1;                          // node index in the plan's typed graph (to rebuild the kernel)
+  std::vector<kernels::Layout> producer;  // producer layouts the kernel was planned with
+  std::vector<int> deferred_inputs;       // node input slots holding deferred constants
+  std::vector<int> read_slots;            // of those, the ones the kernel reads at run time
+  std::vector<int> leaves;                // initializer indices it reads from the file
+  std::uint64_t host_bytes = 0;           // raw bytes of its leaves
+  std::uint64_t device_bytes = 0;         // execution-ready bytes: packed + plain read at run
+};
+
+/// The execution-ready form of a unit (the "device copy"): its kernel with weights packed, and
+/// the plain constants the kernel reads at run time (slot order of WeightUnit::read_slots).
+struct UnitCopy {
+  std::unique_ptr<kernels::Kernel> kernel;
+  std::vector<Tensor> plain;
+  std::uint64_t bytes = 0;
+};
+
+/// Supplies units while a plan runs: acquire before the unit's step, complete after it ran
+/// (for every tile of a batch). Implemented by the residency executor.
+class UnitProvider {
+ public:
+  virtual ~UnitProvider() = default;
+  virtual void begin_forward() {}
+  virtual const UnitCopy& acquire(int unit) = 0;
+  virtual void complete(int unit) = 0;
+  virtual void finish_forward(bool ok) { (void)ok; }
+};
+
 class Plan {
  public:
   struct Step {
-    std::string name;                 // node name (or "reorder:<value>")
+    std::string name;  // node name (or "reorder:<value>")
     std::string op_type;
     std::unique_ptr<kernels::Kernel> kernel;
-    std::vector<int> in;              // plan value indices (-1 absent)
+    std::vector<int> in;  // plan value indices (-1 absent)
     std::vector<int> out;
+    std::string impl;  // kernel implementation name (kept when the kernel is a unit's)
+    int unit = -1;     // weight unit whose copy runs this step, or -1
   };
-  enum class Storage { Absent, Constant, Input, Arena, Output };
+  enum class Storage { Absent, Constant, Deferred, Input, Arena, Output };
   struct Value {
     std::string name;
     DType dtype = DType::Undefined;
@@ -30,15 +66,27 @@ class Plan {
     kernels::Layout layout;
     Storage storage = Storage::Absent;
     std::shared_ptr<const Tensor> constant;
-    int index = -1;                   // graph input/output index
-    std::size_t offset = 0;           // in the arena
+    int index = -1;          // graph input/output index
+    std::size_t offset = 0;  // in the arena
     std::size_t bytes = 0;
   };
 
-  /// Plans a typed graph (passes already run) for a backend.
-  Plan(graph::TypedGraph g, Backend backend, int threads);
+  /// Plans a typed graph (passes already run) for a backend. Steps reading deferred constants
+  /// become weight units: each is built once here through `leaf` (to fix layouts and sizes),
+  /// then released; a UnitProvider supplies them at run time.
+  Plan(graph::TypedGraph g, Backend backend, int threads, const graph::LeafFn* leaf = nullptr);
 
-  std::vector<Tensor> run(const std::vector<Tensor>& inputs) const;
+  /// One forward. A plan with weight units needs a provider.
+  std::vector<Tensor> run(const std::vector<Tensor>& inputs, UnitProvider* units = nullptr) const;
+  /// Forwards of several input sets of this plan's shapes, layer-major: each step runs for every
+  /// set before the next step, so each weight unit is acquired once per batch. Holds one arena
+  /// per set (the scratch block is shared).
+  std::vector<std::vector<Tensor>> run_batch(const std::vector<std::vector<Tensor>>& batch,
+                                             UnitProvider* units = nullptr) const;
+
+  const std::vector<WeightUnit>& units() const { return units_; }
+  /// Builds unit u's execution-ready copy, reading its leaves through `leaf`.
+  UnitCopy build_unit(int u, const graph::LeafFn& leaf) const;
 
   const PlanMemory& memory() const { return memory_; }
   const std::vector<Step>& steps() const { return steps_; }
@@ -49,7 +97,8 @@ class Plan {
  private:
   int add_value(Value v);
   // Takes the graph by reference to release each packed constant after its last reader.
-  void schedule(graph::TypedGraph& g, kernels::Backend* be);
+  void schedule(graph::TypedGraph& g, kernels::Backend* be, const graph::LeafFn* leaf);
+  void check_inputs(const std::vector<Tensor>& inputs) const;
   void assign_offsets();
 
   Backend backend_;
@@ -60,6 +109,13 @@ class Plan {
   std::vector<int> inputs_, outputs_;
   std::vector<int> alias_;  // value -> value whose bytes it shares (in-place), or -1
   PlanMemory memory_;
+  std::vector<WeightUnit> units_;
+  // Kept only when the plan has units: the typed graph (deferred constants unset) and the
+  // backend, to rebuild unit kernels. build_unit sets a unit's constants in g_ while its kernel
+  // is made, hence the mutex.
+  std::unique_ptr<kernels::Backend> be_;
+  mutable graph::TypedGraph g_;
+  mutable std::mutex build_mu_;
 };
 
 }  // namespace qsmcore

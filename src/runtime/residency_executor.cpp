@@ -1,0 +1,481 @@
+#include "runtime/residency_executor.h"
+
+#include <chrono>
+#include <nlohmann/json.hpp>
+
+#include "qsmcore/error.h"
+
+namespace qsmcore {
+namespace {
+
+using residency::TransferDirection;
+using Clock = std::chrono::steady_clock;
+
+constexpr const char* kStatic = "static";
+constexpr const char* kHostWindow = "dense:0:host";
+constexpr const char* kDeviceWindow = "dense:0:device";
+
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+std::string mib(std::uint64_t b) {
+  char s[32];
+  std::snprintf(s, sizeof s, "%.1f MiB", static_cast<double>(b) / 1048576.0);
+  return s;
+}
+
+// Largest sum of `width` consecutive values.
+std::uint64_t max_window(const std::vector<std::uint64_t>& v, std::size_t width) {
+  std::uint64_t best = 0;
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    std::uint64_t s = 0;
+    for (std::size_t j = i; j < v.size() && j < i + width; ++j) s += v[j];
+    best = std::max(best, s);
+  }
+  return best;
+}
+
+}  // namespace
+
+ResidencyExecutor::ResidencyExecutor(const Plan& plan, const LayerWeightResidency& policy, WeightReader& reader,
+                                     const HostWeights* eager, std::uint64_t static_bytes,
+                                     const std::string& model_name)
+    : plan_(plan),
+      policy_(policy),
+      mode_(execution_residency(policy)),
+      reader_(reader),
+      eager_(eager),
+      static_bytes_(static_bytes) {
+  QSM_ASSERT(mode_ != ExecutionResidency::FullyResident, "a residency executor for a fully resident model");
+  const auto n = static_cast<std::size_t>(count());
+  device_.resize(n);
+  host_.resize(n);
+  prefetched_unused_.assign(n, false);
+  admit(model_name);
+}
+
+ResidencyExecutor::~ResidencyExecutor() {
+  worker_.reset();  // cancels queued reads and joins before the copies go
+}
+
+void ResidencyExecutor::admit(const std::string& model_name) {
+  auto cfg = offload(policy_);
+  if (!cfg) throw Error(ErrorKind::InvalidInput, model_name + ": residency policy: " + cfg.error().message());
+  const OffloadConfig config = cfg.value();
+  const std::size_t n = static_cast<std::size_t>(count());
+  std::vector<std::uint64_t> dev, host;
+  for (const auto& u : plan_.units()) {
+    dev.push_back(u.device_bytes);
+    host.push_back(u.host_bytes);
+  }
+  if (mode_ == ExecutionResidency::LayerwiseHost) {
+    depth_ = device_depth(policy_, n);
+    if (depth_ > n) {
+      throw Error(ErrorKind::InvalidInput, model_name + ": InvalidLayerWindow: a device window of " +
+                                               std::to_string(depth_) + " units exceeds the model's " +
+                                               std::to_string(n) + " weight units");
+    }
+  } else {
+    const auto d = *dense(policy_);
+    depth_ = std::min<std::size_t>(n, 2);
+    lookahead_ = d.host_budget_bytes > 0 ? d.host_lookahead : 0;
+    if (lookahead_ > n) {
+      throw Error(ErrorKind::InvalidInput, model_name + ": InvalidHostLayerWindow: a host lookahead of " +
+                                               std::to_string(lookahead_) + " units exceeds the model's " +
+                                               std::to_string(n) + " weight units");
+    }
+  }
+  // Admission, before anything is materialised (§4).
+  max_window_bytes_ = max_window(dev, depth_);
+  const std::uint64_t dev_required = static_bytes_ + max_window_bytes_;
+  if (config.device_budget_bytes && dev_required > *config.device_budget_bytes) {
+    throw Error(ErrorKind::OutOfBudget, model_name + ": DeviceBudgetTooSmall: static weights " + mib(static_bytes_) +
+                                            " + the largest window of " + std::to_string(depth_) +
+                                            " execution-ready units " + mib(max_window_bytes_) + " = " +
+                                            mib(dev_required) + " (" + std::to_string(dev_required) +
+                                            " bytes) needed, device budget " + mib(*config.device_budget_bytes));
+  }
+  std::uint64_t host_required = 0;
+  if (mode_ == ExecutionResidency::LayerwiseHost) {
+    for (auto b : host) host_required += b;
+  } else if (lookahead_ > 0) {
+    host_required = max_window(host, lookahead_);
+  }
+  max_host_window_bytes_ = host_required;
+  if (config.host_budget_bytes && host_required > *config.host_budget_bytes) {
+    throw Error(ErrorKind::OutOfBudget,
+                model_name + ": HostBudgetTooSmall: " + mib(host_required) + " (" + std::to_string(host_required) +
+                    " bytes) of raw weights needed on the host, budget " + mib(*config.host_budget_bytes));
+  }
+
+  std::vector<residency::OffloadUnitSpec> specs;
+  auto add = [&](const std::string& id, std::uint64_t bytes, ResidencyPolicy p, MemoryTier t) {
+    auto s = residency::OffloadUnitSpec::create(id, bytes, p, t);
+    if (!s) throw Error(ErrorKind::Internal, model_name + ": " + s.error().message());
+    specs.push_back(s.value());
+  };
+  if (static_bytes_ > 0) add(kStatic, static_bytes_, ResidencyPolicy::Pinned, MemoryTier::Device);
+  for (const auto& u : plan_.units()) {
+    if (mode_ == ExecutionResidency::LayerwiseHost)
+      add(u.id, u.host_bytes, ResidencyPolicy::Windowed, MemoryTier::Host);
+    else
+      add(u.id, u.host_bytes, ResidencyPolicy::Cacheable, MemoryTier::Disk);
+  }
+  ledger_ = std::make_unique<residency::ResidencyLedger>(config, std::move(specs));
+  if (static_bytes_ > 0) {
+    const residency::CopyRequest req{kStatic, static_bytes_};
+    auto r = ledger_->reserve_copies(std::span(&req, 1), MemoryTier::Device);
+    if (!r) throw Error(ErrorKind::OutOfBudget, model_name + ": " + r.error().message());
+    (void)ledger_->publish_reserved(kStatic, MemoryTier::Device, static_bytes_);
+  }
+  for (std::size_t t = 0; t < kMemoryTierCount; ++t)
+    report_.planned_bytes[t] = ledger_->plan().planned_bytes(static_cast<MemoryTier>(t));
+
+  if (mode_ == ExecutionResidency::LayerwiseHost) {
+    // The host copies already exist (read at load); the ledger charges them.
+    QSM_ASSERT(eager_ != nullptr, "LayerwiseHost without its host store");
+    for (int u = 0; u < count(); ++u) {
+      const auto& unit = plan_.units()[static_cast<std::size_t>(u)];
+      auto leaves = std::make_shared<std::vector<Tensor>>();
+      for (int i : unit.leaves) leaves->push_back(*eager_->by_initializer.at(static_cast<std::size_t>(i)));
+      host_[static_cast<std::size_t>(u)] = std::move(leaves);
+      const residency::CopyRequest req{unit.id, unit.host_bytes};
+      auto r = ledger_->reserve_copies(std::span(&req, 1), MemoryTier::Host);
+      if (!r) throw Error(ErrorKind::OutOfBudget, model_name + ": " + r.error().message());
+      (void)ledger_->publish_reserved(unit.id, MemoryTier::Host, unit.host_bytes);
+    }
+  } else if (lookahead_ > 0) {
+    worker_ = std::make_unique<residency::PrefetchWorker>(dense(policy_)->background_queue_capacity);
+  }
+}
+
+int ResidencyExecutor::unit_index(const std::string& s) const {
+  // Ids are "uNNNN:<node>" with NNNN the unit index.
+  if (s.size() < 6 || s[0] != 'u') return -1;
+  return std::stoi(s.substr(1, 4));
+}
+
+void ResidencyExecutor::evict_device(const std::vector<residency::Eviction>& ev) {
+  for (const auto& e : ev) {
+    const int u = unit_index(e.id);
+    if (u < 0) continue;
+    device_[static_cast<std::size_t>(u)].reset();
+    std::lock_guard<std::mutex> lock(report_mu_);
+    report_.record_eviction(MemoryTier::Device, e.bytes);
+    dense_.device_cache.evictions += 1;
+    dense_.device_cache.evicted_bytes += e.bytes;
+  }
+}
+
+void ResidencyExecutor::evict_host(const std::vector<residency::Eviction>& ev) {
+  for (const auto& e : ev) {
+    const int u = unit_index(e.id);
+    if (u < 0) continue;
+    bool unused = false;
+    {
+      std::lock_guard<std::mutex> lock(host_mu_);
+      host_[static_cast<std::size_t>(u)].reset();
+      unused = prefetched_unused_[static_cast<std::size_t>(u)];
+      prefetched_unused_[static_cast<std::size_t>(u)] = false;
+    }
+    if (unused && worker_) worker_->note_evicted_before_use();
+    if (worker_) worker_->discard_completed(e.id);
+    std::lock_guard<std::mutex> lock(report_mu_);
+    report_.record_eviction(MemoryTier::Host, e.bytes);
+    dense_.host_cache.evictions += 1;
+    dense_.host_cache.evicted_bytes += e.bytes;
+  }
+}
+
+void ResidencyExecutor::trim_device(int from, int to) {
+  std::set<std::string> keep{kStatic};
+  for (int j = from; j < to && j < count(); ++j) keep.insert(id(j));
+  auto r = ledger_->trim_to(MemoryTier::Device, keep);
+  if (!r) throw Error(ErrorKind::Internal, r.error().message());
+  evict_device(r.value());
+}
+
+std::shared_ptr<const std::vector<Tensor>> ResidencyExecutor::read_host_copy(int u,
+                                                                             const std::set<std::string>& protect) {
+  const auto& unit = plan_.units()[static_cast<std::size_t>(u)];
+  const residency::CopyRequest req{unit.id, unit.host_bytes};
+  auto r = ledger_->reserve_copies(std::span(&req, 1), MemoryTier::Host, protect);
+  if (!r) throw Error(ErrorKind::OutOfBudget, "host copy of " + unit.id + ": " + r.error().message());
+  evict_host(r.value());
+  auto leaves = std::make_shared<std::vector<Tensor>>();
+  const auto t0 = Clock::now();
+  try {
+    for (int i : unit.leaves) leaves->push_back(reader_.read(i));
+  } catch (...) {
+    (void)ledger_->rollback_reserved(unit.id, MemoryTier::Host);
+    throw;
+  }
+  {
+    std::lock_guard<std::mutex> lock(report_mu_);
+    report_.record_transfer(TransferDirection::DiskToHost, unit.host_bytes, seconds_since(t0));
+    dense_.disk_to_host_bytes += unit.host_bytes;
+  }
+  {
+    std::lock_guard<std::mutex> lock(host_mu_);
+    host_[static_cast<std::size_t>(u)] = leaves;
+  }
+  (void)ledger_->publish_reserved(unit.id, MemoryTier::Host, unit.host_bytes);
+  return leaves;
+}
+
+void ResidencyExecutor::submit_prefetch(int u) {
+  {
+    std::lock_guard<std::mutex> lock(host_mu_);
+    if (host_[static_cast<std::size_t>(u)]) {
+      worker_->note_already_resident();
+      return;
+    }
+  }
+  if (worker_->contains(id(u))) return;
+  std::set<std::string> protect;
+  for (int j = u; j < u + static_cast<int>(lookahead_) && j < count(); ++j) protect.insert(id(j));
+  worker_->submit_blocking(id(u), [this, u, protect] {
+    read_host_copy(u, protect);
+    std::lock_guard<std::mutex> lock(host_mu_);
+    prefetched_unused_[static_cast<std::size_t>(u)] = true;
+  });
+}
+
+std::shared_ptr<const std::vector<Tensor>> ResidencyExecutor::host_copy(int u, const std::set<std::string>& protect,
+                                                                        bool demand) {
+  const auto t0 = Clock::now();
+  bool waited = false;
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    {
+      std::lock_guard<std::mutex> lock(host_mu_);
+      if (auto h = host_[static_cast<std::size_t>(u)]) {
+        prefetched_unused_[static_cast<std::size_t>(u)] = false;
+        std::lock_guard<std::mutex> rl(report_mu_);
+        if (demand) {
+          report_.record_prefetch(MemoryTier::Host, !waited);
+          if (waited) report_.record_stall(MemoryTier::Host, seconds_since(t0));
+          dense_.host_cache.requests += 1;
+          (waited ? dense_.host_cache.misses : dense_.host_cache.hits) += 1;
+        }
+        return h;
+      }
+    }
+    if (worker_ && worker_->wait(id(u))) {  // rethrows the read's error here
+      waited = true;
+      continue;
+    }
+    break;
+  }
+  // Not prefetched (or evicted before use): read it now — a stall.
+  auto h = read_host_copy(u, protect);
+  std::lock_guard<std::mutex> rl(report_mu_);
+  report_.record_prefetch(MemoryTier::Host, false);
+  report_.record_stall(MemoryTier::Host, seconds_since(t0));
+  dense_.host_cache.requests += 1;
+  dense_.host_cache.misses += 1;
+  return h;
+}
+
+void ResidencyExecutor::ensure_device(int u, const std::set<std::string>& window) {
+  const auto& unit = plan_.units()[static_cast<std::size_t>(u)];
+  {
+    std::lock_guard<std::mutex> lock(report_mu_);
+    dense_.device_cache.requests += 1;
+    if (device_[static_cast<std::size_t>(u)]) {
+      dense_.device_cache.hits += 1;
+      return;
+    }
+    dense_.device_cache.misses += 1;
+  }
+  std::set<std::string> protect = window;
+  protect.insert(kStatic);
+  const residency::CopyRequest req{unit.id, unit.device_bytes};
+  auto r = ledger_->reserve_copies(std::span(&req, 1), MemoryTier::Device, protect);
+  if (!r) throw Error(ErrorKind::OutOfBudget, "device copy of " + unit.id + ": " + r.error().message());
+  evict_device(r.value());
+  UnitCopy copy;
+  try {
+    std::shared_ptr<const std::vector<Tensor>> leaves;
+    TransferDirection dir = TransferDirection::HostToDevice;
+    if (mode_ == ExecutionResidency::LayerwiseHost) {
+      leaves = host_[static_cast<std::size_t>(u)];
+    } else if (lookahead_ > 0) {
+      std::set<std::string> hp;
+      for (int j = u; j < u + static_cast<int>(lookahead_) && j < count(); ++j) hp.insert(id(j));
+      leaves = host_copy(u, hp, true);
+      (void)ledger_->pin(unit.id, MemoryTier::Host);  // not evicted while it is packed
+    } else {
+      // Direct: read into a staging buffer, pack, drop it. No host copy exists.
+      auto staging = std::make_shared<std::vector<Tensor>>();
+      for (int i : unit.leaves) staging->push_back(reader_.read(i));
+      peak_staging_bytes_ = std::max(peak_staging_bytes_, unit.host_bytes);
+      leaves = std::move(staging);
+      dir = TransferDirection::DiskToDevice;
+    }
+    auto leaf = [&](int init) -> Tensor {
+      for (std::size_t k = 0; k < unit.leaves.size(); ++k)
+        if (unit.leaves[k] == init) return (*leaves)[k];
+      throw Error(ErrorKind::Internal, unit.id + ": leaf " + std::to_string(init) + " missing from its copy");
+    };
+    const auto t0 = Clock::now();
+    copy = plan_.build_unit(u, leaf);
+    if (lookahead_ > 0 && mode_ == ExecutionResidency::DenseDiskStream) ledger_->unpin(unit.id, MemoryTier::Host);
+    std::lock_guard<std::mutex> lock(report_mu_);
+    report_.record_transfer(dir, dir == TransferDirection::DiskToDevice ? unit.host_bytes : copy.bytes,
+                            seconds_since(t0));
+    if (dir == TransferDirection::DiskToDevice)
+      dense_.disk_to_device_bytes += unit.host_bytes;
+    else
+      dense_.host_to_device_bytes += copy.bytes;
+  } catch (...) {
+    if (lookahead_ > 0 && mode_ == ExecutionResidency::DenseDiskStream) ledger_->unpin(unit.id, MemoryTier::Host);
+    (void)ledger_->rollback_reserved(unit.id, MemoryTier::Device);
+    throw;
+  }
+  auto p = ledger_->publish_reserved(unit.id, MemoryTier::Device, copy.bytes);
+  if (!p) throw Error(ErrorKind::Internal, unit.id + ": " + p.error().message());
+  device_[static_cast<std::size_t>(u)] = std::move(copy);
+  std::uint64_t resident = 0;
+  for (const auto& d : device_) resident += d ? 1 : 0;
+  peak_device_units_ = std::max(peak_device_units_, resident);
+}
+
+void ResidencyExecutor::begin_forward() {
+  ledger_->reset_peaks();
+}
+
+const UnitCopy& ResidencyExecutor::acquire(int u) {
+  const int end = std::min(count(), u + static_cast<int>(depth_));
+  std::set<std::string> window;
+  for (int j = u; j < end; ++j) window.insert(id(j));
+  if (mode_ == ExecutionResidency::DenseDiskStream) {
+    if (lookahead_ > 0) {
+      std::set<std::string> hw;
+      for (int j = u; j < u + static_cast<int>(lookahead_) && j < count(); ++j) hw.insert(id(j));
+      (void)ledger_->set_group_window(kHostWindow, hw, MemoryTier::Host);
+      for (int j = u; j < u + static_cast<int>(lookahead_) && j < count(); ++j) submit_prefetch(j);
+    }
+    (void)ledger_->set_group_window(kDeviceWindow, window, MemoryTier::Device);
+  }
+  // Copies outside the window go first, so at most `depth` units are ever on the device.
+  trim_device(u, end);
+  if (mode_ == ExecutionResidency::LayerwiseHost) {
+    for (int j = u; j < end; ++j) ensure_device(j, window);
+  } else {
+    ensure_device(u, window);  // the next unit is built when it is current: a CPU has no copy engine
+  }
+  auto pr = ledger_->pin(id(u), MemoryTier::Device);
+  if (!pr) throw Error(ErrorKind::Internal, pr.error().message());
+  pinned_.push_back(u);
+  return *device_[static_cast<std::size_t>(u)];
+}
+
+void ResidencyExecutor::complete(int u) {
+  ledger_->unpin(id(u), MemoryTier::Device);
+  std::erase(pinned_, u);
+}
+
+void ResidencyExecutor::finish_forward(bool ok) {
+  for (int u : pinned_) ledger_->unpin(id(u), MemoryTier::Device);
+  pinned_.clear();
+  if (!ok && worker_) worker_->cancel_all();
+  trim_device(0, 0);
+  ledger_->clear_group_window(kHostWindow);
+  ledger_->clear_group_window(kDeviceWindow);
+  if (ok) {
+    ++forwards_;
+    std::lock_guard<std::mutex> lock(report_mu_);
+    dense_.forwards += 1;
+    if (sample_process_memory(policy_)) report_.sample_process();
+    if (sample_backend_memory(policy_)) {
+      residency::AllocatorMemoryMetrics m;
+      const auto st = memory_counters();
+      m.active = static_cast<std::uint64_t>(st.current[static_cast<std::size_t>(MemCategory::Weights)]);
+      m.peak = static_cast<std::uint64_t>(st.peak[static_cast<std::size_t>(MemCategory::Weights)]);
+      report_.allocator = m;
+    }
+  }
+}
+
+std::uint64_t ResidencyExecutor::forward_weight_bytes() const {
+  std::uint64_t b = max_window_bytes_;
+  if (mode_ == ExecutionResidency::DenseDiskStream && lookahead_ > 0)
+    b += std::max(max_host_window_bytes_, ledger_->budget(MemoryTier::Host).value_or(max_host_window_bytes_));
+  if (mode_ == ExecutionResidency::DenseDiskStream && lookahead_ == 0) {
+    std::uint64_t largest = 0;
+    for (const auto& u : plan_.units()) largest = std::max(largest, u.host_bytes);
+    b += largest;  // one staging read
+  }
+  return b;
+}
+
+std::uint64_t ResidencyExecutor::peak_host_bytes() const {
+  return ledger_->peak_resident_bytes(MemoryTier::Host);
+}
+std::uint64_t ResidencyExecutor::peak_device_bytes() const {
+  return ledger_->peak_resident_bytes(MemoryTier::Device);
+}
+std::uint64_t ResidencyExecutor::host_budget() const {
+  return ledger_->budget(MemoryTier::Host).value_or(0);
+}
+std::uint64_t ResidencyExecutor::device_budget() const {
+  return ledger_->budget(MemoryTier::Device).value_or(0);
+}
+
+residency::OffloadReport ResidencyExecutor::offload_report() const {
+  std::lock_guard<std::mutex> lock(report_mu_);
+  residency::OffloadReport r = report_;
+  for (std::size_t t = 0; t < 2; ++t) {
+    const auto tier = static_cast<MemoryTier>(t);
+    r.resident_bytes[t] = ledger_->resident_bytes(tier);
+    r.peak_resident_bytes[t] = ledger_->peak_resident_bytes(tier);
+    r.resident_units[t] = ledger_->resident_units(tier);
+    r.peak_resident_units[t] = ledger_->peak_resident_units(tier);
+  }
+  return r;
+}
+
+std::string ResidencyExecutor::report_json(int indent) const {
+  nlohmann::json j;
+  j["policy"] = nlohmann::json::parse(to_json(policy_));
+  j["execution_residency"] = to_string(mode_);
+  j["units"] = count();
+  j["device_window_units"] = depth_;
+  j["host_lookahead_units"] = lookahead_;
+  j["static_device_bytes"] = static_bytes_;
+  j["largest_device_window_bytes"] = max_window_bytes_;
+  j["host_required_bytes"] = max_host_window_bytes_;
+  j["peak_device_units"] = peak_device_units_;
+  j["peak_staging_bytes"] = peak_staging_bytes_;
+  j["forwards"] = forwards_;
+  nlohmann::json units = nlohmann::json::array();
+  for (const auto& u : plan_.units())
+    units.push_back({{"id", u.id}, {"host_bytes", u.host_bytes}, {"device_bytes", u.device_bytes}});
+  j["unit_list"] = units;
+  j["offload"] = nlohmann::json::parse(offload_report().to_json());
+  {
+    std::lock_guard<std::mutex> lock(report_mu_);
+    j["dense"] = {{"forwards", dense_.forwards},
+                  {"disk_to_host_bytes", dense_.disk_to_host_bytes},
+                  {"disk_to_device_bytes", dense_.disk_to_device_bytes},
+                  {"host_to_device_bytes", dense_.host_to_device_bytes},
+                  {"host_cache",
+                   {{"requests", dense_.host_cache.requests},
+                    {"hits", dense_.host_cache.hits},
+                    {"misses", dense_.host_cache.misses},
+                    {"evictions", dense_.host_cache.evictions},
+                    {"evicted_bytes", dense_.host_cache.evicted_bytes}}},
+                  {"device_cache",
+                   {{"requests", dense_.device_cache.requests},
+                    {"hits", dense_.device_cache.hits},
+                    {"misses", dense_.device_cache.misses},
+                    {"evictions", dense_.device_cache.evictions},
+                    {"evicted_bytes", dense_.device_cache.evicted_bytes}}}};
+  }
+  if (worker_) j["background"] = nlohmann::json::parse(worker_->report().to_json());
+  j["weight_store"] = nlohmann::json::parse(reader_.diagnostics().to_json());
+  return j.dump(indent);
+}
+
+}  // namespace qsmcore

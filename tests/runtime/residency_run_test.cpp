@@ -1,0 +1,248 @@
+// Weight residency on the engine (residency.md §10): every reduced architecture twin gives
+// bitwise-identical outputs under FullyResident, LayerwiseHost and DenseDiskStream (direct and
+// cached, LRU and LFU, tight budgets), over repeated forwards and layer-major batches; tiers stay
+// within their budgets; admission refuses a device budget below static + the largest window.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "../support/test_data.h"
+#include "qsmcore/error.h"
+#include "qsmcore/onnx_model.h"
+#include "qsmcore/residency.h"
+
+namespace {
+
+using nlohmann::json;
+using qsmcore::LayerWeightResidency;
+
+struct Case {
+  std::string file;
+  std::vector<std::pair<std::string, qsmcore::Shape>> inputs;
+};
+
+std::vector<Case> cases() {
+  const std::string dir = qsmtest::data_dir("QSM_TWINS_DIR");
+  if (dir.empty()) return {Case{"missing.onnx", {}}};
+  std::ifstream f(dir + "/manifest.json");
+  const auto manifest = json::parse(f);
+  std::vector<Case> out;
+  for (const auto& [id, twin] : manifest.at("twins").items()) {
+    for (const auto& file : twin.at("files")) {
+      Case c;
+      c.file = file.at("file").get<std::string>();
+      const auto& shapes = file.at("test_inputs").at(0);
+      for (const auto& in : file.at("inputs"))
+        c.inputs.emplace_back(in.at("name"), shapes.at(in.at("name").get<std::string>()).get<qsmcore::Shape>());
+      out.push_back(std::move(c));
+    }
+  }
+  return out;
+}
+
+std::string case_name(const testing::TestParamInfo<Case>& info) {
+  std::string s = info.param.file.substr(0, info.param.file.find('.'));
+  for (char& ch : s)
+    if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+  return s;
+}
+
+std::vector<qsmcore::Tensor> inputs_of(const Case& c, unsigned seed) {
+  std::vector<qsmcore::Tensor> in;
+  for (const auto& [name, shape] : c.inputs) in.push_back(qsmtest::random_tensor(shape, seed++));
+  return in;
+}
+
+bool bitwise_equal(const std::vector<qsmcore::Tensor>& a, const std::vector<qsmcore::Tensor>& b) {
+  if (a.size() != b.size()) return false;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    if (a[i].shape() != b[i].shape() || a[i].nbytes() != b[i].nbytes()) return false;
+    if (std::memcmp(a[i].raw(), b[i].raw(), a[i].nbytes()) != 0) return false;
+  }
+  return true;
+}
+
+qsmcore::ModelOptions options(const LayerWeightResidency& r, qsmcore::Backend b = qsmcore::Backend::OneDnn) {
+  qsmcore::ModelOptions o;
+  o.backend = b;
+  o.threads = 2;
+  o.residency = r;
+  return o;
+}
+
+LayerWeightResidency layerwise(std::size_t depth) {
+  qsmcore::LayerwiseLoadOptions o;
+  o.offload = qsmcore::OffloadConfig::create(std::nullopt, std::nullopt, depth).value();
+  return o;
+}
+
+LayerWeightResidency stream(std::uint64_t device, std::uint64_t host, std::size_t lookahead, std::size_t queue,
+                            qsmcore::CacheEvictionPolicy evict = qsmcore::CacheEvictionPolicy::LeastRecentlyUsed) {
+  auto d = qsmcore::DenseDiskStreamLoadOptions::create(device, host, lookahead, queue).value();
+  d.eviction_policy = evict;
+  return d;
+}
+
+// Largest sum of `width` consecutive values of a unit list field.
+std::uint64_t max_window(const json& units, const char* field, std::size_t width) {
+  std::uint64_t best = 0;
+  for (std::size_t i = 0; i < units.size(); ++i) {
+    std::uint64_t s = 0;
+    for (std::size_t j = i; j < units.size() && j < i + width; ++j) s += units[j].at(field).get<std::uint64_t>();
+    best = std::max(best, s);
+  }
+  return best;
+}
+
+class Residency : public testing::TestWithParam<Case> {};
+
+TEST_P(Residency, EveryPolicyIsBitwiseIdenticalAndWithinBudget) {
+  const std::string dir = qsmtest::data_dir("QSM_TWINS_DIR");
+  QSM_REQUIRE_DATA(dir, "QSM_TWINS_DIR");
+  const Case& c = GetParam();
+  const std::string path = dir + "/" + c.file;
+  const auto in = inputs_of(c, 5);
+  const auto in2 = inputs_of(c, 50);
+  std::vector<qsmcore::Tensor> ref, ref2;
+  {
+    auto m = qsmcore::OnnxModel::load(path, options(qsmcore::FullyResident{}));
+    ref = m.run(in);
+    ref2 = m.run(in2);
+  }
+
+  // A first streamed run tells the unit sizes, from which tight budgets are derived.
+  json units;
+  {
+    auto m = qsmcore::OnnxModel::load(path, options(stream(4ull << 30, 0, 0, 0)));
+    ASSERT_TRUE(bitwise_equal(m.run(in), ref)) << "direct stream";
+    const auto rep = json::parse(m.residency_report_json());
+    units = rep.at("unit_list");
+    if (units.empty()) GTEST_SKIP() << c.file << " has no weight large enough to leave on disk";
+    // Direct mode: no host copy ever, and every unit read from disk once per forward.
+    std::uint64_t total = 0;
+    for (const auto& u : units) total += u.at("host_bytes").get<std::uint64_t>();
+    ASSERT_TRUE(bitwise_equal(m.run(in2), ref2));
+    const auto rep2 = json::parse(m.residency_report_json());
+    EXPECT_EQ(rep2.at("offload").at("peak_resident_bytes").at("host").get<std::uint64_t>(), 0u)
+        << "a host copy in direct mode";
+    EXPECT_EQ(rep2.at("dense").at("disk_to_device_bytes").get<std::uint64_t>(), 2 * total);
+    EXPECT_LE(rep2.at("peak_device_units").get<std::uint64_t>(), 2u);
+    std::uint64_t largest = 0;
+    for (const auto& u : units) largest = std::max(largest, u.at("host_bytes").get<std::uint64_t>());
+    EXPECT_LE(rep2.at("peak_staging_bytes").get<std::uint64_t>(), largest);
+  }
+  const std::size_t n = units.size();
+  const std::uint64_t static_bytes = [&] {
+    auto m = qsmcore::OnnxModel::load(path, options(stream(4ull << 30, 0, 0, 0)));
+    (void)m.plan_memory([&] {
+      std::vector<qsmcore::Shape> s;
+      for (const auto& [name, shape] : c.inputs) s.push_back(shape);
+      return s;
+    }());
+    return json::parse(m.residency_report_json()).at("static_device_bytes").get<std::uint64_t>();
+  }();
+  const std::uint64_t pair = max_window(units, "device_bytes", std::min<std::size_t>(n, 2));
+  const std::uint64_t host3 = max_window(units, "host_bytes", std::min<std::size_t>(n, 3));
+
+  struct Policy {
+    std::string name;
+    LayerWeightResidency r;
+    std::size_t max_device_units;
+  };
+  std::vector<Policy> policies = {
+      {"layerwise depth 1", layerwise(1), 1},
+      {"layerwise depth 2", layerwise(std::min<std::size_t>(n, 2)), std::min<std::size_t>(n, 2)},
+      {"layerwise depth n", layerwise(n), n},
+      {"stream device=exact pair, host unbounded",
+       stream(static_bytes + pair, 16ull << 30, std::min<std::size_t>(n, 2), 2), 2},
+      {"stream tight host LRU lookahead 3", stream(4ull << 30, host3, std::min<std::size_t>(n, 3), 1), 2},
+      {"stream tight host LFU lookahead 3",
+       stream(4ull << 30, host3, std::min<std::size_t>(n, 3), 2, qsmcore::CacheEvictionPolicy::LeastFrequentlyUsed), 2},
+      {"stream lookahead 1 queue 1", stream(4ull << 30, host3, 1, 1), 2},
+  };
+  for (const auto& p : policies) {
+    SCOPED_TRACE(p.name);
+    auto m = qsmcore::OnnxModel::load(path, options(p.r));
+    EXPECT_TRUE(bitwise_equal(m.run(in), ref));
+    EXPECT_TRUE(bitwise_equal(m.run(in2), ref2)) << "second forward";
+    EXPECT_TRUE(bitwise_equal(m.run(in), ref)) << "third forward (warm caches)";
+    const auto rep = json::parse(m.residency_report_json());
+    EXPECT_LE(rep.at("peak_device_units").get<std::uint64_t>(), p.max_device_units);
+    const auto& off = rep.at("offload");
+    const auto dev_budget = qsmcore::offload(p.r).value().device_budget_bytes;
+    const auto host_budget = qsmcore::offload(p.r).value().host_budget_bytes;
+    if (dev_budget) {
+      EXPECT_LE(off.at("peak_resident_bytes").at("device").get<std::uint64_t>(), *dev_budget);
+    }
+    if (host_budget) {
+      EXPECT_LE(off.at("peak_resident_bytes").at("host").get<std::uint64_t>(), *host_budget);
+    }
+    EXPECT_EQ(rep.at("forwards").get<std::uint64_t>(), 3u);
+  }
+
+  // Layer-major batch: the same outputs as one set at a time, each unit acquired once per batch.
+  {
+    auto m = qsmcore::OnnxModel::load(path, options(stream(4ull << 30, 0, 0, 0)));
+    const auto outs = m.run_batch({in, in2});
+    ASSERT_EQ(outs.size(), 2u);
+    EXPECT_TRUE(bitwise_equal(outs[0], ref));
+    EXPECT_TRUE(bitwise_equal(outs[1], ref2));
+    std::uint64_t total = 0;
+    for (const auto& u : units) total += u.at("host_bytes").get<std::uint64_t>();
+    EXPECT_EQ(json::parse(m.residency_report_json()).at("dense").at("disk_to_device_bytes").get<std::uint64_t>(), total)
+        << "a batch of two reads every unit once";
+  }
+
+  // Admission: one byte below static + the largest adjacent pair is refused before the run.
+  {
+    auto m = qsmcore::OnnxModel::load(path, options(stream(static_bytes + pair - 1, 0, 0, 0)));
+    try {
+      (void)m.run(in);
+      ADD_FAILURE() << "a device budget below static + the largest pair was admitted";
+    } catch (const qsmcore::Error& e) {
+      EXPECT_EQ(e.kind(), qsmcore::ErrorKind::OutOfBudget);
+      EXPECT_NE(std::string(e.what()).find("DeviceBudgetTooSmall"), std::string::npos) << e.what();
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Twins, Residency, testing::ValuesIn(cases()), case_name);
+
+TEST(ResidencyReference, ReferenceBackendStreamsPlainWeightsBitwise) {
+  const std::string dir = qsmtest::data_dir("QSM_TWINS_DIR");
+  QSM_REQUIRE_DATA(dir, "QSM_TWINS_DIR");
+  Case c{"qsmnet.onnx", {{"field", {1, 1, 16, 16, 16}}}};
+  const auto in = inputs_of(c, 9);
+  auto full =
+      qsmcore::OnnxModel::load(dir + "/" + c.file, options(qsmcore::FullyResident{}, qsmcore::Backend::Reference));
+  auto ref = full.run(in);
+  for (const auto& r : {layerwise(1), stream(4ull << 30, 0, 0, 0), stream(4ull << 30, 1ull << 30, 2, 2)}) {
+    auto m = qsmcore::OnnxModel::load(dir + "/" + c.file, options(r, qsmcore::Backend::Reference));
+    EXPECT_TRUE(bitwise_equal(m.run(in), ref)) << qsmcore::to_string(r);
+  }
+}
+
+TEST(ResidencyLoad, StreamingNeedsAFileAndHostAdmissionComesFirst) {
+  const std::string dir = qsmtest::data_dir("QSM_TWINS_DIR");
+  QSM_REQUIRE_DATA(dir, "QSM_TWINS_DIR");
+  std::ifstream f(dir + "/qsmnet.onnx", std::ios::binary);
+  std::vector<std::uint8_t> bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  EXPECT_THROW((void)qsmcore::OnnxModel::load(bytes, options(stream(4ull << 30, 0, 0, 0))), qsmcore::Error);
+  // LayerwiseHost keeps every raw weight on the host: a 1 KiB host budget is refused at load,
+  // before the weights are read.
+  qsmcore::LayerwiseLoadOptions o;
+  o.offload = qsmcore::OffloadConfig::create(std::nullopt, 1024, 1).value();
+  const auto before = qsmcore::memory_counters().current[0];
+  try {
+    (void)qsmcore::OnnxModel::load(dir + "/qsmnet.onnx", options(o));
+    ADD_FAILURE() << "admitted";
+  } catch (const qsmcore::Error& e) {
+    EXPECT_EQ(e.kind(), qsmcore::ErrorKind::OutOfBudget);
+    EXPECT_NE(std::string(e.what()).find("HostBudgetTooSmall"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(qsmcore::memory_counters().current[0], before) << "weights stayed allocated after a refusal";
+}
+
+}  // namespace
