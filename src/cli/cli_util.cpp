@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <sstream>
 
 #include "qsmcore/error.h"
@@ -75,7 +76,9 @@ TileRequest parse_tile(const std::string& text) {
 
 nlohmann::json volume_json(const std::string& path, const Volume& v) {
   nlohmann::json j;
-  j["path"] = path;
+  std::error_code ec;
+  const std::filesystem::path abs = std::filesystem::absolute(path, ec);
+  j["path"] = ec ? path : abs.lexically_normal().string();  // reports are read from anywhere
   j["dims"] = v.dims();
   j["frames"] = v.frames();
   j["voxel_mm"] = v.voxel_mm();

@@ -19,7 +19,7 @@ std::vector<double> parse_number_list(const std::string& text, const std::string
 /// "0" = whole volume. Error{InvalidInput} for anything else.
 TileRequest parse_tile(const std::string& text);
 
-/// {"path", "dims", "frames", "voxel_mm", "affine"} of a volume read from `path`.
+/// {"path" (absolute), "dims", "frames", "voxel_mm", "affine"} of a volume read from or written to `path`.
 nlohmann::json volume_json(const std::string& path, const Volume& v);
 
 /// U8 for a label output whose values are all integers in [0, 255], else F32.

@@ -329,7 +329,7 @@ void run(const RunArgs& a) {
     j["tiles_in_flight"] = result.tiles_in_flight;
     j["warnings"] = warnings;
     j["outputs"] = std::move(outputs_json);
-    j["preview"] = a.preview.empty() ? nlohmann::json(nullptr) : nlohmann::json(a.preview);
+    j["preview"] = a.preview.empty() ? nlohmann::json(nullptr) : nlohmann::json(fs::absolute(a.preview).string());
     const std::string text = j.dump(2) + "\n";
     io::write_file_atomically(staged.stage(a.report), std::as_bytes(std::span(text)));
   }

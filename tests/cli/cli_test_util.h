@@ -53,11 +53,11 @@ inline std::string shell_quote(const std::string& s) {
 }
 
 /// Runs `qsm ARGS` (the binary of this build) under `env` (NAME=VALUE entries added to the
-/// environment), with stdout/stderr captured through files in `scratch`.
+/// environment), with stdout/stderr captured through files in `scratch`; in `cwd` if given.
 inline QsmResult run_qsm(const std::vector<std::string>& args, const std::vector<std::string>& env,
-                         const std::filesystem::path& scratch) {
+                         const std::filesystem::path& scratch, const std::string& cwd = "") {
   const std::string out = (scratch / "qsm.stdout").string(), err = (scratch / "qsm.stderr").string();
-  std::string cmd = "env";
+  std::string cmd = cwd.empty() ? "env" : "cd " + shell_quote(cwd) + " && env";
   for (const auto& e : env) cmd += " " + shell_quote(e);
   cmd += " " + shell_quote(QSM_BINARY_DIR "/qsm");
   for (const auto& a : args) cmd += " " + shell_quote(a);

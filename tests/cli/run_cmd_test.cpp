@@ -315,11 +315,15 @@ TEST_F(QsmRun, BudgetTooSmallIsRefusedAndWritesNothing) {
 
 TEST_F(QsmRun, TileOptionReachesTheNetwork) {
   QSM_REQUIRE_DATA(twins_, "QSM_TWINS_DIR");
-  auto args = xqsm_args(file("field.nii.gz"), file("mask.nii.gz"));
-  args.insert(args.end(), {"--tile", "16,4", "--report", file("r.json")});
-  const auto r = qsm(args);
+  // Relative paths this time, from the scratch folder: the report still gives absolute ones.
+  auto args = xqsm_args("field.nii.gz", "mask.nii.gz");
+  args[args.size() - 4] = "chi.nii.gz";
+  args.insert(args.end(), {"--tile", "16,4", "--report", "r.json"});
+  const auto r = run_qsm(args, env_, work_.path(), work_.path().string());
   ASSERT_EQ(r.status, 0) << r.err;
   const auto j = nlohmann::json::parse(qsmtest::read_text(file("r.json")));
+  EXPECT_EQ(j.at("inputs").at("field").at("path"), file("field.nii.gz"));
+  EXPECT_EQ(j.at("outputs").at(0).at("path"), file("chi.nii.gz"));
   EXPECT_EQ(j.at("options").at("tile").at("core"), nlohmann::json({16, 16, 16}));
   EXPECT_EQ(j.at("options").at("tile").at("halo"), 4);
   EXPECT_EQ(j.at("tiles"), 8);  // 32³ in 16³ cores
