@@ -28,6 +28,10 @@ struct ModelOptions {
   /// is never built (lower peak). Changes the summation order, so graphs that threshold
   /// computed values (a ReLU derivative, say) can flip rounding-level ties; off = as written.
   bool split_concat_convs = true;
+  /// Convolutions with more weight bytes than this run as input-channel chunks accumulated in
+  /// place, so no weight unit a residency policy moves is larger (0 = never split). Applied
+  /// under every policy, so the arithmetic — and the output bits — do not depend on the policy.
+  std::uint64_t max_unit_weight_bytes = std::uint64_t{16} << 20;
   /// Where the weights live while the model runs (residency.md). FullyResident reads and packs
   /// everything once; LayerwiseHost keeps raw weights in memory and a bounded window packed;
   /// DenseDiskStream leaves them in the file and streams them through bounded caches. Outputs

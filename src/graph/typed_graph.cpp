@@ -147,7 +147,7 @@ TypedGraph build_typed_graph(const Model& model, const ConstantTable& constants,
     v.constant = constants.find(init.name);
     if (!v.constant && constants.is_deferred(init.name)) {
       auto r = std::make_shared<ConstRecipe>();
-      r->initializer = static_cast<int>(ii);
+      r->leaf.initializer = static_cast<int>(ii);
       v.recipe = std::move(r);
     }
     QSM_ASSERT(v.is_const(), "initializer '" + init.name + "' not resident");

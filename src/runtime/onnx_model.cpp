@@ -110,6 +110,7 @@ struct OnnxModel::Impl {
     graph::TypedGraph tg = graph::build_typed_graph(model, constants, shapes, dtypes);
     graph::PassOptions po;
     po.split_concat = opts.split_concat_convs;
+    po.max_conv_weight_bytes = opts.max_unit_weight_bytes;
     graph::run_passes(tg, po);
     if (resident()) {
       plans.push_back(std::make_unique<Plan>(std::move(tg), opts.backend, opts.threads));
@@ -118,9 +119,8 @@ struct OnnxModel::Impl {
     // Under a residency policy the budgets are the model's: one plan (and its copies) at a time.
     executors.clear();
     plans.clear();
-    graph::LeafFn leaf = [this](int i) -> Tensor {
-      const auto& e = eager.by_initializer[static_cast<std::size_t>(i)];
-      return e ? *e : reader->read(i);
+    graph::LeafFn leaf = [this](const graph::LeafKey& k) -> Tensor {
+      return eager.by_initializer[static_cast<std::size_t>(k.initializer)] ? eager.leaf(k) : reader->read(k);
     };
     auto p = std::make_unique<Plan>(std::move(tg), opts.backend, opts.threads, &leaf);
     if (!p->units().empty()) {

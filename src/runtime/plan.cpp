@@ -37,12 +37,7 @@ Plan::Plan(graph::TypedGraph g, Backend backend, int threads, const graph::LeafF
   if (units_.empty()) return;
   // Unit kernels were built to fix layouts, scratch and sizes; their weights now leave the
   // plan. The residency executor rebuilds them (identically: packing is deterministic).
-  for (const auto& u : units_) {
-    auto& st = steps_[static_cast<std::size_t>(u.step)];
-    memory_.packed_weight_bytes -= st.kernel->packed_bytes();
-    memory_.unit_weight_bytes += static_cast<std::int64_t>(u.device_bytes);
-    st.kernel.reset();
-  }
+  for (const auto& u : units_) memory_.unit_weight_bytes += static_cast<std::int64_t>(u.device_bytes);
   g_ = std::move(g);
   be_ = std::move(be);
 }
@@ -118,10 +113,10 @@ void Plan::schedule(graph::TypedGraph& g, kernels::Backend* be, const graph::Lea
   std::vector<Converted> converted;
   // Leaf reads of deferred constants, with the size of each initializer they return (a unit's
   // host copy is its leaves as stored).
-  std::map<int, std::uint64_t> leaf_bytes;
-  graph::LeafFn read_leaf = [&](int i) {
-    Tensor t = (*leaf)(i);
-    leaf_bytes[i] = t.nbytes();
+  std::map<graph::LeafKey, std::uint64_t> leaf_bytes;
+  graph::LeafFn read_leaf = [&](const graph::LeafKey& k) {
+    Tensor t = (*leaf)(k);
+    leaf_bytes[k] = t.nbytes();
     return t;
   };
   auto same = [&](const kernels::Layout& a, const kernels::Layout& b) {
@@ -242,7 +237,7 @@ void Plan::schedule(graph::TypedGraph& g, kernels::Backend* be, const graph::Lea
         tv.constant.reset();
       }
       unit.device_bytes += static_cast<std::uint64_t>(k->packed_bytes());
-      for (int l : unit.leaves) unit.host_bytes += leaf_bytes.at(l);
+      for (const auto& l : unit.leaves) unit.host_bytes += leaf_bytes.at(l);
       unit.step = static_cast<int>(steps_.size());
       unit.node = static_cast<int>(ni);
       unit.producer = producer;
@@ -253,7 +248,16 @@ void Plan::schedule(graph::TypedGraph& g, kernels::Backend* be, const graph::Lea
       units_.push_back(std::move(unit));
     }
     st.impl = k->impl_name();
-    st.kernel = std::move(k);
+    st.scratch = k->scratch_bytes();
+    st.inplace = k->inplace_input();
+    st.packed = k->packed_bytes();
+    for (std::size_t i = 0; i < st.in.size(); ++i) st.reads.push_back(k->reads_input(i));
+    // A unit's kernel goes at once: planning holds one unit's weights at a time.
+    if (st.unit >= 0) {
+      st.packed = 0;
+    } else {
+      st.kernel = std::move(k);
+    }
     steps_.push_back(std::move(st));
   }
 
@@ -297,7 +301,7 @@ void Plan::schedule(graph::TypedGraph& g, kernels::Backend* be, const graph::Lea
   std::vector<bool> read(values_.size(), false);
   for (const auto& st : steps_)
     for (std::size_t i = 0; i < st.in.size(); ++i)
-      if (st.in[i] >= 0 && st.kernel->reads_input(i)) read[static_cast<std::size_t>(st.in[i])] = true;
+      if (st.in[i] >= 0 && (st.kernel ? st.kernel->reads_input(i) : st.reads[i])) read[static_cast<std::size_t>(st.in[i])] = true;
   for (std::size_t v = 0; v < values_.size(); ++v) {
     if (values_[v].storage == Storage::Constant && !read[v]) {
       values_[v].constant.reset();
@@ -326,7 +330,7 @@ void Plan::assign_offsets() {
   };
   for (int s = 0; s < n_steps; ++s) {
     const Step& st = steps_[static_cast<std::size_t>(s)];
-    const int k = st.kernel->inplace_input();
+    const int k = st.kernel ? st.kernel->inplace_input() : st.inplace;
     if (k < 0 || st.out.empty() || st.out[0] < 0 || static_cast<std::size_t>(k) >= st.in.size() ||
         st.in[static_cast<std::size_t>(k)] < 0)
       continue;
@@ -357,8 +361,8 @@ void Plan::assign_offsets() {
   memory_.arena_bytes = static_cast<std::int64_t>(op.total);
   for (const auto& st : steps_) {
     memory_.scratch_bytes =
-        std::max<std::int64_t>(memory_.scratch_bytes, static_cast<std::int64_t>(st.kernel->scratch_bytes()));
-    memory_.packed_weight_bytes += st.kernel->packed_bytes();
+        std::max<std::int64_t>(memory_.scratch_bytes, static_cast<std::int64_t>(st.kernel ? st.kernel->scratch_bytes() : st.scratch));
+    memory_.packed_weight_bytes += st.kernel ? st.kernel->packed_bytes() : st.packed;
   }
   for (int v : outputs_) memory_.io_bytes += static_cast<std::int64_t>(values_[static_cast<std::size_t>(v)].bytes);
   memory_.table_bytes = static_cast<std::int64_t>(steps_.size() * 512 + values_.size() * 256);

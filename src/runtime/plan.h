@@ -23,7 +23,7 @@ struct WeightUnit {
   std::vector<kernels::Layout> producer;  // producer layouts the kernel was planned with
   std::vector<int> deferred_inputs;       // node input slots holding deferred constants
   std::vector<int> read_slots;            // of those, the ones the kernel reads at run time
-  std::vector<int> leaves;                // initializer indices it reads from the file
+  std::vector<graph::LeafKey> leaves;     // what it reads from the file
   std::uint64_t host_bytes = 0;           // raw bytes of its leaves
   std::uint64_t device_bytes = 0;         // execution-ready bytes: packed + plain read at run
 };
@@ -57,6 +57,11 @@ class Plan {
     std::vector<int> out;
     std::string impl;  // kernel implementation name (kept when the kernel is a unit's)
     int unit = -1;     // weight unit whose copy runs this step, or -1
+    // Recorded at planning (a unit's kernel is released right after it was built).
+    std::size_t scratch = 0;
+    int inplace = -1;
+    std::int64_t packed = 0;
+    std::vector<bool> reads;  // per input: read at run time
   };
   enum class Storage { Absent, Constant, Deferred, Input, Arena, Output };
   struct Value {

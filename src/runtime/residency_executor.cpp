@@ -38,6 +38,12 @@ std::uint64_t max_window(const std::vector<std::uint64_t>& v, std::size_t width)
 
 }  // namespace
 
+Tensor HostWeights::leaf(const graph::LeafKey& k) const {
+  const auto& t = by_initializer.at(static_cast<std::size_t>(k.initializer));
+  QSM_ASSERT(t.has_value(), "a host weight that was never read");
+  return k.channels < 0 ? *t : graph::slice_input_channels(*t, k.ch0, k.channels);
+}
+
 ResidencyExecutor::ResidencyExecutor(const Plan& plan, const LayerWeightResidency& policy, WeightReader& reader,
                                      const HostWeights* eager, std::uint64_t static_bytes,
                                      const std::string& model_name)
@@ -138,7 +144,7 @@ void ResidencyExecutor::admit(const std::string& model_name) {
     for (int u = 0; u < count(); ++u) {
       const auto& unit = plan_.units()[static_cast<std::size_t>(u)];
       auto leaves = std::make_shared<std::vector<Tensor>>();
-      for (int i : unit.leaves) leaves->push_back(*eager_->by_initializer.at(static_cast<std::size_t>(i)));
+      for (const auto& k : unit.leaves) leaves->push_back(eager_->leaf(k));
       host_[static_cast<std::size_t>(u)] = std::move(leaves);
       const residency::CopyRequest req{unit.id, unit.host_bytes};
       auto r = ledger_->reserve_copies(std::span(&req, 1), MemoryTier::Host);
@@ -206,7 +212,7 @@ std::shared_ptr<const std::vector<Tensor>> ResidencyExecutor::read_host_copy(int
   auto leaves = std::make_shared<std::vector<Tensor>>();
   const auto t0 = Clock::now();
   try {
-    for (int i : unit.leaves) leaves->push_back(reader_.read(i));
+    for (const auto& k : unit.leaves) leaves->push_back(reader_.read(k));
   } catch (...) {
     (void)ledger_->rollback_reserved(unit.id, MemoryTier::Host);
     throw;
@@ -233,10 +239,10 @@ void ResidencyExecutor::submit_prefetch(int u) {
     }
   }
   if (worker_->contains(id(u))) return;
-  std::set<std::string> protect;
-  for (int j = u; j < u + static_cast<int>(lookahead_) && j < count(); ++j) protect.insert(id(j));
-  worker_->submit_blocking(id(u), [this, u, protect] {
-    read_host_copy(u, protect);
+  // The ledger's host window (the current lookahead) protects what must stay; anything else
+  // cached may go to make room for this unit.
+  worker_->submit_blocking(id(u), [this, u] {
+    read_host_copy(u, {});
     std::lock_guard<std::mutex> lock(host_mu_);
     prefetched_unused_[static_cast<std::size_t>(u)] = true;
   });
@@ -261,7 +267,15 @@ std::shared_ptr<const std::vector<Tensor>> ResidencyExecutor::host_copy(int u, c
         return h;
       }
     }
-    if (worker_ && worker_->wait(id(u))) {  // rethrows the read's error here
+    bool known = false;
+    try {
+      known = worker_ && worker_->wait(id(u));
+    } catch (const std::exception&) {
+      // The background read failed (e.g. it ran after the window moved on and found no room):
+      // read it here, where a failure is the demander's to see.
+      break;
+    }
+    if (known) {
       waited = true;
       continue;
     }
@@ -301,22 +315,20 @@ void ResidencyExecutor::ensure_device(int u, const std::set<std::string>& window
     if (mode_ == ExecutionResidency::LayerwiseHost) {
       leaves = host_[static_cast<std::size_t>(u)];
     } else if (lookahead_ > 0) {
-      std::set<std::string> hp;
-      for (int j = u; j < u + static_cast<int>(lookahead_) && j < count(); ++j) hp.insert(id(j));
-      leaves = host_copy(u, hp, true);
+      leaves = host_copy(u, {}, true);
       (void)ledger_->pin(unit.id, MemoryTier::Host);  // not evicted while it is packed
     } else {
       // Direct: read into a staging buffer, pack, drop it. No host copy exists.
       auto staging = std::make_shared<std::vector<Tensor>>();
-      for (int i : unit.leaves) staging->push_back(reader_.read(i));
+      for (const auto& k : unit.leaves) staging->push_back(reader_.read(k));
       peak_staging_bytes_ = std::max(peak_staging_bytes_, unit.host_bytes);
       leaves = std::move(staging);
       dir = TransferDirection::DiskToDevice;
     }
-    auto leaf = [&](int init) -> Tensor {
+    auto leaf = [&](const graph::LeafKey& key) -> Tensor {
       for (std::size_t k = 0; k < unit.leaves.size(); ++k)
-        if (unit.leaves[k] == init) return (*leaves)[k];
-      throw Error(ErrorKind::Internal, unit.id + ": leaf " + std::to_string(init) + " missing from its copy");
+        if (unit.leaves[k] == key) return (*leaves)[k];
+      throw Error(ErrorKind::Internal, unit.id + ": leaf " + std::to_string(key.initializer) + " missing from its copy");
     };
     const auto t0 = Clock::now();
     copy = plan_.build_unit(u, leaf);

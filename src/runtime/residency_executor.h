@@ -29,6 +29,8 @@ namespace qsmcore {
 /// Raw initializers resident for a LayerwiseHost model (read eagerly at load).
 struct HostWeights {
   std::vector<std::optional<Tensor>> by_initializer;
+  /// A leaf of the store: the whole initializer (shared, no copy) or its channel slice.
+  Tensor leaf(const graph::LeafKey& k) const;
 };
 
 class ResidencyExecutor : public UnitProvider {

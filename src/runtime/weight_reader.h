@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "graph/const_recipe.h"
 #include "graph/graph.h"
 #include "residency/shard_cache.h"
 
@@ -20,6 +21,9 @@ class WeightReader {
 
   /// Initializer i as stored (dtype, dims), read now (accounted as Weights).
   Tensor read(int initializer);
+  /// What a leaf key names: the whole initializer, or its input-channel slice (one pread per
+  /// output row, so only the slice's bytes are read).
+  Tensor read(const graph::LeafKey& key);
   std::uint64_t bytes(int initializer) const;
   const std::string& name(int initializer) const;
   residency::WeightStoreDiagnostics diagnostics() const;

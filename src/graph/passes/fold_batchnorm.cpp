@@ -81,7 +81,7 @@ int fold_batchnorm(TypedGraph& g) {
     bv.dtype = DType::F32;
     bv.shape = {wv.shape[0]};
     const TValue* wargs[] = {val(conv.in[1]), val(bn.in[1]), val(bn.in[4])};
-    set_derived(wv, wargs, fold_w);
+    set_derived(wv, wargs, fold_w, /*rowwise=*/true);
     const TValue* bargs[] = {val(bn.in[1]), val(bn.in[2]), val(bn.in[3]), val(bn.in[4]),
                              conv.in.size() > 2 ? val(conv.in[2]) : nullptr};
     set_derived(bv, bargs, fold_b);

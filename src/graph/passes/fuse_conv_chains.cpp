@@ -125,6 +125,7 @@ void run_passes(TypedGraph& g, const PassOptions& opts) {
   remove_dead_nodes(g);
   if (opts.fold_bn) fold_batchnorm(g);
   if (opts.split_concat) split_concat_convs(g);
+  split_heavy_convs(g, opts.max_conv_weight_bytes);
   if (opts.fuse) fuse_conv_chains(g);
   remove_dead_nodes(g);
 }

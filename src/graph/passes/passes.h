@@ -19,6 +19,10 @@ int fuse_conv_chains(TypedGraph& g);
 /// input channel) accumulated through Sum post-ops: the concatenated tensor is never built.
 int split_concat_convs(TypedGraph& g);
 
+/// Conv whose weights exceed max_weight_bytes runs as input-channel chunks (Slice + Conv)
+/// accumulated through Sum post-ops, so no weight unit exceeds the bound. 0 = off.
+int split_heavy_convs(TypedGraph& g, std::uint64_t max_weight_bytes);
+
 /// Marks nodes dead whose outputs nobody reads and that are not graph outputs.
 int remove_dead_nodes(TypedGraph& g);
 
@@ -26,6 +30,7 @@ struct PassOptions {
   bool fold_bn = true;
   bool fuse = true;
   bool split_concat = true;
+  std::uint64_t max_conv_weight_bytes = 0;  // split_heavy_convs bound; 0 = off
 };
 
 /// The standard pipeline.

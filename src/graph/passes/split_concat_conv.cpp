@@ -28,19 +28,6 @@ int add_value(TypedGraph& g, TValue v) {
   return static_cast<int>(g.values.size() - 1);
 }
 
-// W[:, c0:c0+c, ...] as a new constant.
-Tensor slice_input_channels(const Tensor& w, std::int64_t c0, std::int64_t c) {
-  Shape s = w.shape();
-  const std::int64_t m = s[0], cin = s[1];
-  const std::int64_t k = w.numel() / (m * cin);
-  s[1] = c;
-  Tensor out = Tensor::empty(DType::F32, s, MemCategory::Weights);
-  for (std::int64_t o = 0; o < m; ++o)
-    std::memcpy(out.data<float>() + o * c * k, w.data<float>() + (o * cin + c0) * k,
-                static_cast<std::size_t>(c * k) * 4);
-  return out;
-}
-
 }  // namespace
 
 int split_concat_convs(TypedGraph& g) {
@@ -83,8 +70,7 @@ int split_concat_convs(TypedGraph& g) {
       wk.dtype = DType::F32;
       wk.shape = wval.shape;
       wk.shape[1] = c;
-      const TValue* wargs[] = {&wval};
-      set_derived(wk, wargs, [c0, c](std::span<const Tensor> a) { return slice_input_channels(a[0], c0, c); });
+      set_input_channel_slice(wk, wval, c0, c);
       const int wi = add_value(g, std::move(wk));
       c0 += c;
       TNode n;
