@@ -63,12 +63,14 @@ std::array<std::size_t, 3> parse_spatial(const std::string& text) {
 // --input NAME=CxDxHxW, repeated: the k-th occurrence of each name is point k. Inputs never
 // named keep their declared shape (they must be fully static). A shape one axis short of the
 // declared rank gets the batch axis (1) in front.
-std::vector<std::vector<std::vector<Shape>>> explicit_points(const std::string& file, const std::vector<std::string>& specs) {
+std::vector<std::vector<std::vector<Shape>>> explicit_points(const std::string& file,
+                                                             const std::vector<std::string>& specs) {
   const graph::Model model = onnx::read_model(file);
   std::map<std::string, std::vector<Shape>> given;
   for (const auto& s : specs) {
     const auto eq = s.find('=');
-    if (eq == std::string::npos || eq == 0) throw Error(ErrorKind::InvalidInput, "--input expects NAME=CxDxHxW, got '" + s + "'");
+    if (eq == std::string::npos || eq == 0)
+      throw Error(ErrorKind::InvalidInput, "--input expects NAME=CxDxHxW, got '" + s + "'");
     given[s.substr(0, eq)].push_back(parse_dims(s.substr(eq + 1), "--input " + s.substr(0, eq)));
   }
   std::size_t n_points = 0;
@@ -78,7 +80,8 @@ std::vector<std::vector<std::vector<Shape>>> explicit_points(const std::string& 
     if (!known) throw Error(ErrorKind::InvalidInput, file + ": the model has no input '" + name + "'");
     if (n_points != 0 && shapes.size() != n_points)
       throw Error(ErrorKind::InvalidInput, "--input: every input needs the same number of shapes ('" + name + "' has " +
-                                               std::to_string(shapes.size()) + ", others " + std::to_string(n_points) + ")");
+                                               std::to_string(shapes.size()) + ", others " + std::to_string(n_points) +
+                                               ")");
     n_points = shapes.size();
   }
   std::vector<std::vector<std::vector<Shape>>> points(n_points);
@@ -94,7 +97,9 @@ std::vector<std::vector<std::vector<Shape>>> explicit_points(const std::string& 
       }
       Shape s;
       for (const auto& d : vi.dims) {
-        if (d.value < 0) throw Error(ErrorKind::InvalidInput, file + ": input '" + vi.name + "' has dynamic dimensions; give it with --input");
+        if (d.value < 0)
+          throw Error(ErrorKind::InvalidInput,
+                      file + ": input '" + vi.name + "' has dynamic dimensions; give it with --input");
         s.push_back(d.value);
       }
       shapes.push_back(std::move(s));
@@ -134,16 +139,20 @@ MeasureOptions options(const MeasureArgs& a) {
 void print_text(const std::string& what, const MemoryMeasurement& m) {
   const NetworkMemory& n = m.memory;
   std::printf("%s (%s, %d thread(s))\n", what.c_str(), to_string(m.backend), m.threads);
-  std::printf("  resident %s, load peak %s (%.3f x resident), load %.2f s\n", format_bytes(static_cast<std::int64_t>(n.resident_bytes)).c_str(),
+  std::printf("  resident %s, load peak %s (%.3f x resident), load %.2f s\n",
+              format_bytes(static_cast<std::int64_t>(n.resident_bytes)).c_str(),
               format_bytes(static_cast<std::int64_t>(n.load_peak_bytes)).c_str(),
-              n.resident_bytes ? static_cast<double>(n.load_peak_bytes) / static_cast<double>(n.resident_bytes) : 0.0, m.load_seconds);
+              n.resident_bytes ? static_cast<double>(n.load_peak_bytes) / static_cast<double>(n.resident_bytes) : 0.0,
+              m.load_seconds);
   std::printf("  inference: %llu B/voxel + %s fixed (fit residual %s)\n",
               static_cast<unsigned long long>(n.inference_bytes_per_voxel),
               format_bytes(static_cast<std::int64_t>(n.inference_fixed_bytes)).c_str(),
               format_bytes(static_cast<std::int64_t>(m.fit_residual_bytes)).c_str());
-  std::printf("  %-14s %12s %12s %12s %12s %12s %8s\n", "shape", "plan peak", "plan", "run peak", "inference", "predicted", "time");
+  std::printf("  %-14s %12s %12s %12s %12s %12s %8s\n", "shape", "plan peak", "plan", "run peak", "inference",
+              "predicted", "time");
   for (const auto& p : m.points) {
-    const std::string shape = std::to_string(p.spatial[0]) + "x" + std::to_string(p.spatial[1]) + "x" + std::to_string(p.spatial[2]);
+    const std::string shape =
+        std::to_string(p.spatial[0]) + "x" + std::to_string(p.spatial[1]) + "x" + std::to_string(p.spatial[2]);
     const auto predicted = static_cast<std::int64_t>(n.inference_fixed_bytes + n.inference_bytes_per_voxel * p.voxels);
     std::printf("  %-14s %12s %12s %12s %12s %12s %7.1fs\n", shape.c_str(), format_bytes(p.plan_peak_bytes).c_str(),
                 format_bytes(p.plan_bytes).c_str(), format_bytes(p.run_peak_bytes).c_str(),
@@ -152,7 +161,8 @@ void print_text(const std::string& what, const MemoryMeasurement& m) {
 }
 
 void measure_all(const MeasureArgs& a) {
-  if (a.twins_dir.empty()) throw Error(ErrorKind::InvalidInput, "--all needs --twins-dir DIR (tools/twins/make --full writes one)");
+  if (a.twins_dir.empty())
+    throw Error(ErrorKind::InvalidInput, "--all needs --twins-dir DIR (tools/twins/make --full writes one)");
   const nlohmann::json manifest = read_manifest(a.twins_dir);
   std::vector<MeasuredRow> rows;
   for (const ModelSpec& spec : all_models()) {
@@ -204,7 +214,9 @@ void measure(const MeasureArgs& a) {
     what = files[0];
   }
   if (!a.inputs.empty()) {
-    if (files.size() != 1) throw Error(ErrorKind::InvalidInput, "--input works with one model file, " + std::to_string(files.size()) + " given");
+    if (files.size() != 1)
+      throw Error(ErrorKind::InvalidInput,
+                  "--input works with one model file, " + std::to_string(files.size()) + " given");
     o.explicit_shapes = explicit_points(files[0], a.inputs);
   } else if (o.shapes.empty()) {
     o.shapes = {{32, 32, 32}, {64, 32, 32}, {64, 64, 32}, {64, 64, 64}};
@@ -220,7 +232,8 @@ void measure(const MeasureArgs& a) {
 }  // namespace
 
 void register_measure_command(CLI::App& app) {
-  auto* cmd = app.add_subcommand("measure", "Measure a network's memory: resident, load peak, and inference fixed + per-voxel bytes");
+  auto* cmd = app.add_subcommand(
+      "measure", "Measure a network's memory: resident, load peak, and inference fixed + per-voxel bytes");
   auto a = std::make_shared<MeasureArgs>();
   cmd->add_option("id", a->id, "registry id (optional with --file)");
   cmd->add_option("--file", a->files, "ONNX file(s) of the network (repeat for NeXtQSM's two)");
@@ -231,7 +244,8 @@ void register_measure_command(CLI::App& app) {
   cmd->add_option("--emit-table", a->emit_table, "with --all: write the registry's generated table here");
   cmd->add_option("--skip", a->skip, "with --all: registry ids to leave out (repeat)");
   cmd->add_option("--backend", a->backend, "onednn | reference")->check(CLI::IsMember({"onednn", "reference"}));
-  cmd->add_option("--threads", a->threads, "threads (default 1: the table is single-threaded)")->check(CLI::Range(1, 1024));
+  cmd->add_option("--threads", a->threads, "threads (default 1: the table is single-threaded)")
+      ->check(CLI::Range(1, 1024));
   cmd->add_flag("--json", a->json, "print the measurement as JSON");
   cmd->callback([a] { measure(*a); });
 }

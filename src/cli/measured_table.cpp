@@ -5,7 +5,9 @@
 namespace qsmcore::cli {
 namespace {
 
-std::string u64(std::uint64_t v) { return std::to_string(v) + "ull"; }
+std::string u64(std::uint64_t v) {
+  return std::to_string(v) + "ull";
+}
 
 }  // namespace
 
@@ -44,12 +46,13 @@ struct MeasuredMemory {
     const NetworkMemory& n = r.m.memory;
     char residual[64];
     std::snprintf(residual, sizeof residual, "%.0f", r.m.fit_residual_bytes);
-    s += "    // " + r.id + ": " + std::to_string(r.m.points.size()) + " shape(s), fit residual " + residual +
-         " B, " + to_string(r.m.backend) + ", " + std::to_string(r.m.threads) + " thread(s)\n";
+    s += "    // " + r.id + ": " + std::to_string(r.m.points.size()) + " shape(s), fit residual " + residual + " B, " +
+         to_string(r.m.backend) + ", " + std::to_string(r.m.threads) + " thread(s)\n";
     s += "    {\"" + r.id + "\", NetworkMemory{.resident_bytes = " + u64(n.resident_bytes) +
-         ", .load_peak_bytes = " + u64(n.load_peak_bytes) + ",\n                   .inference_fixed_bytes = " +
-         u64(n.inference_fixed_bytes) + ", .inference_bytes_per_voxel = " + u64(n.inference_bytes_per_voxel) +
-         "},\n     " + (r.tiled ? u64(r.m.tile_bytes_per_voxel) : std::string("std::nullopt")) + "},\n";
+         ", .load_peak_bytes = " + u64(n.load_peak_bytes) +
+         ",\n                   .inference_fixed_bytes = " + u64(n.inference_fixed_bytes) +
+         ", .inference_bytes_per_voxel = " + u64(n.inference_bytes_per_voxel) + "},\n     " +
+         (r.tiled ? u64(r.m.tile_bytes_per_voxel) : std::string("std::nullopt")) + "},\n";
   }
   s += R"(}};
 
@@ -71,11 +74,12 @@ std::string measured_memory_markdown(const std::vector<MeasuredRow>& rows) {
   for (const auto& r : rows) {
     const NetworkMemory& n = r.m.memory;
     char line[512];
-    std::snprintf(line, sizeof line, "| %s | %llu | %.1f | %.1f | %.1f | %.3f | %.2f | %s |\n", r.id.c_str(),
-                  static_cast<unsigned long long>(n.inference_bytes_per_voxel), n.inference_fixed_bytes / 1e6,
-                  n.resident_bytes / 1e6, n.load_peak_bytes / 1e6,
-                  n.resident_bytes ? static_cast<double>(n.load_peak_bytes) / static_cast<double>(n.resident_bytes) : 0.0,
-                  r.m.fit_residual_bytes / 1e6, r.tiled ? std::to_string(r.m.tile_bytes_per_voxel).c_str() : "-");
+    std::snprintf(
+        line, sizeof line, "| %s | %llu | %.1f | %.1f | %.1f | %.3f | %.2f | %s |\n", r.id.c_str(),
+        static_cast<unsigned long long>(n.inference_bytes_per_voxel), n.inference_fixed_bytes / 1e6,
+        n.resident_bytes / 1e6, n.load_peak_bytes / 1e6,
+        n.resident_bytes ? static_cast<double>(n.load_peak_bytes) / static_cast<double>(n.resident_bytes) : 0.0,
+        r.m.fit_residual_bytes / 1e6, r.tiled ? std::to_string(r.m.tile_bytes_per_voxel).c_str() : "-");
     s += line;
   }
   return s;

@@ -64,9 +64,7 @@ std::string joined(std::span<const std::string_view> items) {
 }
 
 void print_details(const ModelSpec& spec) {
-  const auto line = [](const char* key, const std::string& value) {
-    std::printf("%-14s %s\n", key, value.c_str());
-  };
+  const auto line = [](const char* key, const std::string& value) { std::printf("%-14s %s\n", key, value.c_str()); };
   line("id", std::string(spec.id));
   line("name", std::string(spec.name));
   line("stage", to_string(spec.stage));
@@ -79,8 +77,8 @@ void print_details(const ModelSpec& spec) {
   line("inputs", joined(spec.inputs));
   line("outputs", joined(spec.outputs));
   line("size divisor", std::to_string(spec.size_divisor));
-  line("pad multiple", std::to_string(spec.pad_multiple[0]) + " x " + std::to_string(spec.pad_multiple[1]) +
-                           " x " + std::to_string(spec.pad_multiple[2]));
+  line("pad multiple", std::to_string(spec.pad_multiple[0]) + " x " + std::to_string(spec.pad_multiple[1]) + " x " +
+                           std::to_string(spec.pad_multiple[2]));
   line("tiled", spec.tiled ? "yes" : "no");
   line("memory", spec.memory ? "measured" : "not measured yet");
   line("folder var", "$" + model_dir_env_var(spec.id));
@@ -91,8 +89,7 @@ void print_details(const ModelSpec& spec) {
     const std::vector<WeightLocation> places = weight_locations(spec, file);
     const WeightLocation* present = first_present(places);
     for (const WeightLocation& place : places)
-      std::printf("  %s %s  (%s)\n", &place == present ? "*" : " ", place.path.string().c_str(),
-                  place.origin.c_str());
+      std::printf("  %s %s  (%s)\n", &place == present ? "*" : " ", place.path.string().c_str(), place.origin.c_str());
   }
 }
 
@@ -137,8 +134,7 @@ void verify(const std::vector<std::string>& ids) {
       try {
         const ResolvedWeight weight = resolve_weight(*spec, file, options);
         ++checked;
-        std::printf("%-8s %s  %s\n", weight.verified ? "ok" : "present", label.c_str(),
-                    weight.path.string().c_str());
+        std::printf("%-8s %s  %s\n", weight.verified ? "ok" : "present", label.c_str(), weight.path.string().c_str());
       } catch (const Error& e) {
         if (e.kind() == ErrorKind::NotFound) {
           ++missing;
@@ -155,8 +151,7 @@ void verify(const std::vector<std::string>& ids) {
     throw Error(ErrorKind::Checksum, std::to_string(mismatched) + " weight file(s) failed verification");
   // Asking for a model by name means its files are expected to be here.
   if (!ids.empty() && missing > 0)
-    throw Error(ErrorKind::NotFound,
-                std::to_string(missing) + " weight file(s) of the named models are missing");
+    throw Error(ErrorKind::NotFound, std::to_string(missing) + " weight file(s) of the named models are missing");
 }
 
 }  // namespace
@@ -175,8 +170,7 @@ void register_models_commands(CLI::App& app) {
 
   CLI::App* models = app.add_subcommand("models", "List the registered networks and their weights");
   models->add_flag("--json", args->json, "Print the registry as JSON");
-  CLI::App* show =
-      models->add_subcommand("show", "Show one network: facts, files, where they are looked for");
+  CLI::App* show = models->add_subcommand("show", "Show one network: facts, files, where they are looked for");
   show->add_option("id", args->show_id, "Model id")->required();
   show->add_flag("--json", args->show_json, "Print as JSON");
   show->callback([args] {
@@ -204,8 +198,7 @@ void register_models_commands(CLI::App& app) {
                       "Trust local copies without hashing them (downloads are always checked)");
   fetch_cmd->callback([args] { fetch(args->fetch_ids, args->fetch_all, args->no_verify); });
 
-  CLI::App* verify_cmd =
-      app.add_subcommand("verify", "Check local weight files against their SHA-256 (no download)");
+  CLI::App* verify_cmd = app.add_subcommand("verify", "Check local weight files against their SHA-256 (no download)");
   verify_cmd->add_option("ids", args->verify_ids, "Model ids (default: all)");
   verify_cmd->callback([args] { verify(args->verify_ids); });
 }

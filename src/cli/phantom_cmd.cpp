@@ -134,13 +134,15 @@ void run_phantom(const PhantomArgs& a) {
 }  // namespace
 
 void register_phantom_command(CLI::App& app) {
-  auto* cmd = app.add_subcommand("phantom", "Write a numerical head phantom with ground-truth χ, fields, phase, magnitude, mask");
+  auto* cmd = app.add_subcommand("phantom",
+                                 "Write a numerical head phantom with ground-truth χ, fields, phase, magnitude, mask");
   auto args = std::make_shared<PhantomArgs>();
   cmd->add_option("--out", args->out, "output folder (created if missing)")->required();
   cmd->add_option("--size", args->size, "grid: N or X,Y,Z voxels (default 128)");
   cmd->add_option("--voxel", args->voxel, "voxel size in mm: V or X,Y,Z (default 1)");
   cmd->add_option("--b0", args->b0, "field strength in T (default 7)");
-  cmd->add_option("--b0-dir", args->b0_dir, "B0 direction in voxel axes x,y,z (default 0,0,1); written as a rotated affine");
+  cmd->add_option("--b0-dir", args->b0_dir,
+                  "B0 direction in voxel axes x,y,z (default 0,0,1); written as a rotated affine");
   cmd->add_option("--te", args->te, "echo times in s, comma-separated (default 0.004,0.012,0.020,0.028)");
   cmd->add_option("--tr", args->tr, "repetition time in s (default 0.05)");
   cmd->add_option("--flip", args->flip, "flip angle in degrees (default 15)");
