@@ -81,6 +81,8 @@ struct NetworkRun {
   std::vector<StageTime> stages;
   std::int64_t tiles = 1, tiles_in_flight = 1;
   std::vector<std::string> warnings;  // e.g. the oblique warning
+  /// Per ONNX file, the weight-residency report (OnnxModel::residency_report_json).
+  std::vector<std::string> residency_reports;
   /// The output by name; nullptr if absent.
   const NetworkOutput* find(const std::string& name) const;
 };

@@ -31,6 +31,7 @@
 #include "qsmcore/networks.h"
 #include "qsmcore/phantom.h"
 #include "qsmcore/physics.h"
+#include "qsmcore/residency.h"
 
 namespace qsmcore::cli {
 namespace {
@@ -44,6 +45,7 @@ struct DemoArgs {
   int threads = 0;
   std::string model;  // the xQSM ONNX file; "" = the registry's resolution (local files only)
   std::string backend = "onednn";
+  std::string residency = "full";
   bool quiet = false;
 };
 
@@ -123,6 +125,7 @@ void demo(const DemoArgs& a) {
   NetworkOptions opts;
   opts.model.backend = backend_from_string(a.backend);
   opts.model.threads = a.threads;
+  opts.model.residency = parse_residency(a.residency);
   if (bar.enabled()) opts.progress = [&bar](double f, const std::string& stage) { bar.update(f, "xQSM: " + stage); };
   const auto t_net = Clock::now();
   NetworkRun net = run_network(spec, {model_path}, in, opts);
@@ -251,6 +254,8 @@ void register_demo_command(CLI::App& app) {
   cmd->add_option("--size", args->size, "edge of the cubic phantom in 1 mm voxels (default 128)")
       ->check(CLI::Range(16, 512));
   cmd->add_option("--threads", args->threads, "threads (default: all cores)");
+  cmd->add_option("--residency", args->residency, "where xQSM's weights live: full | layerwise[:…] | stream[:…]")
+      ->capture_default_str();
   cmd->add_option("--model", args->model, "the xQSM ONNX file to run (default: the registry's lookup)");
   cmd->add_option("--backend", args->backend, "onednn | reference")->check(CLI::IsMember({"onednn", "reference"}));
   cmd->add_flag("--quiet", args->quiet, "no progress bar");

@@ -6,13 +6,16 @@
 #include <cstdio>
 #include <filesystem>
 #include <map>
+#include <nlohmann/json.hpp>
 
 #include "cli/byte_size.h"
 #include "cli/commands.h"
+#include "io/atomic_file.h"
 #include "io/npy.h"
 #include "onnx/reader.h"
 #include "qsmcore/error.h"
 #include "qsmcore/onnx_model.h"
+#include "qsmcore/residency.h"
 #include "runtime/plan.h"
 
 namespace qsmcore::cli {
@@ -40,11 +43,14 @@ void info(const std::string& path) {
   std::printf("producer: %s %s, ir_version %lld\n", m.producer_name.c_str(), m.producer_version.c_str(),
               static_cast<long long>(m.ir_version));
   std::printf("opsets:");
-  for (const auto& [d, v] : m.opsets) std::printf(" %s=%lld", d.empty() ? "ai.onnx" : d.c_str(), static_cast<long long>(v));
+  for (const auto& [d, v] : m.opsets)
+    std::printf(" %s=%lld", d.empty() ? "ai.onnx" : d.c_str(), static_cast<long long>(v));
   std::printf("\ninputs:\n");
-  for (const auto& vi : m.graph.inputs) std::printf("  %s: %s %s\n", vi.name.c_str(), dtype_name(vi.dtype), dims_string(vi).c_str());
+  for (const auto& vi : m.graph.inputs)
+    std::printf("  %s: %s %s\n", vi.name.c_str(), dtype_name(vi.dtype), dims_string(vi).c_str());
   std::printf("outputs:\n");
-  for (const auto& vi : m.graph.outputs) std::printf("  %s: %s %s\n", vi.name.c_str(), dtype_name(vi.dtype), dims_string(vi).c_str());
+  for (const auto& vi : m.graph.outputs)
+    std::printf("  %s: %s %s\n", vi.name.c_str(), dtype_name(vi.dtype), dims_string(vi).c_str());
   std::uint64_t bytes = 0, params = 0;
   for (const auto& init : m.graph.initializers) {
     bytes += init.nbytes();
@@ -74,7 +80,10 @@ struct RunArgs {
   std::string backend = "onednn";
   int threads = 0;
   int repeat = 1;
+  int batch = 1;           // input sets run layer-major through run_batch
   std::string mem_budget;  // "2GiB", "500MB", bytes; "" = none
+  std::string residency = "full";
+  std::string report;  // JSON file ("" = none)
 };
 
 void run(const RunArgs& a) {
@@ -82,9 +91,11 @@ void run(const RunArgs& a) {
   opts.backend = backend_from_string(a.backend);
   opts.threads = a.threads;
   if (!a.mem_budget.empty()) opts.mem_budget = parse_byte_size(a.mem_budget, "--mem-budget");
+  opts.residency = parse_residency(a.residency);
   reset_memory_peak();
   const auto t0 = std::chrono::steady_clock::now();
   OnnxModel model = OnnxModel::load(a.model, opts);
+  const std::int64_t load_peak = memory_peak();
   const auto t1 = std::chrono::steady_clock::now();
   const std::int64_t resident = memory_current();
   std::map<std::string, Tensor> inputs;
@@ -115,27 +126,54 @@ void run(const RunArgs& a) {
     predicted_peak = memory_current() + run_bytes;
   }
   reset_memory_peak();
-  auto outputs = model.run(inputs);
+  // --batch N: N copies of the inputs run layer-major (each weight unit fetched once per batch).
+  std::vector<std::vector<Tensor>> batch;
+  if (a.batch > 1) {
+    std::vector<Tensor> ordered;
+    for (const auto& d : model.inputs()) {
+      auto it = inputs.find(d.name);
+      if (it == inputs.end()) throw Error(ErrorKind::InvalidInput, a.model + ": missing input '" + d.name + "'");
+      ordered.push_back(it->second);
+    }
+    batch.assign(static_cast<std::size_t>(a.batch), ordered);
+  }
+  auto run_once = [&] {
+    if (a.batch <= 1) return model.run(inputs);
+    auto outs = model.run_batch(batch);
+    std::map<std::string, Tensor> named;
+    for (std::size_t i = 0; i < outs.front().size(); ++i) named[model.outputs()[i].name] = outs.front()[i];
+    return named;
+  };
+  auto outputs = run_once();
   const std::int64_t measured_peak = memory_peak();
   const auto t3 = std::chrono::steady_clock::now();
   // Further runs reuse the plan: their median is the steady-state time.
   std::vector<double> times{std::chrono::duration<double>(t3 - t2).count()};
+  const std::int64_t weights_peak_first = memory_counters().peak[static_cast<std::size_t>(MemCategory::Weights)];
   for (int r = 1; r < a.repeat; ++r) {
     const auto s0 = std::chrono::steady_clock::now();
-    outputs = model.run(inputs);
+    outputs = run_once();
     times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - s0).count());
   }
+  const std::int64_t weights_peak = std::max<std::int64_t>(
+      weights_peak_first, memory_counters().peak[static_cast<std::size_t>(MemCategory::Weights)]);
   std::filesystem::create_directories(a.out_dir);
-  for (const auto& [name, t] : outputs) io::write_npy((std::filesystem::path(a.out_dir) / (file_stem(name) + ".npy")).string(), t);
+  for (const auto& [name, t] : outputs)
+    io::write_npy((std::filesystem::path(a.out_dir) / (file_stem(name) + ".npy")).string(), t);
   const double load_s = std::chrono::duration<double>(t1 - t0).count();
   const double run_s = std::chrono::duration<double>(t3 - t2).count();
   std::printf("backend %s, %d thread(s)\n", to_string(model.options().backend), model.options().threads);
-  std::printf("load %.3f s, first run (plan + run) %.3f s\n", load_s, run_s);
+  std::printf("residency %s\n", to_string(opts.residency).c_str());
+  std::printf("load %.3f s, first run (plan + run) %.3f s%s\n", load_s, run_s,
+              a.batch > 1 ? (", batches of " + std::to_string(a.batch) + " input sets, layer-major").c_str() : "");
+  double median = -1.0;
   if (a.repeat > 1) {
     std::vector<double> later(times.begin() + 1, times.end());
     std::sort(later.begin(), later.end());
-    std::printf("median of %zu planned runs: %.3f s\n", later.size(), later[later.size() / 2]);
+    median = later[later.size() / 2];
+    std::printf("median of %zu planned runs: %.3f s\n", later.size(), median);
   }
+  std::printf("weight memory peak %s (accounted, load and runs)\n", mib(std::max(weights_peak, load_peak)).c_str());
   if (shapes.size() == model.inputs().size()) {
     const PlanMemory pm = model.plan_memory(shapes);
     std::printf("predicted run memory %s (arena %s, scratch %s, outputs %s; packed weights %s)\n",
@@ -150,12 +188,33 @@ void run(const RunArgs& a) {
   }
   for (const auto& [name, t] : outputs)
     std::printf("wrote %s/%s.npy %s\n", a.out_dir.c_str(), file_stem(name).c_str(), shape_to_string(t.shape()).c_str());
+  if (!a.report.empty()) {
+    nlohmann::json j;
+    j["model"] = a.model;
+    j["backend"] = to_string(model.options().backend);
+    j["threads"] = model.options().threads;
+    j["batch"] = a.batch;
+    j["load_seconds"] = load_s;
+    j["first_run_seconds"] = run_s;
+    j["run_seconds"] = times;
+    if (median >= 0) j["median_run_seconds"] = median;
+    j["load_peak_bytes"] = load_peak;
+    j["predicted_peak_bytes"] = predicted_peak;
+    j["measured_peak_bytes"] = measured_peak;
+    j["weights_peak_bytes"] = std::max(weights_peak, load_peak);
+    j["process_peak_rss_bytes"] = process_hwm_bytes();
+    j["residency"] = nlohmann::json::parse(model.residency_report_json());
+    const std::string text = j.dump(2) + "\n";
+    io::write_file_atomically(a.report, std::as_bytes(std::span(text.data(), text.size())));
+    std::printf("wrote %s\n", a.report.c_str());
+  }
 }
 
 // "input=1x1x64x64x64" -> (name, shape)
 std::pair<std::string, Shape> parse_shape_arg(const std::string& spec) {
   const auto eq = spec.find('=');
-  if (eq == std::string::npos || eq == 0) throw Error(ErrorKind::InvalidInput, "--shape expects NAME=DxDx..., got '" + spec + "'");
+  if (eq == std::string::npos || eq == 0)
+    throw Error(ErrorKind::InvalidInput, "--shape expects NAME=DxDx..., got '" + spec + "'");
   Shape s;
   std::size_t pos = eq + 1;
   while (pos <= spec.size()) {
@@ -188,15 +247,18 @@ void plan(const std::string& path, const std::vector<std::string>& shape_args, c
     std::printf("%-4s %-22s %-34s %-24s %s\n", "#", "op", "kernel", "output", "bytes");
     int i = 0;
     for (const auto& st : p.steps()) {
-      const auto& out = st.out.empty() || st.out[0] < 0 ? Plan::Value{} : p.values()[static_cast<std::size_t>(st.out[0])];
-      std::printf("%-4d %-22s %-34s %-24s %zu%s\n", i++, st.op_type.c_str(), st.kernel->impl_name().substr(0, 34).c_str(),
+      const auto& out =
+          st.out.empty() || st.out[0] < 0 ? Plan::Value{} : p.values()[static_cast<std::size_t>(st.out[0])];
+      std::printf("%-4d %-22s %-34s %-24s %zu%s\n", i++, st.op_type.c_str(), st.impl.substr(0, 34).c_str(),
                   shape_to_string(out.shape).c_str(), out.bytes, out.layout.plain() ? "" : " (blocked)");
     }
   }
   const PlanMemory& pm = p.memory();
-  std::printf("steps %zu; arena %s, scratch %s, outputs %s, packed weights %s; predicted run peak %s above the resident model (%s)\n",
-              p.steps().size(), mib(pm.arena_bytes).c_str(), mib(pm.scratch_bytes).c_str(), mib(pm.io_bytes).c_str(),
-              mib(pm.packed_weight_bytes).c_str(), mib(pm.run_peak_bytes()).c_str(), mib(memory_current()).c_str());
+  std::printf(
+      "steps %zu; arena %s, scratch %s, outputs %s, packed weights %s; predicted run peak %s above the resident model "
+      "(%s)\n",
+      p.steps().size(), mib(pm.arena_bytes).c_str(), mib(pm.scratch_bytes).c_str(), mib(pm.io_bytes).c_str(),
+      mib(pm.packed_weight_bytes).c_str(), mib(pm.run_peak_bytes()).c_str(), mib(memory_current()).c_str());
 }
 
 }  // namespace
@@ -232,6 +294,14 @@ void register_onnx_commands(CLI::App& app) {
       ->check(CLI::Range(1, 1000));
   run_cmd->add_option("--mem-budget", args->mem_budget,
                       "refuse a run whose predicted peak exceeds this (2GiB, 500MB, bytes), before allocating it");
+  run_cmd
+      ->add_option("--residency", args->residency,
+                   "where weights live: full | layerwise[:depth=N,host=BYTES,device=BYTES] | "
+                   "stream[:device=BYTES,host=BYTES,lookahead=N,queue=N,evict=lru|lfu,shards=N]")
+      ->capture_default_str();
+  run_cmd->add_option("--report", args->report, "write a JSON report (times, memory, residency counters) here");
+  run_cmd->add_option("--batch", args->batch, "run N copies of the inputs layer-major per run (tile batches)")
+      ->check(CLI::Range(1, 1024));
   run_cmd->callback([args] { run(*args); });
 }
 

@@ -27,6 +27,7 @@
 #include "qsmcore/models.h"
 #include "qsmcore/networks.h"
 #include "qsmcore/physics.h"
+#include "qsmcore/residency.h"
 
 namespace qsmcore::cli {
 namespace {
@@ -42,6 +43,7 @@ struct RunArgs {
   std::optional<double> b0;
   std::string out, preview, report;
   std::string tile, mem_budget, backend = "onednn";
+  std::string residency = "full";
   int threads = 0;
   double phase_sign = -1.0;
   bool no_verify = false, quiet = false, no_flips = false, ignore_domain = false;
@@ -91,6 +93,7 @@ void run(const RunArgs& a) {
   opts.model.backend = backend_from_string(a.backend);
   opts.model.threads = a.threads;
   if (!a.mem_budget.empty()) opts.model.mem_budget = parse_byte_size(a.mem_budget, "--mem-budget");
+  opts.model.residency = parse_residency(a.residency);
   if (!a.tile.empty()) opts.tile = parse_tile(a.tile);
   opts.test_time_flips = !a.no_flips;
   opts.phase_sign = a.phase_sign;
@@ -313,6 +316,7 @@ void run(const RunArgs& a) {
     o["mem_budget_bytes"] = opts.model.mem_budget;
     o["threads"] = opts.model.threads;
     o["backend"] = to_string(opts.model.backend);
+    o["residency"] = to_string(opts.model.residency);
     o["test_time_flips"] = opts.test_time_flips;
     o["phase_sign"] = opts.phase_sign;
     o["ignore_domain"] = opts.ignore_domain;
@@ -328,6 +332,8 @@ void run(const RunArgs& a) {
     j["tiles"] = result.tiles;
     j["tiles_in_flight"] = result.tiles_in_flight;
     j["warnings"] = warnings;
+    j["residency"] = nlohmann::json::array();
+    for (const auto& r : result.residency_reports) j["residency"].push_back(nlohmann::json::parse(r));
     j["outputs"] = std::move(outputs_json);
     j["preview"] = a.preview.empty() ? nlohmann::json(nullptr) : nlohmann::json(fs::absolute(a.preview).string());
     const std::string text = j.dump(2) + "\n";
@@ -376,6 +382,11 @@ void register_run_command(CLI::App& app) {
                   "CORE[,HALO]: tile core N or XxYxZ voxels and halo (default: the network's); 0 = whole volume");
   cmd->add_option("--mem-budget", args->mem_budget, "refuse a run whose predicted peak exceeds this (e.g. 4GiB)");
   cmd->add_option("--threads", args->threads, "threads (default: all cores)");
+  cmd->add_option("--residency", args->residency,
+                  "where weights live: full | layerwise[:depth=N,host=BYTES] | "
+                  "stream[:device=BYTES,host=BYTES,lookahead=N,queue=N,evict=lru|lfu] (tiles then run "
+                  "layer-major in batches)")
+      ->capture_default_str();
   cmd->add_option("--backend", args->backend, "onednn | reference")->check(CLI::IsMember({"onednn", "reference"}));
   cmd->add_option("--phase-sign", args->phase_sign, "iQSM/iQFM/iQSM+: multiply the phase by this first (default -1)")
       ->check(CLI::IsMember({-1.0, 1.0}));

@@ -8,6 +8,7 @@
 
 #include "qsmcore/error.h"
 #include "qsmcore/memory.h"
+#include "tiling/tiles.h"
 
 namespace qsmcore::networks {
 
@@ -38,8 +39,9 @@ void Context::load(int threads) {
                                      }() +
                                      "), " + std::to_string(paths_.size()) + " given");
   }
-  // A file larger than the budget cannot be loaded: its weights alone exceed it.
-  if (opts.model.mem_budget > 0) {
+  // A file larger than the budget cannot be loaded: its weights alone exceed it (unless a
+  // residency policy keeps them on disk).
+  if (opts.model.mem_budget > 0 && is_fully_resident(opts.model.residency)) {
     std::int64_t bytes = 0;
     for (const auto& p : paths_) {
       std::error_code ec;
@@ -55,6 +57,34 @@ void Context::load(int threads) {
   mo.threads = std::max(1, threads);
   mo.mem_budget = 0;  // the wrapper budgets the whole run (reserve), tiles in flight included
   for (const auto& p : paths_) models_.push_back(OnnxModel::load(p, mo));
+}
+
+void Context::run_tiles(std::size_t m, std::int64_t n, std::int64_t in_flight,
+                        const std::function<std::vector<Tensor>(std::int64_t)>& inputs,
+                        const std::function<void(std::int64_t, std::vector<Tensor>&)>& outputs,
+                        const std::function<void(std::int64_t)>& done) {
+  if (!layer_major()) {
+    tiling::run_waves(
+        n, in_flight,
+        [&](std::int64_t t) {
+          std::vector<Tensor> y = model(m).run(inputs(t));
+          outputs(t, y);
+        },
+        done);
+    return;
+  }
+  const std::int64_t batch = std::max<std::int64_t>(in_flight, 1);
+  for (std::int64_t first = 0; first < n; first += batch) {
+    const std::int64_t last = std::min(n, first + batch);
+    std::vector<std::vector<Tensor>> ins;
+    for (std::int64_t t = first; t < last; ++t) ins.push_back(inputs(t));
+    auto outs = model(m).run_batch(ins);
+    ins.clear();
+    for (std::int64_t t = first; t < last; ++t) {
+      outputs(t, outs[static_cast<std::size_t>(t - first)]);
+      done(t);
+    }
+  }
 }
 
 std::int64_t Context::reserve(const Reservation& r, const std::vector<std::size_t>& model_of) {
@@ -128,6 +158,8 @@ void Context::finish() {
   stage("");
   stage_.clear();
   run.measured_peak_bytes = memory_peak() - baseline_;
+  run.residency_reports.clear();
+  for (const auto& m : models_) run.residency_reports.push_back(m.residency_report_json());
 }
 
 Tensor f32_tensor(const Shape& s) {

@@ -4,6 +4,7 @@
 #pragma once
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -43,6 +44,18 @@ class Context {
   /// Builds the plans (model index = position in `shapes` unless `model_of` says otherwise),
   /// predicts the peak and refuses over budget. Returns the tiles in flight that fit.
   std::int64_t reserve(const Reservation& r, const std::vector<std::size_t>& model_of = {});
+
+  /// Runs model `m` on n tiles: `inputs(t)` builds tile t's inputs, `outputs(t, y)` consumes
+  /// its outputs, `done(t)` reports progress. Fully resident: waves of `in_flight` tiles on
+  /// threads, each a whole forward. Under a streaming residency policy: batches of `in_flight`
+  /// tiles run layer-major (OnnxModel::run_batch), so each weight unit is fetched once per
+  /// batch instead of once per tile.
+  void run_tiles(std::size_t m, std::int64_t n, std::int64_t in_flight,
+                 const std::function<std::vector<Tensor>(std::int64_t)>& inputs,
+                 const std::function<void(std::int64_t, std::vector<Tensor>&)>& outputs,
+                 const std::function<void(std::int64_t)>& done);
+  /// True when weights stream (tiles then run as layer-major batches, not threads).
+  bool layer_major() const { return !is_fully_resident(opts.model.residency); }
 
   /// Closes the current stage (if any) and opens `name`.
   void stage(const std::string& name);

@@ -83,8 +83,8 @@ void run_field_net(Context& c, const FieldRecipe& r) {
   Volume out = make_like(grid);
   c.stage(tiled ? "tiles" : "inference");
   std::int64_t finished = 0;
-  tiling::run_waves(
-      n, in_flight,
+  c.run_tiles(
+      0, n, in_flight,
       [&](std::int64_t t) {
         const auto& tile = tiles[static_cast<std::size_t>(t)];
         Tensor x = f32_tensor({1, 1, tile.patch.size[0], tile.patch.size[1], tile.patch.size[2]});
@@ -93,7 +93,10 @@ void run_field_net(Context& c, const FieldRecipe& r) {
                            if (r.mask_input && !inside(mask, i)) return 0.0;
                            return (v - r.in.mean) / r.in.std;
                          });
-        std::vector<Tensor> y = c.model(0).run({x});
+        return std::vector<Tensor>{x};
+      },
+      [&](std::int64_t t, std::vector<Tensor>& y) {
+        const auto& tile = tiles[static_cast<std::size_t>(t)];
         tiling::unpack_box(y.at(0).data<float>(), dims, tile.patch, tiling::kXYZ, tile.core,
                            [&](std::int64_t i, double v, std::int64_t) {
                              if (!inside(mask, i)) return;

@@ -64,14 +64,17 @@ void run_qsmgan(Context& c) {
   c.stage("tiles");
   std::int64_t finished = 0;
   const auto n = static_cast<std::int64_t>(tiles.size());
-  tiling::run_waves(
-      n, in_flight,
+  c.run_tiles(
+      0, n, in_flight,
       [&](std::int64_t t) {
-        const auto& [ib, ob] = tiles[static_cast<std::size_t>(t)];
+        const auto& ib = tiles[static_cast<std::size_t>(t)].first;
         Tensor x = f32_tensor({1, 1, P[0], P[1], P[2]});
         tiling::pack_box(f.data(), dims, ib, tiling::kXYZ, tiling::Fill::Zero, x.data<float>(),
                          [](double v, std::int64_t) { return -100.0 * v; });
-        std::vector<Tensor> y = c.model(0).run({x});
+        return std::vector<Tensor>{x};
+      },
+      [&](std::int64_t t, std::vector<Tensor>& y) {
+        const auto& ob = tiles[static_cast<std::size_t>(t)].second;
         tiling::unpack_box(
             y.at(0).data<float>(), dims, ob, tiling::kXYZ, ob, [&](std::int64_t i, double v, std::int64_t) {
               out.data()[i] = inside(mask, i) ? std::atanh(std::clamp(v, -0.999999, 0.999999)) / 10.0 : 0.0;

@@ -63,8 +63,9 @@ Volume run_windowed(Context& c, const WindowedSpec& w, const Volume& grid, std::
   const std::vector<double> gw = w.gaussian ? tiling::gaussian_weights(b0.size) : std::vector<double>{};
   std::vector<std::vector<Tensor>> results(static_cast<std::size_t>(n));
   const std::vector<std::vector<int>> flips = w.flips.empty() ? std::vector<std::vector<int>>{{}} : w.flips;
+  // A streaming policy runs one forward at a time (its weight windows are per forward).
   tiling::run_waves(
-      n, in_flight,
+      n, c.layer_major() ? 1 : in_flight,
       [&](std::int64_t t) {
         const Box& b = wins[static_cast<std::size_t>(t)];
         // Sum of the (un-flipped) outputs over the flips, per output tensor.

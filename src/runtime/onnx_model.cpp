@@ -39,6 +39,7 @@ struct OnnxModel::Impl {
   HostWeights eager;
   std::uint64_t static_bytes = 0;
   std::map<const Plan*, std::unique_ptr<ResidencyExecutor>> executors;
+  std::mutex run_mu;  // one streamed forward at a time
 
   bool resident() const { return is_fully_resident(opts.residency); }
 
@@ -174,6 +175,11 @@ struct OnnxModel::Impl {
 
   std::vector<std::vector<Tensor>> run_batch(const std::vector<std::vector<Tensor>>& batch) {
     if (batch.empty()) return {};
+    // Under a residency policy the executor's windows and leases belong to one forward, and a
+    // new shape replaces the plan: concurrent callers take turns (run_batch is how several
+    // inputs share one pass over the weights).
+    std::unique_lock<std::mutex> turn(run_mu, std::defer_lock);
+    if (!resident()) turn.lock();
     const std::vector<Tensor>& in = batch.front();
     if (in.size() != inputs.size()) {
       throw Error(ErrorKind::InvalidInput, model.path + ": the model takes " + std::to_string(inputs.size()) +

@@ -301,7 +301,8 @@ void Plan::schedule(graph::TypedGraph& g, kernels::Backend* be, const graph::Lea
   std::vector<bool> read(values_.size(), false);
   for (const auto& st : steps_)
     for (std::size_t i = 0; i < st.in.size(); ++i)
-      if (st.in[i] >= 0 && (st.kernel ? st.kernel->reads_input(i) : st.reads[i])) read[static_cast<std::size_t>(st.in[i])] = true;
+      if (st.in[i] >= 0 && (st.kernel ? st.kernel->reads_input(i) : st.reads[i]))
+        read[static_cast<std::size_t>(st.in[i])] = true;
   for (std::size_t v = 0; v < values_.size(); ++v) {
     if (values_[v].storage == Storage::Constant && !read[v]) {
       values_[v].constant.reset();
@@ -360,8 +361,8 @@ void Plan::assign_offsets() {
   }
   memory_.arena_bytes = static_cast<std::int64_t>(op.total);
   for (const auto& st : steps_) {
-    memory_.scratch_bytes =
-        std::max<std::int64_t>(memory_.scratch_bytes, static_cast<std::int64_t>(st.kernel ? st.kernel->scratch_bytes() : st.scratch));
+    memory_.scratch_bytes = std::max<std::int64_t>(
+        memory_.scratch_bytes, static_cast<std::int64_t>(st.kernel ? st.kernel->scratch_bytes() : st.scratch));
     memory_.packed_weight_bytes += st.kernel ? st.kernel->packed_bytes() : st.packed;
   }
   for (int v : outputs_) memory_.io_bytes += static_cast<std::int64_t>(values_[static_cast<std::size_t>(v)].bytes);

@@ -328,7 +328,8 @@ void ResidencyExecutor::ensure_device(int u, const std::set<std::string>& window
     auto leaf = [&](const graph::LeafKey& key) -> Tensor {
       for (std::size_t k = 0; k < unit.leaves.size(); ++k)
         if (unit.leaves[k] == key) return (*leaves)[k];
-      throw Error(ErrorKind::Internal, unit.id + ": leaf " + std::to_string(key.initializer) + " missing from its copy");
+      throw Error(ErrorKind::Internal,
+                  unit.id + ": leaf " + std::to_string(key.initializer) + " missing from its copy");
     };
     const auto t0 = Clock::now();
     copy = plan_.build_unit(u, leaf);

@@ -42,8 +42,9 @@ Tensor WeightReader::read(const graph::LeafKey& key) {
   const std::int64_t rows = s[0], cin = s[1];
   const std::int64_t k = numel(s) / (rows * cin);
   if (e.length != static_cast<std::uint64_t>(numel(s)) * 4) {
-    throw Error(ErrorKind::InvalidModel, model_path_ + ": initializer '" + e.name + "' has " + std::to_string(e.length) +
-                                             " bytes of data, expected " + std::to_string(numel(s) * 4));
+    throw Error(ErrorKind::InvalidModel, model_path_ + ": initializer '" + e.name + "' has " +
+                                             std::to_string(e.length) + " bytes of data, expected " +
+                                             std::to_string(numel(s) * 4));
   }
   s[1] = key.channels;
   Tensor t = Tensor::empty(DType::F32, s, MemCategory::Weights);

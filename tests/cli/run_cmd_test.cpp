@@ -330,6 +330,32 @@ TEST_F(QsmRun, TileOptionReachesTheNetwork) {
   EXPECT_EQ(io::read_nifti(file("chi.nii.gz")).dims(), (Dims3{32, 32, 32}));
 }
 
+TEST_F(QsmRun, StreamedWeightsGiveTheSameChiAndAResidencyReport) {
+  QSM_REQUIRE_DATA(twins_, "QSM_TWINS_DIR");
+  // Tiled so the streamed run goes through layer-major tile batches.
+  auto full = xqsm_args(file("field.nii.gz"), file("mask.nii.gz"));
+  full[full.size() - 4] = file("full.nii.gz");
+  full.insert(full.end(), {"--tile", "16,4"});
+  ASSERT_EQ(qsm(full).status, 0);
+  auto streamed = xqsm_args(file("field.nii.gz"), file("mask.nii.gz"));
+  streamed[streamed.size() - 4] = file("streamed.nii.gz");
+  streamed.insert(streamed.end(), {"--tile", "16,4", "--residency", "stream:host=0", "--report", file("r.json")});
+  const auto r = qsm(streamed);
+  ASSERT_EQ(r.status, 0) << r.err;
+  const Volume a = io::read_nifti(file("full.nii.gz"));
+  const Volume b = io::read_nifti(file("streamed.nii.gz"));
+  ASSERT_EQ(a.size(), b.size());
+  for (std::int64_t i = 0; i < a.size(); ++i) ASSERT_EQ(a.data()[i], b.data()[i]) << "voxel " << i;
+  const auto j = nlohmann::json::parse(qsmtest::read_text(file("r.json")));
+  EXPECT_EQ(j.at("options").at("residency").get<std::string>().rfind("stream:", 0), 0u);
+  EXPECT_EQ(j.at("residency").at(0).at("execution_residency"), "dense_disk_stream");
+  // A policy that cannot be built is refused with the rule it breaks, writing nothing.
+  auto bad = xqsm_args(file("field.nii.gz"), file("mask.nii.gz"));
+  bad[bad.size() - 4] = file("bad.nii.gz");
+  bad.insert(bad.end(), {"--residency", "stream:host=1GiB,lookahead=0"});
+  expect_refused(bad, {"lookahead"});
+}
+
 TEST_F(QsmRun, PhaseNetworkRunsWithTeAndB0) {
   QSM_REQUIRE_DATA(twins_, "QSM_TWINS_DIR");
   const auto r = qsm({"run", "iqsm", "--in", file("phase.nii.gz"), "--mask", file("mask.nii.gz"), "--te", "0.01",

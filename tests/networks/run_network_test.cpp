@@ -110,7 +110,9 @@ TEST_P(EveryNetwork, RunsEndToEndOnItsTwin) {
       if (v != 0.0) (mask.data()[i] != 0.0 ? nonzero_in : nonzero_out)++;
     }
     const NetworkNeeds n = network_needs(spec);
-    if (n.mask) EXPECT_EQ(nonzero_out, 0) << "values outside the mask";
+    if (n.mask) {
+      EXPECT_EQ(nonzero_out, 0) << "values outside the mask";
+    }
     if (out.unit == "label") {
       for (double v : out.volume.values()) ASSERT_EQ(v, std::round(v));
     } else {

@@ -291,7 +291,8 @@ TEST_P(SplitUnits, BoundedUnitsAreBitwiseAcrossPoliciesAndCloseToUnsplit) {
   // A chunk is rounded up to whole blocks of 16 channels: at most 16 input channels over.
   EXPECT_LE(largest, 2 * kBound) << "a unit reads more than its chunk";
   EXPECT_GT(units.size(), 1u);
-  for (const auto& r : {layerwise(1), stream(1ull << 30, 4 * kBound, 1, 2, qsmcore::CacheEvictionPolicy::LeastFrequentlyUsed)}) {
+  for (const auto& r :
+       {layerwise(1), stream(1ull << 30, 4 * kBound, 1, 2, qsmcore::CacheEvictionPolicy::LeastFrequentlyUsed)}) {
     auto mr = qsmcore::OnnxModel::load(path, opts(r));
     EXPECT_TRUE(bitwise_equal(mr.run(in), full)) << qsmcore::to_string(r);
   }
