@@ -51,7 +51,12 @@ struct OnnxModel::Impl {
            init.nbytes() >= kMinDeferredBytes;
   }
 
-  void init() {
+  // `from_file`: the weights can be read again later (a model loaded from a span cannot).
+  void init(bool from_file) {
+    // Weights left in the file until a plan needs them: under a streaming policy, and when
+    // fully resident too (each is then read, folded and packed once per plan and its raw copy
+    // freed, so raw and packed weights of the whole model never coexist).
+    const bool defer = from_file && !model.sources.empty();
     if (!resident()) {
       auto cfg = offload(opts.residency);
       if (!cfg) throw Error(ErrorKind::InvalidInput, model.path + ": residency policy: " + cfg.error().message());
@@ -70,14 +75,14 @@ struct OnnxModel::Impl {
                   model.path + ": HostBudgetTooSmall: LayerwiseHost keeps all " + std::to_string(deferred_bytes) +
                       " bytes of raw weights on the host, budget " + std::to_string(*cfg.host_budget_bytes) + " bytes");
     }
-    if (!resident()) {
+    if (defer) {
       reader = std::make_unique<WeightReader>(model, max_cached_shards(opts.residency));
       eager.by_initializer.resize(model.graph.initializers.size());
     }
     for (std::size_t i = 0; i < model.graph.initializers.size(); ++i) {
       const auto& init = model.graph.initializers[i];
       constants.names.push_back(init.name);
-      if (!resident() && deferrable(init)) {
+      if (defer && deferrable(init)) {
         constants.tensors.push_back(nullptr);  // deferred: stays in the file
         if (execution_residency(opts.residency) == ExecutionResidency::LayerwiseHost)
           eager.by_initializer[i] = reader->read(static_cast<int>(i));
@@ -87,7 +92,7 @@ struct OnnxModel::Impl {
       static_bytes += init.nbytes();
     }
     // From here weights are read through the reader's bounded shard cache only.
-    if (!resident()) model.sources.clear();
+    if (defer) model.sources.clear();
     auto desc = [](const graph::ValueInfo& vi) {
       ValueDesc d;
       d.name = vi.name;
@@ -113,16 +118,17 @@ struct OnnxModel::Impl {
     po.split_concat = opts.split_concat_convs;
     po.max_conv_weight_bytes = opts.max_unit_weight_bytes;
     graph::run_passes(tg, po);
+    graph::LeafFn leaf = [this](const graph::LeafKey& k) -> Tensor {
+      return eager.by_initializer[static_cast<std::size_t>(k.initializer)] ? eager.leaf(k) : reader->read(k);
+    };
     if (resident()) {
-      plans.push_back(std::make_unique<Plan>(std::move(tg), opts.backend, opts.threads));
+      plans.push_back(
+          std::make_unique<Plan>(std::move(tg), opts.backend, opts.threads, reader ? &leaf : nullptr, true));
       return *plans.back();
     }
     // Under a residency policy the budgets are the model's: one plan (and its copies) at a time.
     executors.clear();
     plans.clear();
-    graph::LeafFn leaf = [this](const graph::LeafKey& k) -> Tensor {
-      return eager.by_initializer[static_cast<std::size_t>(k.initializer)] ? eager.leaf(k) : reader->read(k);
-    };
     auto p = std::make_unique<Plan>(std::move(tg), opts.backend, opts.threads, &leaf);
     if (!p->units().empty()) {
       const std::uint64_t held = static_bytes + static_cast<std::uint64_t>(p->memory().packed_weight_bytes);
@@ -218,7 +224,7 @@ OnnxModel OnnxModel::load(const std::string& path, const ModelOptions& opts) {
   auto impl = std::make_unique<Impl>();
   impl->opts = opts;
   impl->model = onnx::read_model(path);
-  impl->init();
+  impl->init(true);
   return OnnxModel(std::move(impl));
 }
 
@@ -231,7 +237,7 @@ OnnxModel OnnxModel::load(std::span<const std::uint8_t> bytes, const ModelOption
   auto impl = std::make_unique<Impl>();
   impl->opts = opts;
   impl->model = onnx::read_model(bytes, name);
-  impl->init();
+  impl->init(false);
   // The caller's span need not outlive load(): every initializer is resident by now.
   impl->model.sources.clear();
   return OnnxModel(std::move(impl));

@@ -24,7 +24,7 @@ int Plan::add_value(Value v) {
   return static_cast<int>(values_.size() - 1);
 }
 
-Plan::Plan(graph::TypedGraph g, Backend backend, int threads, const graph::LeafFn* leaf)
+Plan::Plan(graph::TypedGraph g, Backend backend, int threads, const graph::LeafFn* leaf, bool keep_weights)
     : backend_(backend), threads_(threads) {
   for (int i : g.inputs) input_shapes_.push_back(g.values[static_cast<std::size_t>(i)].shape);
   std::unique_ptr<kernels::Backend> be;
@@ -32,7 +32,7 @@ Plan::Plan(graph::TypedGraph g, Backend backend, int threads, const graph::LeafF
     be = kernels::make_onednn_backend();
     if (!be) throw Error(ErrorKind::Unsupported, "this build of qsmcore has no oneDNN backend");
   }
-  schedule(g, be.get(), leaf);
+  schedule(g, be.get(), leaf, keep_weights);
   assign_offsets();
   if (units_.empty()) return;
   // Unit kernels were built to fix layouts, scratch and sizes; their weights now leave the
@@ -70,7 +70,7 @@ UnitCopy Plan::build_unit(int u, const graph::LeafFn& leaf) const {
   return copy;
 }
 
-void Plan::schedule(graph::TypedGraph& g, kernels::Backend* be, const graph::LeafFn* leaf) {
+void Plan::schedule(graph::TypedGraph& g, kernels::Backend* be, const graph::LeafFn* leaf, bool keep_weights) {
   std::vector<int> pv(g.values.size(), -1);
   // Readers left per constant: once a constant's last reader has packed it, its plain copy is
   // dropped at once instead of after the whole graph, so planning holds one plain copy of one
@@ -209,7 +209,7 @@ void Plan::schedule(graph::TypedGraph& g, kernels::Backend* be, const graph::Lea
       if (--readers_left[static_cast<std::size_t>(t)] > 0 || read_at_run[static_cast<std::size_t>(t)]) continue;
       auto& tv = g.values[static_cast<std::size_t>(t)];
       // A unit's resident constants (a folded bias, say) stay: its kernel is rebuilt from them.
-      if (!unit.deferred_inputs.empty()) {
+      if (!unit.deferred_inputs.empty() && !keep_weights) {
         const bool is_deferred = std::find(unit.deferred_inputs.begin(), unit.deferred_inputs.end(),
                                            static_cast<int>(i)) != unit.deferred_inputs.end();
         if (tv.constant && !is_deferred && !unit_kept[static_cast<std::size_t>(t)]) {
@@ -223,7 +223,21 @@ void Plan::schedule(graph::TypedGraph& g, kernels::Backend* be, const graph::Lea
       values_[static_cast<std::size_t>(v)].constant.reset();
       values_[static_cast<std::size_t>(v)].storage = Storage::Absent;
     }
-    if (!unit.deferred_inputs.empty()) {
+    if (!unit.deferred_inputs.empty() && keep_weights) {
+      // Fully resident: the kernel keeps what it packed; a weight it reads at run time becomes
+      // a plain constant of the plan. The raw copies go now.
+      for (int slot : unit.deferred_inputs) {
+        auto& tv = g.values[static_cast<std::size_t>(n.in[static_cast<std::size_t>(slot)])];
+        const int primary_v = pv[static_cast<std::size_t>(n.in[static_cast<std::size_t>(slot)])];
+        // Read at run time by the kernel, or by a layout conversion in front of it.
+        if (k->reads_input(static_cast<std::size_t>(slot)) || st.in[static_cast<std::size_t>(slot)] != primary_v) {
+          Value& pvv = values_[static_cast<std::size_t>(primary_v)];
+          pvv.storage = Storage::Constant;
+          pvv.constant = tv.constant;
+        }
+        tv.constant.reset();
+      }
+    } else if (!unit.deferred_inputs.empty()) {
       for (std::size_t j = 0; j < unit.deferred_inputs.size(); ++j) {
         const int slot = unit.deferred_inputs[j];
         if (st.in[static_cast<std::size_t>(slot)] != pv[static_cast<std::size_t>(n.in[static_cast<std::size_t>(slot)])])
@@ -272,8 +286,13 @@ void Plan::schedule(graph::TypedGraph& g, kernels::Backend* be, const graph::Lea
       continue;
     }
     const auto& tv = g.values[static_cast<std::size_t>(t)];
-    if (tv.deferred())
+    if (tv.deferred() && keep_weights) {
+      values_[static_cast<std::size_t>(v)].storage = Storage::Constant;
+      values_[static_cast<std::size_t>(v)].constant =
+          std::make_shared<const Tensor>(graph::evaluate(*tv.recipe, *leaf));
+    } else if (tv.deferred()) {
       throw Error(ErrorKind::Unsupported, "graph output '" + tv.name + "' is a weight; run this model fully resident");
+    }
     if (!cur.layout.plain()) v = in_layout(t, kernels::Layout{});
     Value ov;
     ov.name = tv.name;

@@ -79,7 +79,11 @@ class Plan {
   /// Plans a typed graph (passes already run) for a backend. Steps reading deferred constants
   /// become weight units: each is built once here through `leaf` (to fix layouts and sizes),
   /// then released; a UnitProvider supplies them at run time.
-  Plan(graph::TypedGraph g, Backend backend, int threads, const graph::LeafFn* leaf = nullptr);
+  /// With `keep_weights` (FullyResident) the steps keep their kernels: each deferred weight is
+  /// read, folded and packed here, and its raw copy freed at once — the plan never holds raw and
+  /// packed weights of the whole model together.
+  Plan(graph::TypedGraph g, Backend backend, int threads, const graph::LeafFn* leaf = nullptr,
+       bool keep_weights = false);
 
   /// One forward. A plan with weight units needs a provider.
   std::vector<Tensor> run(const std::vector<Tensor>& inputs, UnitProvider* units = nullptr) const;
@@ -102,7 +106,7 @@ class Plan {
  private:
   int add_value(Value v);
   // Takes the graph by reference to release each packed constant after its last reader.
-  void schedule(graph::TypedGraph& g, kernels::Backend* be, const graph::LeafFn* leaf);
+  void schedule(graph::TypedGraph& g, kernels::Backend* be, const graph::LeafFn* leaf, bool keep_weights);
   void check_inputs(const std::vector<Tensor>& inputs) const;
   void assign_offsets();
 

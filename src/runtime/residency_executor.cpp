@@ -143,9 +143,6 @@ void ResidencyExecutor::admit(const std::string& model_name) {
     QSM_ASSERT(eager_ != nullptr, "LayerwiseHost without its host store");
     for (int u = 0; u < count(); ++u) {
       const auto& unit = plan_.units()[static_cast<std::size_t>(u)];
-      auto leaves = std::make_shared<std::vector<Tensor>>();
-      for (const auto& k : unit.leaves) leaves->push_back(eager_->leaf(k));
-      host_[static_cast<std::size_t>(u)] = std::move(leaves);
       const residency::CopyRequest req{unit.id, unit.host_bytes};
       auto r = ledger_->reserve_copies(std::span(&req, 1), MemoryTier::Host);
       if (!r) throw Error(ErrorKind::OutOfBudget, model_name + ": " + r.error().message());
@@ -313,7 +310,10 @@ void ResidencyExecutor::ensure_device(int u, const std::set<std::string>& window
     std::shared_ptr<const std::vector<Tensor>> leaves;
     TransferDirection dir = TransferDirection::HostToDevice;
     if (mode_ == ExecutionResidency::LayerwiseHost) {
-      leaves = host_[static_cast<std::size_t>(u)];
+      // Views of the host store (a channel slice is cut for the build and dropped after it).
+      auto view = std::make_shared<std::vector<Tensor>>();
+      for (const auto& k : unit.leaves) view->push_back(eager_->leaf(k));
+      leaves = std::move(view);
     } else if (lookahead_ > 0) {
       leaves = host_copy(u, {}, true);
       (void)ledger_->pin(unit.id, MemoryTier::Host);  // not evicted while it is packed

@@ -34,13 +34,12 @@ namespace {
 // The operators qsmcore claims (the conformance scope).
 const std::set<std::string>& claimed_ops() {
   static const std::set<std::string> ops = {
-      "Conv", "ConvTranspose", "BatchNormalization", "InstanceNormalization", "LayerNormalization", "Relu",
-      "LeakyRelu", "PRelu", "Elu", "Selu", "Sigmoid", "Tanh", "Softmax", "LogSoftmax", "Clip", "Abs", "Neg", "Exp",
-      "Log", "Sqrt", "Pow", "Erf", "MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool", "Resize",
-      "Upsample", "Concat", "Split", "Slice", "Pad", "Add", "Sub", "Mul", "Div", "Max", "Min", "MatMul", "Gemm",
-      "Reshape", "Transpose", "Flatten", "Squeeze", "Unsqueeze", "Expand", "Shape", "Gather", "Constant",
-      "ConstantOfShape", "Identity", "Cast", "ReduceMean", "ReduceSum", "Where", "Equal", "Greater", "Less", "Not",
-      "Tile",
+      "Conv", "ConvTranspose", "BatchNormalization", "InstanceNormalization", "LayerNormalization", "Relu", "LeakyRelu",
+      "PRelu", "Elu", "Selu", "Sigmoid", "Tanh", "Softmax", "LogSoftmax", "Clip", "Abs", "Neg", "Exp", "Log", "Sqrt",
+      "Pow", "Erf", "MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool", "Resize", "Upsample", "Concat",
+      "Split", "Slice", "Pad", "Add", "Sub", "Mul", "Div", "Max", "Min", "MatMul", "Gemm", "Reshape", "Transpose",
+      "Flatten", "Squeeze", "Unsqueeze", "Expand", "Shape", "Gather", "Constant", "ConstantOfShape", "Identity", "Cast",
+      "ReduceMean", "ReduceSum", "Where", "Equal", "Greater", "Less", "Not", "Tile",
       // Added for the architecture twins (iQSM/iQFM LoT layer, NeXtQSM VJP graph).
       "Sin", "Cos", "Reciprocal", "Sign"};
   return ops;
@@ -128,10 +127,11 @@ class SummaryEnv : public ::testing::Environment {
       Counts total;
       std::cout << "\nONNX conformance (" << backend << "):\n"
                 << std::left << std::setw(24) << "operator" << std::right << std::setw(6) << "pass" << std::setw(6)
-                << "fail" << std::setw(6) << "skip" << "\n";
+                << "fail" << std::setw(6) << "skip"
+                << "\n";
       for (const auto& [op, c] : ops) {
-        std::cout << std::left << std::setw(24) << op << std::right << std::setw(6) << c.pass << std::setw(6)
-                  << c.fail << std::setw(6) << c.skip << "\n";
+        std::cout << std::left << std::setw(24) << op << std::right << std::setw(6) << c.pass << std::setw(6) << c.fail
+                  << std::setw(6) << c.skip << "\n";
         total.pass += c.pass, total.fail += c.fail, total.skip += c.skip;
       }
       std::cout << std::left << std::setw(24) << "TOTAL" << std::right << std::setw(6) << total.pass << std::setw(6)
@@ -144,23 +144,39 @@ const auto* const g_env = ::testing::AddGlobalTestEnvironment(new SummaryEnv);
 // ---- comparison ----------------------------------------------------------------------------
 double element(const Tensor& t, std::int64_t i) {
   switch (t.dtype()) {
-    case DType::F32: return t.data<float>()[i];
-    case DType::F64: return t.data<double>()[i];
-    case DType::F16: return qsmcore::graph::ops::half_to_float(t.data<std::uint16_t>()[i]);
-    case DType::BF16: return qsmcore::graph::ops::bf16_to_float(t.data<std::uint16_t>()[i]);
-    case DType::I8: return t.data<std::int8_t>()[i];
-    case DType::I16: return t.data<std::int16_t>()[i];
-    case DType::I32: return t.data<std::int32_t>()[i];
-    case DType::I64: return static_cast<double>(t.data<std::int64_t>()[i]);
-    case DType::U8: case DType::Bool: return t.data<std::uint8_t>()[i];
-    case DType::U16: return t.data<std::uint16_t>()[i];
-    case DType::U32: return t.data<std::uint32_t>()[i];
-    case DType::U64: return static_cast<double>(t.data<std::uint64_t>()[i]);
-    default: throw std::runtime_error(std::string("cannot compare dtype ") + qsmcore::dtype_name(t.dtype()));
+    case DType::F32:
+      return t.data<float>()[i];
+    case DType::F64:
+      return t.data<double>()[i];
+    case DType::F16:
+      return qsmcore::graph::ops::half_to_float(t.data<std::uint16_t>()[i]);
+    case DType::BF16:
+      return qsmcore::graph::ops::bf16_to_float(t.data<std::uint16_t>()[i]);
+    case DType::I8:
+      return t.data<std::int8_t>()[i];
+    case DType::I16:
+      return t.data<std::int16_t>()[i];
+    case DType::I32:
+      return t.data<std::int32_t>()[i];
+    case DType::I64:
+      return static_cast<double>(t.data<std::int64_t>()[i]);
+    case DType::U8:
+    case DType::Bool:
+      return t.data<std::uint8_t>()[i];
+    case DType::U16:
+      return t.data<std::uint16_t>()[i];
+    case DType::U32:
+      return t.data<std::uint32_t>()[i];
+    case DType::U64:
+      return static_cast<double>(t.data<std::uint64_t>()[i]);
+    default:
+      throw std::runtime_error(std::string("cannot compare dtype ") + qsmcore::dtype_name(t.dtype()));
   }
 }
 
-bool is_floating(DType t) { return t == DType::F32 || t == DType::F64 || t == DType::F16 || t == DType::BF16; }
+bool is_floating(DType t) {
+  return t == DType::F32 || t == DType::F64 || t == DType::F16 || t == DType::BF16;
+}
 
 /// "" when equal within tolerance, else a description of the first mismatches.
 std::string compare(const Tensor& got, const Tensor& want) {
@@ -193,10 +209,14 @@ struct Param {
   Backend backend;
 };
 
-std::string backend_tag(Backend b) { return b == Backend::Reference ? "reference" : "onednn"; }
+std::string backend_tag(Backend b) {
+  return b == Backend::Reference ? "reference" : "onednn";
+}
 
 // Keeps gtest from dumping the parameter's bytes in failure lines.
-void PrintTo(const Param& p, std::ostream* os) { *os << p.c.name << " / " << backend_tag(p.backend); }
+void PrintTo(const Param& p, std::ostream* os) {
+  *os << p.c.name << " / " << backend_tag(p.backend);
+}
 
 class Conformance : public ::testing::TestWithParam<Param> {};
 
@@ -228,7 +248,9 @@ TEST_P(Conformance, Case) {
   }
   bool ok = true;
   try {
-    auto model = qsmcore::OnnxModel::load((p.c.dir / "model.onnx").string(), qsmcore::ModelOptions{.backend = p.backend});
+    qsmcore::ModelOptions opts;
+    opts.backend = p.backend;
+    auto model = qsmcore::OnnxModel::load((p.c.dir / "model.onnx").string(), opts);
     std::vector<fs::path> sets;
     for (const auto& e : fs::directory_iterator(p.c.dir))
       if (e.is_directory() && e.path().filename().string().rfind("test_data_set_", 0) == 0) sets.push_back(e.path());
