@@ -307,3 +307,36 @@ INSTANTIATE_TEST_SUITE_P(Twins, SplitUnits, testing::Values("qsmnet.onnx", "hd-b
                          });
 
 }  // namespace
+
+namespace {
+
+// Memory samples after a forward are taken only when the policy asks (residency.md §8): the
+// process sample carries VmRSS and page faults from /proc, the backend sample the weight
+// allocator's counters.
+TEST(ResidencySampling, SamplesAfterAForwardOnlyWhenAsked) {
+  const std::string dir = qsmtest::data_dir("QSM_TWINS_DIR");
+  QSM_REQUIRE_DATA(dir, "QSM_TWINS_DIR");
+  const Case c{"qsmnet.onnx", {{"field", {1, 1, 16, 16, 16}}}};
+  const auto in = inputs_of(c, 3);
+  auto quiet = qsmcore::OnnxModel::load(dir + "/" + c.file, options(stream(1ull << 30, 1ull << 30, 2, 2)));
+  (void)quiet.run(in);
+  const auto q = json::parse(quiet.residency_report_json()).at("offload");
+  EXPECT_FALSE(q.at("process_sampled").get<bool>());
+  EXPECT_TRUE(q.at("process").is_null());
+  EXPECT_TRUE(q.at("allocator").is_null());
+
+  auto d = qsmcore::DenseDiskStreamLoadOptions::create(1ull << 30, 1ull << 30, 2, 2)
+               .value()
+               .with_memory_sampling(true, true);
+  auto sampled = qsmcore::OnnxModel::load(dir + "/" + c.file, options(d));
+  (void)sampled.run(in);
+  const auto s = json::parse(sampled.residency_report_json()).at("offload");
+  EXPECT_TRUE(s.at("process_sampled").get<bool>());
+  ASSERT_FALSE(s.at("process").is_null()) << "Linux has /proc/self/status";
+  EXPECT_GT(s.at("process").at("rss_bytes").get<std::uint64_t>(), 1u << 20);
+  ASSERT_FALSE(s.at("allocator").is_null());
+  EXPECT_GE(s.at("allocator").at("peak").get<std::uint64_t>(), s.at("allocator").at("active").get<std::uint64_t>());
+  EXPECT_GT(s.at("allocator").at("peak").get<std::uint64_t>(), 0u);
+}
+
+}  // namespace
