@@ -3,6 +3,7 @@
 // when the voxels differ) and SynthSeg's topology clean-up.
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
 #include "networks/windowed.h"
 #include "qsmcore/error.h"
@@ -33,23 +34,37 @@ void voxel_warning(Context& c, const Volume& v, const Vec3& want, double tol) {
     }
 }
 
-// Brain extraction: crop to the non-zero box, z-score, windows, mask from the logits.
-void run_bet(Context& c, const tiling::AxisOrder& order, const Dims3& def_window, const Dims3& multiple,
-             bool two_logits, bool gaussian, bool mirror) {
-  const Volume& mag = *c.in.magnitude;
-  c.stage("prepare");
-  Volume img = rss_frames(mag);
+// Brain extraction's input: the magnitude's root sum of squares over echoes, cropped to its
+// non-zero box and z-scored. Empty (after writing an empty mask) when the image is all zero.
+struct BetInput {
+  Box bb;
+  Volume img;
+};
+
+std::optional<BetInput> bet_input(Context& c) {
+  Volume img = rss_frames(*c.in.magnitude);
   const Box bb = nonzero_bbox(img);
-  Volume mask = make_like(mag);
   if (bb.voxels() == 0) {
     c.warn(c.id() + ": the magnitude image is zero everywhere; the mask is empty");
-    add_output(c, "mask", "label", std::move(mask));
-    return;
+    add_output(c, "mask", "label", make_like(*c.in.magnitude));
+    return std::nullopt;
   }
   Volume cimg = crop(img, bb);
   auto [mean, sd] = mean_std(cimg);
   sd = std::max(sd, 1e-8);
   for (double& v : cimg.values()) v = (v - mean) / sd;
+  return BetInput{bb, std::move(cimg)};
+}
+
+// Brain extraction: crop to the non-zero box, z-score, windows, mask from the logits.
+void run_bet(Context& c, const tiling::AxisOrder& order, const Dims3& def_window, const Dims3& multiple,
+             bool two_logits, bool gaussian, bool mirror) {
+  c.stage("prepare");
+  auto input = bet_input(c);
+  if (!input) return;
+  const Box bb = input->bb;
+  Volume& cimg = input->img;
+  Volume mask = make_like(*c.in.magnitude);
   Dims3 win = def_window;
   if (c.opts.tile && (c.opts.tile->core[0] > 0 || c.opts.tile->core[1] > 0 || c.opts.tile->core[2] > 0))
     for (int a = 0; a < 3; ++a)
@@ -66,7 +81,7 @@ void run_bet(Context& c, const tiling::AxisOrder& order, const Dims3& def_window
   w.out_channels = two_logits ? 2 : 1;
   w.multiple = *std::max_element(multiple.begin(), multiple.end());
   if (mirror) w.flips = {{}, {0}, {1}, {2}, {0, 1}, {0, 2}, {1, 2}, {0, 1, 2}};
-  Volume o = run_windowed(c, w, cimg, 3 * mag.voxels() * 8);
+  Volume o = run_windowed(c, w, cimg, 3 * c.in.magnitude->voxels() * 8);
   for (std::int64_t k = 0; k < bb.size[2]; ++k)
     for (std::int64_t j = 0; j < bb.size[1]; ++j)
       for (std::int64_t i = 0; i < bb.size[0]; ++i) {
@@ -96,20 +111,12 @@ void run_rs2net(Context& c) {
   for (int k = 0; k < 3; ++k) win[static_cast<std::size_t>(order[static_cast<std::size_t>(k)])] = (*p)[k];
   const Dims3 one{1, 1, 1};
   // A fixed-shape graph: the window never shrinks below the patch, the frame is padded up to it.
-  const Volume& mag = *c.in.magnitude;
   c.stage("prepare");
-  Volume img = rss_frames(mag);
-  const Box bb = nonzero_bbox(img);
-  Volume mask = make_like(mag);
-  if (bb.voxels() == 0) {
-    c.warn(c.id() + ": the magnitude image is zero everywhere; the mask is empty");
-    add_output(c, "mask", "label", std::move(mask));
-    return;
-  }
-  Volume cimg = crop(img, bb);
-  auto [mean, sd] = mean_std(cimg);
-  sd = std::max(sd, 1e-8);
-  for (double& v : cimg.values()) v = (v - mean) / sd;
+  auto input = bet_input(c);
+  if (!input) return;
+  const Box bb = input->bb;
+  Volume& cimg = input->img;
+  Volume mask = make_like(*c.in.magnitude);
   WindowedSpec w;
   w.channels = {cimg.data()};
   w.dims = bb.size;
@@ -119,7 +126,7 @@ void run_rs2net(Context& c) {
   w.order = order;
   w.out_channels = 1;
   w.multiple = 32;
-  Volume o = run_windowed(c, w, cimg, 3 * mag.voxels() * 8);
+  Volume o = run_windowed(c, w, cimg, 3 * c.in.magnitude->voxels() * 8);
   for (std::int64_t k = 0; k < bb.size[2]; ++k)
     for (std::int64_t j = 0; j < bb.size[1]; ++j)
       for (std::int64_t i = 0; i < bb.size[0]; ++i)

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "graph/passes/passes.h"
+#include "graph/passes/rewrite_util.h"
 
 namespace qsmcore::graph {
 namespace {
@@ -21,11 +22,6 @@ std::vector<int> live_readers(const TypedGraph& g, int v) {
       }
   }
   return r;
-}
-
-int add_value(TypedGraph& g, TValue v) {
-  g.values.push_back(std::move(v));
-  return static_cast<int>(g.values.size() - 1);
 }
 
 }  // namespace
@@ -71,7 +67,7 @@ int split_concat_convs(TypedGraph& g) {
       wk.shape = wval.shape;
       wk.shape[1] = c;
       set_input_channel_slice(wk, wval, c0, c);
-      const int wi = add_value(g, std::move(wk));
+      const int wi = append_value(g, std::move(wk));
       c0 += c;
       TNode n;
       n.node = conv.node;
@@ -93,7 +89,7 @@ int split_concat_convs(TypedGraph& g) {
         pv.graph_output = -1;
         pv.constant.reset();
         pv.recipe.reset();
-        partial = add_value(g, std::move(pv));
+        partial = append_value(g, std::move(pv));
         n.out = {partial};
       }
       chain.push_back(std::move(n));
@@ -103,15 +99,7 @@ int split_concat_convs(TypedGraph& g) {
     ++rewrites;
   }
   if (rewrites == 0) return 0;
-  std::vector<TNode> nodes;
-  for (std::size_t i = 0; i < g.nodes.size(); ++i) {
-    if (replacement[i].empty()) {
-      nodes.push_back(std::move(g.nodes[i]));
-    } else {
-      for (auto& n : replacement[i]) nodes.push_back(std::move(n));
-    }
-  }
-  g.nodes = std::move(nodes);
+  splice_replacements(g, replacement);
   return rewrites;
 }
 

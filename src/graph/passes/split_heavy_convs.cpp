@@ -7,14 +7,10 @@
 // and outputs stay bitwise identical across policies. The extra activation is one input slice
 // at a time — small where weights are large (the bottleneck of a U-Net).
 #include "graph/passes/passes.h"
+#include "graph/passes/rewrite_util.h"
 
 namespace qsmcore::graph {
 namespace {
-
-int add_value(TypedGraph& g, TValue v) {
-  g.values.push_back(std::move(v));
-  return static_cast<int>(g.values.size() - 1);
-}
 
 int add_i64(TypedGraph& g, const std::string& name, std::int64_t x) {
   Tensor t = Tensor::empty(DType::I64, {1}, MemCategory::Weights);
@@ -24,7 +20,7 @@ int add_i64(TypedGraph& g, const std::string& name, std::int64_t x) {
   v.dtype = DType::I64;
   v.shape = {1};
   v.constant = std::make_shared<const Tensor>(std::move(t));
-  return add_value(g, std::move(v));
+  return append_value(g, std::move(v));
 }
 
 }  // namespace
@@ -62,7 +58,7 @@ int split_heavy_convs(TypedGraph& g, std::uint64_t max_weight_bytes) {
       xk.dtype = xval.dtype;
       xk.shape = xval.shape;
       xk.shape[1] = c;
-      const int xi = add_value(g, std::move(xk));
+      const int xi = append_value(g, std::move(xk));
       TNode sl;
       sl.node.name = tag + "/Slice";
       sl.node.op_type = "Slice";
@@ -78,7 +74,7 @@ int split_heavy_convs(TypedGraph& g, std::uint64_t max_weight_bytes) {
       wk.shape = wval.shape;
       wk.shape[1] = c;
       set_input_channel_slice(wk, wval, c0, c);
-      const int wi = add_value(g, std::move(wk));
+      const int wi = append_value(g, std::move(wk));
       TNode n;
       n.node = conv.node;
       n.node.name = tag;
@@ -105,7 +101,7 @@ int split_heavy_convs(TypedGraph& g, std::uint64_t max_weight_bytes) {
         pv.graph_output = -1;
         pv.constant.reset();
         pv.recipe.reset();
-        partial = add_value(g, std::move(pv));
+        partial = append_value(g, std::move(pv));
         n.out = {partial};
       }
       chain.push_back(std::move(n));
@@ -114,15 +110,7 @@ int split_heavy_convs(TypedGraph& g, std::uint64_t max_weight_bytes) {
     ++rewrites;
   }
   if (rewrites == 0) return 0;
-  std::vector<TNode> nodes;
-  for (std::size_t i = 0; i < g.nodes.size(); ++i) {
-    if (replacement[i].empty()) {
-      nodes.push_back(std::move(g.nodes[i]));
-    } else {
-      for (auto& n : replacement[i]) nodes.push_back(std::move(n));
-    }
-  }
-  g.nodes = std::move(nodes);
+  splice_replacements(g, replacement);
   return rewrites;
 }
 
