@@ -17,11 +17,16 @@ std::vector<std::vector<int>> readers_of(const TypedGraph& g) {
 bool as_activation(const TypedGraph& g, const TNode& n, kernels::PostOp& p) {
   using K = kernels::PostOp::Kind;
   const std::string& op = n.node.op_type;
-  if (op == "Relu") p = {K::Relu};
-  else if (op == "LeakyRelu") p = {K::LeakyRelu, n.node.attrs.get_float("alpha", 0.01f)};
-  else if (op == "Elu") p = {K::Elu, n.node.attrs.get_float("alpha", 1.0f)};
-  else if (op == "Sigmoid") p = {K::Sigmoid};
-  else if (op == "Tanh") p = {K::Tanh};
+  if (op == "Relu")
+    p = {K::Relu};
+  else if (op == "LeakyRelu")
+    p = {K::LeakyRelu, n.node.attrs.get_float("alpha", 0.01f)};
+  else if (op == "Elu")
+    p = {K::Elu, n.node.attrs.get_float("alpha", 1.0f)};
+  else if (op == "Sigmoid")
+    p = {K::Sigmoid};
+  else if (op == "Tanh")
+    p = {K::Tanh};
   else if (op == "Clip") {
     float lo = n.node.attrs.get_float("min", -3.402823e38f);
     float hi = n.node.attrs.get_float("max", 3.402823e38f);
@@ -108,7 +113,8 @@ int remove_dead_nodes(TypedGraph& g) {
       if (n.dead) continue;
       bool used = false;
       for (int v : n.out) {
-        if (v >= 0 && (counts[static_cast<std::size_t>(v)] > 0 || g.values[static_cast<std::size_t>(v)].graph_output >= 0))
+        if (v >= 0 &&
+            (counts[static_cast<std::size_t>(v)] > 0 || g.values[static_cast<std::size_t>(v)].graph_output >= 0))
           used = true;
       }
       if (!used) {
