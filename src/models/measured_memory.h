@@ -27,83 +27,83 @@ struct MeasuredMemory {
 
 inline constexpr std::array<MeasuredMemory, 20> kMeasuredMemory{{
     // bfrnet: 4 shape(s), fit residual 0 B, onednn, 2 thread(s)
-    {"bfrnet", NetworkMemory{.resident_bytes = 80824216ull, .load_peak_bytes = 80824216ull,
+    {"bfrnet", NetworkMemory{.resident_bytes = 112900ull, .load_peak_bytes = 112900ull,
                    .inference_fixed_bytes = 82156276ull, .inference_bytes_per_voxel = 1654ull},
      std::nullopt},
     // xqsm: 4 shape(s), fit residual 0 B, onednn, 2 thread(s)
-    {"xqsm", NetworkMemory{.resident_bytes = 20884228ull, .load_peak_bytes = 20884228ull,
+    {"xqsm", NetworkMemory{.resident_bytes = 64260ull, .load_peak_bytes = 64260ull,
                    .inference_fixed_bytes = 20868612ull, .inference_bytes_per_voxel = 936ull},
      937ull},
     // qsmnet: 4 shape(s), fit residual 0 B, onednn, 2 thread(s)
-    {"qsmnet", NetworkMemory{.resident_bytes = 397839492ull, .load_peak_bytes = 397839492ull,
-                   .inference_fixed_bytes = 596964480ull, .inference_bytes_per_voxel = 408ull},
+    {"qsmnet", NetworkMemory{.resident_bytes = 60932ull, .load_peak_bytes = 60932ull,
+                   .inference_fixed_bytes = 397820404ull, .inference_bytes_per_voxel = 408ull},
      409ull},
     // qsmnet-plus: 4 shape(s), fit residual 0 B, onednn, 2 thread(s)
-    {"qsmnet-plus", NetworkMemory{.resident_bytes = 397839492ull, .load_peak_bytes = 397839492ull,
-                   .inference_fixed_bytes = 596964480ull, .inference_bytes_per_voxel = 408ull},
+    {"qsmnet-plus", NetworkMemory{.resident_bytes = 60932ull, .load_peak_bytes = 60932ull,
+                   .inference_fixed_bytes = 397820404ull, .inference_bytes_per_voxel = 408ull},
      409ull},
     // qsmgan: 1 shape(s), fit residual 0 B, onednn, 2 thread(s)
-    {"qsmgan", NetworkMemory{.resident_bytes = 10604716ull, .load_peak_bytes = 10604716ull,
+    {"qsmgan", NetworkMemory{.resident_bytes = 22540ull, .load_peak_bytes = 22540ull,
                    .inference_fixed_bytes = 0ull, .inference_bytes_per_voxel = 326ull},
      std::nullopt},
     // lpcnn: 4 shape(s), fit residual 0 B, onednn, 2 thread(s)
-    {"lpcnn", NetworkMemory{.resident_bytes = 1786756ull, .load_peak_bytes = 1786756ull,
+    {"lpcnn", NetworkMemory{.resident_bytes = 17284ull, .load_peak_bytes = 17284ull,
                    .inference_fixed_bytes = 1842692ull, .inference_bytes_per_voxel = 264ull},
      265ull},
     // ir2qsm: 4 shape(s), fit residual 0 B, onednn, 2 thread(s)
-    {"ir2qsm", NetworkMemory{.resident_bytes = 40239732ull, .load_peak_bytes = 40239732ull,
-                   .inference_fixed_bytes = 44381548ull, .inference_bytes_per_voxel = 305ull},
+    {"ir2qsm", NetworkMemory{.resident_bytes = 100980ull, .load_peak_bytes = 100980ull,
+                   .inference_fixed_bytes = 40193636ull, .inference_bytes_per_voxel = 305ull},
      306ull},
     // autoqsm: 1 shape(s), fit residual 0 B, onednn, 2 thread(s)
-    {"autoqsm", NetworkMemory{.resident_bytes = 5618068ull, .load_peak_bytes = 5618068ull,
+    {"autoqsm", NetworkMemory{.resident_bytes = 5524ull, .load_peak_bytes = 5524ull,
                    .inference_fixed_bytes = 0ull, .inference_bytes_per_voxel = 177ull},
      std::nullopt},
     // iqsm: 4 shape(s), fit residual 0 B, onednn, 2 thread(s)
-    {"iqsm", NetworkMemory{.resident_bytes = 17233460ull, .load_peak_bytes = 17233460ull,
+    {"iqsm", NetworkMemory{.resident_bytes = 31284ull, .load_peak_bytes = 31284ull,
                    .inference_fixed_bytes = 17235068ull, .inference_bytes_per_voxel = 268ull},
      std::nullopt},
     // iqsm-plus: 4 shape(s), fit residual 0 B, onednn, 2 thread(s)
-    {"iqsm-plus", NetworkMemory{.resident_bytes = 17348020ull, .load_peak_bytes = 17348020ull,
+    {"iqsm-plus", NetworkMemory{.resident_bytes = 63924ull, .load_peak_bytes = 63924ull,
                    .inference_fixed_bytes = 17478460ull, .inference_bytes_per_voxel = 292ull},
      std::nullopt},
     // iqfm: 4 shape(s), fit residual 0 B, onednn, 2 thread(s)
-    {"iqfm", NetworkMemory{.resident_bytes = 17233460ull, .load_peak_bytes = 17233460ull,
+    {"iqfm", NetworkMemory{.resident_bytes = 31284ull, .load_peak_bytes = 31284ull,
                    .inference_fixed_bytes = 17235068ull, .inference_bytes_per_voxel = 268ull},
      std::nullopt},
     // nextqsm: 4 shape(s), fit residual 0 B, onednn, 2 thread(s)
-    {"nextqsm", NetworkMemory{.resident_bytes = 154438908ull, .load_peak_bytes = 154438908ull,
+    {"nextqsm", NetworkMemory{.resident_bytes = 36540ull, .load_peak_bytes = 36540ull,
                    .inference_fixed_bytes = 112138276ull, .inference_bytes_per_voxel = 1030ull},
      1030ull},
     // modl-qsm: 4 shape(s), fit residual 0 B, onednn, 2 thread(s)
-    {"modl-qsm", NetworkMemory{.resident_bytes = 1793672ull, .load_peak_bytes = 1793672ull,
+    {"modl-qsm", NetworkMemory{.resident_bytes = 10376ull, .load_peak_bytes = 10376ull,
                    .inference_fixed_bytes = 1846152ull, .inference_bytes_per_voxel = 272ull},
      273ull},
     // susep-net: 4 shape(s), fit residual 0 B, onednn, 2 thread(s)
-    {"susep-net", NetworkMemory{.resident_bytes = 202366376ull, .load_peak_bytes = 202366376ull,
-                   .inference_fixed_bytes = 246262724ull, .inference_bytes_per_voxel = 882ull},
+    {"susep-net", NetworkMemory{.resident_bytes = 124040ull, .load_peak_bytes = 124040ull,
+                   .inference_fixed_bytes = 210487256ull, .inference_bytes_per_voxel = 882ull},
      std::nullopt},
     // r2primenet: 4 shape(s), fit residual 0 B, onednn, 2 thread(s)
-    {"r2primenet", NetworkMemory{.resident_bytes = 90301316ull, .load_peak_bytes = 90301316ull,
-                   .inference_fixed_bytes = 90328964ull, .inference_bytes_per_voxel = 408ull},
+    {"r2primenet", NetworkMemory{.resident_bytes = 17284ull, .load_peak_bytes = 17284ull,
+                   .inference_fixed_bytes = 90329004ull, .inference_bytes_per_voxel = 408ull},
      std::nullopt},
     // chi-sepnet: 4 shape(s), fit residual 0 B, onednn, 2 thread(s)
-    {"chi-sepnet", NetworkMemory{.resident_bytes = 90308360ull, .load_peak_bytes = 90308360ull,
-                   .inference_fixed_bytes = 90335880ull, .inference_bytes_per_voxel = 420ull},
+    {"chi-sepnet", NetworkMemory{.resident_bytes = 13960ull, .load_peak_bytes = 13960ull,
+                   .inference_fixed_bytes = 90335920ull, .inference_bytes_per_voxel = 420ull},
      std::nullopt},
     // hd-bet: 4 shape(s), fit residual 0 B, onednn, 2 thread(s)
-    {"hd-bet", NetworkMemory{.resident_bytes = 123137800ull, .load_peak_bytes = 123137800ull,
+    {"hd-bet", NetworkMemory{.resident_bytes = 53000ull, .load_peak_bytes = 53000ull,
                    .inference_fixed_bytes = 123134600ull, .inference_bytes_per_voxel = 412ull},
      std::nullopt},
     // rs2-net: 1 shape(s), fit residual 0 B, onednn, 2 thread(s)
-    {"rs2-net", NetworkMemory{.resident_bytes = 62080220ull, .load_peak_bytes = 62080220ull,
-                   .inference_fixed_bytes = 0ull, .inference_bytes_per_voxel = 1025ull},
+    {"rs2-net", NetworkMemory{.resident_bytes = 1017564ull, .load_peak_bytes = 1017564ull,
+                   .inference_fixed_bytes = 0ull, .inference_bytes_per_voxel = 1026ull},
      std::nullopt},
     // synthseg: 4 shape(s), fit residual 0 B, onednn, 2 thread(s)
-    {"synthseg", NetworkMemory{.resident_bytes = 52971376ull, .load_peak_bytes = 52971376ull,
+    {"synthseg", NetworkMemory{.resident_bytes = 32368ull, .load_peak_bytes = 32368ull,
                    .inference_fixed_bytes = 53070464ull, .inference_bytes_per_voxel = 516ull},
      std::nullopt},
     // synthseg-2.0: 4 shape(s), fit residual 0 B, onednn, 2 thread(s)
-    {"synthseg-2.0", NetworkMemory{.resident_bytes = 52971476ull, .load_peak_bytes = 52971476ull,
+    {"synthseg-2.0", NetworkMemory{.resident_bytes = 32468ull, .load_peak_bytes = 32468ull,
                    .inference_fixed_bytes = 53073540ull, .inference_bytes_per_voxel = 520ull},
      std::nullopt},
 }};
