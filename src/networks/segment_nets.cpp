@@ -1,10 +1,12 @@
 // HD-BET, RS2-Net (brain extraction) and SynthSeg 1.0/2.0 (segmentation) on magnitude images
-// (models.md §5). Not yet done here: resampling to the networks' voxel sizes (a warning says so
-// when the voxels differ) and SynthSeg's topology clean-up.
+// (models.md §5), each resampled to its network's voxel size and back (networks/resample.h);
+// SynthSeg's topology clean-up is in networks/topology.h.
 #include <algorithm>
 #include <cmath>
 #include <optional>
 
+#include "networks/resample.h"
+#include "networks/topology.h"
 #include "networks/windowed.h"
 #include "qsmcore/error.h"
 
@@ -23,25 +25,17 @@ Volume crop(const Volume& v, const Box& b) {
   return out;
 }
 
-void voxel_warning(Context& c, const Volume& v, const Vec3& want, double tol) {
-  const Vec3& s = v.voxel_mm();
-  for (int a = 0; a < 3; ++a)
-    if (std::abs(s[a] - want[a]) > tol) {
-      c.warn(c.id() + " expects voxels of " + std::to_string(want[0]) + "×" + std::to_string(want[1]) + "×" +
-             std::to_string(want[2]) + " mm; this volume is " + describe_grid(v) +
-             " and is not resampled (resampling is not implemented yet): results may be off");
-      return;
-    }
-}
-
 // Brain extraction's input: the magnitude's root sum of squares over echoes, cropped to its
-// non-zero box and z-scored. Empty (after writing an empty mask) when the image is all zero.
+// non-zero box, z-scored and resampled to the network's spacing (nnU-Net's rule, `order` cubic
+// for HD-BET, linear for RS2-Net). Empty (after writing an empty mask) when the image is all zero.
 struct BetInput {
   Box bb;
-  Volume img;
+  Volume img;   // on the network's grid
+  Vec3 from{};  // the input's spacing
+  Vec3 to{};    // the network's
 };
 
-std::optional<BetInput> bet_input(Context& c) {
+std::optional<BetInput> bet_input(Context& c, const Vec3& target_mm, Interp order) {
   Volume img = rss_frames(*c.in.magnitude);
   const Box bb = nonzero_bbox(img);
   if (bb.voxels() == 0) {
@@ -53,55 +47,67 @@ std::optional<BetInput> bet_input(Context& c) {
   auto [mean, sd] = mean_std(cimg);
   sd = std::max(sd, 1e-8);
   for (double& v : cimg.values()) v = (v - mean) / sd;
-  return BetInput{bb, std::move(cimg)};
+  const Vec3 from = c.in.magnitude->voxel_mm();
+  const Dims3 rd = dims_at_spacing(bb.size, from, target_mm);
+  return BetInput{bb, nnunet_resample(cimg, rd, order, from, target_mm), from, target_mm};
 }
 
-// Brain extraction: crop to the non-zero box, z-score, windows, mask from the logits.
-void run_bet(Context& c, const tiling::AxisOrder& order, const Dims3& def_window, const Dims3& multiple,
-             bool two_logits, bool gaussian, bool mirror) {
-  c.stage("prepare");
-  auto input = bet_input(c);
-  if (!input) return;
-  const Box bb = input->bb;
-  Volume& cimg = input->img;
+// Bytes the wrapper holds besides the windowed blender: the RSS image, the crop and the
+// resampling intermediates of the input and of the logits (`channels`) on the way back.
+std::int64_t bet_fixed_bytes(const Context& c, const BetInput& in, std::int64_t channels) {
+  const std::int64_t big = std::max(in.img.voxels(), in.bb.voxels());
+  return 3 * c.in.magnitude->voxels() * 8 + (3 + 3 * channels) * big * 8;
+}
+
+// The logits on the network grid back to the crop box (linear, nearest through-plane if
+// anisotropic), thresholded by `fg` and un-cropped into a mask on the input grid.
+template <class Fg>
+void bet_output(Context& c, const BetInput& in, const Volume& logits, Fg fg) {
+  const Volume back = nnunet_resample(logits, in.bb.size, Interp::Linear, in.to, in.from);
   Volume mask = make_like(*c.in.magnitude);
-  Dims3 win = def_window;
-  if (c.opts.tile && (c.opts.tile->core[0] > 0 || c.opts.tile->core[1] > 0 || c.opts.tile->core[2] > 0))
-    for (int a = 0; a < 3; ++a)
-      if (c.opts.tile->core[a] > 0) win[a] = tiling::round_up(c.opts.tile->core[a], multiple[a]);
-  for (int a = 0; a < 3; ++a) win[a] = std::min(win[a], tiling::round_up(bb.size[a], multiple[a]));
-  WindowedSpec w;
-  w.channels = {cimg.data()};
-  w.dims = bb.size;
-  w.frame = tiling::pad_frame(bb.size, multiple, tiling::PadRule::CentredFloor, win);
-  w.window = win;
-  w.starts = [](std::int64_t s, std::int64_t p) { return tiling::nnunet_starts(s, p, 0.5); };
-  w.gaussian = gaussian;
-  w.order = order;
-  w.out_channels = two_logits ? 2 : 1;
-  w.multiple = *std::max_element(multiple.begin(), multiple.end());
-  if (mirror) w.flips = {{}, {0}, {1}, {2}, {0, 1}, {0, 2}, {1, 2}, {0, 1, 2}};
-  Volume o = run_windowed(c, w, cimg, 3 * c.in.magnitude->voxels() * 8);
+  const Box& bb = in.bb;
   for (std::int64_t k = 0; k < bb.size[2]; ++k)
     for (std::int64_t j = 0; j < bb.size[1]; ++j)
-      for (std::int64_t i = 0; i < bb.size[0]; ++i) {
-        const bool fg = two_logits ? o.at(i, j, k, 1) > o.at(i, j, k, 0) : o.at(i, j, k, 0) > 0.0;
-        mask.at(bb.origin[0] + i, bb.origin[1] + j, bb.origin[2] + k) = fg ? 1.0 : 0.0;
-      }
+      for (std::int64_t i = 0; i < bb.size[0]; ++i)
+        mask.at(bb.origin[0] + i, bb.origin[1] + j, bb.origin[2] + k) = fg(back, i, j, k) ? 1.0 : 0.0;
   add_output(c, "mask", "label", std::move(mask));
 }
 
 }  // namespace
 
 void run_hdbet(Context& c) {
-  voxel_warning(c, *c.in.magnitude, {1, 1, 1}, 0.05);
   // Patch (x, y, z) = (192, 192, 96); multiples (x, y, z) = (32, 32, 16) (pad_multiple is z, y, x).
-  const Dims3 mult{c.spec.pad_multiple[2], c.spec.pad_multiple[1], c.spec.pad_multiple[0]};
-  run_bet(c, tiling::kZYX, {192, 192, 96}, mult, true, true, c.opts.test_time_flips && c.opts.hdbet_mirroring);
+  const Dims3 multiple{c.spec.pad_multiple[2], c.spec.pad_multiple[1], c.spec.pad_multiple[0]};
+  c.stage("prepare");
+  auto input = bet_input(c, {1.0, 1.0, 1.0}, Interp::Cubic);
+  if (!input) return;
+  const Volume& img = input->img;
+  const Dims3 rd = img.dims();
+  Dims3 win{192, 192, 96};
+  if (c.opts.tile && (c.opts.tile->core[0] > 0 || c.opts.tile->core[1] > 0 || c.opts.tile->core[2] > 0))
+    for (int a = 0; a < 3; ++a)
+      if (c.opts.tile->core[a] > 0) win[a] = tiling::round_up(c.opts.tile->core[a], multiple[a]);
+  for (int a = 0; a < 3; ++a) win[a] = std::min(win[a], tiling::round_up(rd[a], multiple[a]));
+  WindowedSpec w;
+  w.channels = {img.data()};
+  w.dims = rd;
+  w.frame = tiling::pad_frame(rd, multiple, tiling::PadRule::CentredFloor, win);
+  w.window = win;
+  w.starts = [](std::int64_t s, std::int64_t p) { return tiling::nnunet_starts(s, p, 0.5); };
+  w.gaussian = true;
+  w.order = tiling::kZYX;
+  w.out_channels = 2;
+  w.multiple = *std::max_element(multiple.begin(), multiple.end());
+  if (c.opts.test_time_flips && c.opts.hdbet_mirroring)
+    w.flips = {{}, {0}, {1}, {2}, {0, 1}, {0, 2}, {1, 2}, {0, 1, 2}};
+  Volume o = run_windowed(c, w, img, bet_fixed_bytes(c, *input, 2));
+  // Foreground where its logit beats the background's (a tie is background).
+  bet_output(c, *input, o, [](const Volume& b, std::int64_t i, std::int64_t j, std::int64_t k) {
+    return b.at(i, j, k, 1) > b.at(i, j, k, 0);
+  });
 }
 
 void run_rs2net(Context& c) {
-  voxel_warning(c, *c.in.magnitude, {0.16, 0.2, 0.25}, 0.01);
   // The fixed patch comes from the graph, in its (D, H, W) = (y, z, x) order.
   c.load(c.pool());
   const auto p = static_spatial(c.model(0).inputs().at(0));
@@ -110,28 +116,26 @@ void run_rs2net(Context& c) {
   Dims3 win{};
   for (int k = 0; k < 3; ++k) win[static_cast<std::size_t>(order[static_cast<std::size_t>(k)])] = (*p)[k];
   const Dims3 one{1, 1, 1};
-  // A fixed-shape graph: the window never shrinks below the patch, the frame is padded up to it.
   c.stage("prepare");
-  auto input = bet_input(c);
+  // The target spacing (0.25, 0.2, 0.16) mm is in the transposed (y, z, x) order: x 0.16, y 0.25,
+  // z 0.2. Resampling on the volume's own axes makes the way back use the matching (transposed)
+  // spacing, the reference's deliberate fix.
+  auto input = bet_input(c, {0.16, 0.25, 0.2}, Interp::Linear);
   if (!input) return;
-  const Box bb = input->bb;
-  Volume& cimg = input->img;
-  Volume mask = make_like(*c.in.magnitude);
+  const Volume& img = input->img;
+  // A fixed-shape graph: the window never shrinks below the patch, the frame is padded up to it.
   WindowedSpec w;
-  w.channels = {cimg.data()};
-  w.dims = bb.size;
-  w.frame = tiling::pad_frame(bb.size, one, tiling::PadRule::CentredFloor, win);
+  w.channels = {img.data()};
+  w.dims = img.dims();
+  w.frame = tiling::pad_frame(img.dims(), one, tiling::PadRule::CentredFloor, win);
   w.window = win;
   w.starts = [](std::int64_t s, std::int64_t pp) { return tiling::nnunet_starts(s, pp, 0.5); };
   w.order = order;
   w.out_channels = 1;
   w.multiple = 32;
-  Volume o = run_windowed(c, w, cimg, 3 * c.in.magnitude->voxels() * 8);
-  for (std::int64_t k = 0; k < bb.size[2]; ++k)
-    for (std::int64_t j = 0; j < bb.size[1]; ++j)
-      for (std::int64_t i = 0; i < bb.size[0]; ++i)
-        mask.at(bb.origin[0] + i, bb.origin[1] + j, bb.origin[2] + k) = o.at(i, j, k) > 0.0 ? 1.0 : 0.0;
-  add_output(c, "mask", "label", std::move(mask));
+  Volume o = run_windowed(c, w, img, bet_fixed_bytes(c, *input, 1));
+  bet_output(c, *input, o,
+             [](const Volume& b, std::int64_t i, std::int64_t j, std::int64_t k) { return b.at(i, j, k) > 0.0; });
 }
 
 namespace {
@@ -181,6 +185,11 @@ constexpr int kSynthSeg1[] = {0,  2,  3,  4,  5,  7,  8,  10, 11, 12, 13, 14, 15
                               26, 28, 41, 42, 43, 44, 46, 47, 49, 50, 51, 52, 53, 54, 58, 60};
 constexpr int kSynthSeg2[] = {0,  2,  3,  4,  5,  7,  8,  10, 11, 12, 13, 14, 15, 16, 17, 18, 24,
                               26, 28, 41, 42, 43, 44, 46, 47, 49, 50, 51, 52, 53, 54, 58, 60};
+// Topology class per channel (0 = exempt), from SynthSeg's topological-class tables.
+constexpr int kTopology1[] = {0,  4,  4,  4,  4,  5,  5,  6,  7,  8,  9,  1,  2,  3,  10, 11,
+                              12, 13, 14, 14, 14, 14, 15, 15, 16, 17, 18, 19, 20, 21, 22, 23};
+constexpr int kTopology2[] = {0,  4,  4,  4,  4,  5,  5,  6,  7,  8,  9,  1,  2,  3,  10, 11, 0,
+                              12, 13, 14, 14, 14, 14, 15, 15, 16, 17, 18, 19, 20, 21, 22, 23};
 // FreeSurfer left ↔ right structures.
 constexpr int kLeftRight[][2] = {{2, 41},  {3, 42},  {4, 43},  {5, 44},  {7, 46},  {8, 47},  {10, 49},
                                  {11, 50}, {12, 51}, {13, 52}, {17, 53}, {18, 54}, {26, 58}, {28, 60}};
@@ -189,9 +198,25 @@ constexpr int kLeftRight[][2] = {{2, 41},  {3, 42},  {4, 43},  {5, 44},  {7, 46}
 
 void run_synthseg(Context& c) {
   const Volume& mag = *c.in.magnitude;
-  const Dims3 dims = mag.dims();
-  voxel_warning(c, mag, {1, 1, 1}, 0.05);
-  const Orientation o = orientation(mag.affine());
+  // (1) Off 1 ± 0.05 mm voxels, resample to 1 mm: linear, factor = voxel/1 mm, ceil(n·factor)
+  // voxels, first blurred with σ = 0.25/factor voxels along axes that shrink (factor < 1). The
+  // labels come back nearest (resample.h maps keep both grids on the same field of view).
+  const Vec3& vs = mag.voxel_mm();
+  const bool resampled = std::any_of(vs.begin(), vs.end(), [](double v) { return std::abs(v - 1.0) > 0.05; });
+  Dims3 dims = mag.dims();
+  GridMap to_1mm, back;
+  Vec3 sigma{0, 0, 0};
+  if (resampled)
+    for (std::size_t a = 0; a < 3; ++a) {
+      const double f = vs[a];
+      dims[a] = static_cast<std::int64_t>(std::ceil(static_cast<double>(dims[a]) * f));
+      to_1mm[a] = {1.0 / f, 0.5 / f - 0.5};
+      back[a] = {f, 0.5 * f - 0.5};
+      if (f < 1.0) sigma[a] = 0.25 / f;
+    }
+  const Geometry geom = resampled ? mapped_geometry(mag.geometry(), to_1mm) : mag.geometry();
+  const std::int64_t V = dims[0] * dims[1] * dims[2];
+  const Orientation o = orientation(geom.affine);
   Dims3 rd{};
   for (int a = 0; a < 3; ++a) rd[static_cast<std::size_t>(o.ras_of_axis[static_cast<std::size_t>(a)])] = dims[a];
   const Box frame = tiling::pad_frame(rd, {32, 32, 32}, tiling::PadRule::CentredFloor, {128, 128, 128});
@@ -204,12 +229,17 @@ void run_synthseg(Context& c) {
   const std::int64_t F = frame.voxels();
   Context::Reservation res;
   res.shapes = {{in_shape}};
-  res.wrapper_fixed = 4 * mag.voxels() * 8 + F * 4 + 2 * L * F * 4 + L * rd[0] * rd[1] * rd[2] * 8 + 16384;
+  res.wrapper_fixed = 4 * std::max(V, mag.voxels()) * 8 + (resampled ? 3 * (V + mag.voxels()) * 8 : 0) + F * 4 +
+                      2 * L * F * 4 + L * rd[0] * rd[1] * rd[2] * 8 + 5 * rd[0] * rd[1] * rd[2] + 16384;
   c.reserve(res);
   c.stage("prepare");
   // RAS volume, clipped to the 0.5–99.5 percentiles and rescaled to [0, 1].
   Volume img = rss_frames(mag);
-  Volume ras = Volume::zeros(rd, mag.geometry());
+  if (resampled) {
+    img = gaussian_blur(img, sigma);
+    img = resample(img, dims, to_1mm, {Interp::Linear, Interp::Linear, Interp::Linear});
+  }
+  Volume ras = Volume::zeros(rd, geom);
   for (std::int64_t k = 0; k < dims[2]; ++k)
     for (std::int64_t j = 0; j < dims[1]; ++j)
       for (std::int64_t i = 0; i < dims[0]; ++i) {
@@ -241,7 +271,7 @@ void run_synthseg(Context& c) {
            " output labels match no known SynthSeg label list; flip averaging "
            "does not swap left and right");
   // Posteriors on the RAS grid (channel-last tensor → frames).
-  Volume post = Volume::zeros(rd, mag.geometry(), L);
+  Volume post = Volume::zeros(rd, geom, L);
   c.stage("inference");
   const int passes = flip ? 2 : 1;
   for (int pass = 0; pass < passes; ++pass) {
@@ -275,7 +305,7 @@ void run_synthseg(Context& c) {
   const double e = std::exp(-1.0 / (2.0 * 0.25));
   const double w0 = 1.0 / (1.0 + 2.0 * e), w1 = e / (1.0 + 2.0 * e);
   {
-    Volume tmp = Volume::zeros(rd, mag.geometry());
+    Volume tmp = Volume::zeros(rd, geom);
     for (std::int64_t l = 0; l < L; ++l)
       for (int a = 0; a < 3; ++a) {
         for (std::int64_t k = 0; k < rd[2]; ++k)
@@ -293,7 +323,11 @@ void run_synthseg(Context& c) {
         std::copy(tmp.values().begin(), tmp.values().end(), post.frame(l).begin());
       }
   }
-  Volume out = make_like(mag);
+  // (8) Topology clean-up: the largest component of the foreground and of each topology class.
+  synthseg_topology_cleanup(post, L == 32   ? std::span<const int>(kTopology1)
+                                  : L == 33 ? std::span<const int>(kTopology2)
+                                            : std::span<const int>());
+  Volume out = Volume::zeros(dims, geom);
   for (std::int64_t k = 0; k < dims[2]; ++k)
     for (std::int64_t j = 0; j < dims[1]; ++j)
       for (std::int64_t i = 0; i < dims[0]; ++i) {
@@ -303,6 +337,11 @@ void run_synthseg(Context& c) {
           if (post.at(r[0], r[1], r[2], l) > post.at(r[0], r[1], r[2], best)) best = l;
         out.at(i, j, k) = labels.empty() ? static_cast<double>(best) : labels[static_cast<std::size_t>(best)];
       }
+  if (resampled) {
+    // (10) Labels back to the input grid, nearest.
+    out = resample(out, mag.dims(), back, {Interp::Nearest, Interp::Nearest, Interp::Nearest});
+    out.set_geometry(mag.geometry());
+  }
   add_output(c, "labels", "label", std::move(out));
 }
 
