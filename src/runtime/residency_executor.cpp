@@ -463,8 +463,23 @@ std::string ResidencyExecutor::report_json(int indent) const {
   j["peak_staging_bytes"] = peak_staging_bytes_;
   j["forwards"] = forwards_;
   nlohmann::json units = nlohmann::json::array();
-  for (const auto& u : plan_.units())
-    units.push_back({{"id", u.id}, {"host_bytes", u.host_bytes}, {"device_bytes", u.device_bytes}});
+  // Per unit (UnitResidencyReport, residency.md §8): planned placement and the current state of
+  // its copies in each tier.
+  for (const auto& u : plan_.units()) {
+    nlohmann::json ju{{"id", u.id}, {"host_bytes", u.host_bytes}, {"device_bytes", u.device_bytes}};
+    if (const auto* spec = ledger_->plan().find(u.id)) {
+      ju["planned_tier"] = to_string(spec->tier());
+      ju["policy"] = to_string(spec->policy());
+    }
+    for (const auto tier : {MemoryTier::Host, MemoryTier::Device}) {
+      const auto c = ledger_->copy(u.id, tier);
+      const std::string t = to_string(tier);
+      ju[t + "_resident"] = c && c->state == residency::CopyState::Resident;
+      ju[t + "_allocated_bytes"] = c ? c->bytes : 0;
+      ju[t + "_pins"] = c ? c->pins : 0;
+    }
+    units.push_back(std::move(ju));
+  }
   j["unit_list"] = units;
   j["offload"] = nlohmann::json::parse(offload_report().to_json());
   {

@@ -337,6 +337,15 @@ TEST(ResidencySampling, SamplesAfterAForwardOnlyWhenAsked) {
   ASSERT_FALSE(s.at("allocator").is_null());
   EXPECT_GE(s.at("allocator").at("peak").get<std::uint64_t>(), s.at("allocator").at("active").get<std::uint64_t>());
   EXPECT_GT(s.at("allocator").at("peak").get<std::uint64_t>(), 0u);
+  // Per-unit state: dense units are planned cold on disk; after a forward no device copy is
+  // left (the window is released) and nothing stays pinned.
+  for (const auto& u : json::parse(sampled.residency_report_json()).at("unit_list")) {
+    EXPECT_EQ(u.at("planned_tier"), "disk");
+    EXPECT_EQ(u.at("policy"), "cacheable");
+    EXPECT_FALSE(u.at("device_resident").get<bool>()) << u.at("id");
+    EXPECT_EQ(u.at("device_pins").get<std::uint64_t>(), 0u);
+    EXPECT_EQ(u.at("host_pins").get<std::uint64_t>(), 0u);
+  }
 }
 
 }  // namespace
