@@ -57,8 +57,11 @@ struct PlanMemory {
                                          // holds (not the plan); 0 when fully resident
   std::int64_t table_bytes = 0;          // plan bookkeeping (approximate)
   std::int64_t io_bytes = 0;             // output tensors handed back
-  /// Predicted peak above the resident model for one run (arena + scratch + outputs + packed).
-  std::int64_t run_peak_bytes() const { return arena_bytes + scratch_bytes + io_bytes; }
+  std::int64_t weight_window_bytes = 0;  // weights a streamed run brings in (residency window,
+                                         // host cache, staging); 0 when fully resident
+  /// Predicted peak above the resident model and plan for one run (arena + scratch + outputs +
+  /// the streamed weights' window).
+  std::int64_t run_peak_bytes() const { return arena_bytes + scratch_bytes + io_bytes + weight_window_bytes; }
 };
 
 class Plan;  // internal (src/runtime/plan.h)

@@ -89,16 +89,18 @@ void Context::run_tiles(std::size_t m, std::int64_t n, std::int64_t in_flight,
 
 std::int64_t Context::reserve(const Reservation& r, const std::vector<std::size_t>& model_of) {
   stage("plan");
-  std::int64_t run_peak = 0;
+  std::int64_t run_peak = 0, window = 0;
   for (std::size_t k = 0; k < r.shapes.size(); ++k) {
     const std::size_t m = model_of.empty() ? k : model_of[k];
     const PlanMemory pm = model(m).plan_memory(r.shapes[k]);
-    run_peak = std::max(run_peak, pm.run_peak_bytes());
+    // A streamed weight window is held once, however many tiles are in flight.
+    run_peak = std::max(run_peak, pm.run_peak_bytes() - pm.weight_window_bytes);
+    window = std::max(window, pm.weight_window_bytes);
   }
   const std::int64_t held = memory_current() - baseline_;
   const std::int64_t load_peak = memory_peak() - baseline_;
   auto predict = [&](std::int64_t n) {
-    return std::max(load_peak, held + r.wrapper_fixed + n * (run_peak + r.wrapper_per_tile));
+    return std::max(load_peak, held + window + r.wrapper_fixed + n * (run_peak + r.wrapper_per_tile));
   };
   std::int64_t n = std::max<std::int64_t>(1, std::min(r.in_flight, r.tiles));
   const std::int64_t budget = opts.model.mem_budget;

@@ -133,6 +133,7 @@ struct OnnxModel::Impl {
     if (!p->units().empty()) {
       const std::uint64_t held = static_bytes + static_cast<std::uint64_t>(p->memory().packed_weight_bytes);
       executors[p.get()] = std::make_unique<ResidencyExecutor>(*p, opts.residency, *reader, &eager, held, model.path);
+      p->set_weight_window_bytes(static_cast<std::int64_t>(executors[p.get()]->forward_weight_bytes()));
     }
     plans.push_back(std::move(p));
     return *plans.back();
@@ -202,9 +203,10 @@ struct OnnxModel::Impl {
     ResidencyExecutor* ex = executor_for(p);
     if (opts.mem_budget > 0) {
       const std::int64_t held = memory_current();
-      std::int64_t run = p.memory().run_peak_bytes() * static_cast<std::int64_t>(batch.size()) -
-                         p.memory().scratch_bytes * static_cast<std::int64_t>(batch.size() - 1);
-      if (ex) run += static_cast<std::int64_t>(ex->forward_weight_bytes());
+      // One arena and outputs per set; the scratch block and the weight window are shared.
+      const PlanMemory& pm = p.memory();
+      const auto sets = static_cast<std::int64_t>(batch.size());
+      std::int64_t run = (pm.arena_bytes + pm.io_bytes) * sets + pm.scratch_bytes + pm.weight_window_bytes;
       if (held + run > opts.mem_budget) {
         // A plan built for this call only is dropped too: a refusal leaves memory as it found it.
         if (!had_plan) drop_plan(&p);

@@ -98,6 +98,8 @@ class Plan {
   UnitCopy build_unit(int u, const graph::LeafFn& leaf) const;
 
   const PlanMemory& memory() const { return memory_; }
+  /// Set by the residency executor: what a forward's weight window adds to the run's peak.
+  void set_weight_window_bytes(std::int64_t b) { memory_.weight_window_bytes = b; }
   const std::vector<Step>& steps() const { return steps_; }
   const std::vector<Value>& values() const { return values_; }
   const std::vector<Shape>& input_shapes() const { return input_shapes_; }

@@ -412,13 +412,19 @@ void ResidencyExecutor::finish_forward(bool ok) {
 }
 
 std::uint64_t ResidencyExecutor::forward_weight_bytes() const {
-  std::uint64_t b = max_window_bytes_;
-  if (mode_ == ExecutionResidency::DenseDiskStream && lookahead_ > 0)
-    b += std::max(max_host_window_bytes_, ledger_->budget(MemoryTier::Host).value_or(max_host_window_bytes_));
-  if (mode_ == ExecutionResidency::DenseDiskStream && lookahead_ == 0) {
-    std::uint64_t largest = 0;
-    for (const auto& u : plan_.units()) largest = std::max(largest, u.host_bytes);
-    b += largest;  // one staging read
+  std::uint64_t largest = 0, total = 0;
+  for (const auto& u : plan_.units()) {
+    largest = std::max(largest, u.host_bytes);
+    total += u.host_bytes;
+  }
+  // The device window, plus one derived copy (a BN-folded weight) while a unit is built.
+  std::uint64_t b = max_window_bytes_ + largest;
+  if (mode_ == ExecutionResidency::DenseDiskStream) {
+    if (lookahead_ > 0) {
+      b += std::min(ledger_->budget(MemoryTier::Host).value_or(total), total);  // the host cache
+    } else {
+      b += largest;  // one staging read
+    }
   }
   return b;
 }

@@ -349,3 +349,30 @@ TEST(ResidencySampling, SamplesAfterAForwardOnlyWhenAsked) {
 }
 
 }  // namespace
+
+namespace {
+
+// A streamed run's predicted peak counts the weights it brings in (window, host cache, staging):
+// measured ≤ predicted, so a budget refusal before the run is sound under every policy.
+TEST(ResidencyPrediction, PredictedPeakCoversTheStreamedWeights) {
+  const std::string dir = qsmtest::data_dir("QSM_TWINS_DIR");
+  QSM_REQUIRE_DATA(dir, "QSM_TWINS_DIR");
+  for (const Case& c : cases()) {
+    if (c.file != "qsmnet.onnx" && c.file != "hd-bet.onnx" && c.file != "susep-net.onnx") continue;
+    for (const auto& r : {stream(1ull << 30, 0, 0, 0), stream(1ull << 30, 1ull << 30, 2, 2), layerwise(2)}) {
+      SCOPED_TRACE(c.file + " " + qsmcore::to_string(r));
+      auto m = qsmcore::OnnxModel::load(dir + "/" + c.file, options(r));
+      const auto in = inputs_of(c, 8);
+      std::vector<qsmcore::Shape> shapes;
+      for (const auto& t : in) shapes.push_back(t.shape());
+      const qsmcore::PlanMemory pm = m.plan_memory(shapes);
+      EXPECT_GT(pm.weight_window_bytes, 0);
+      const std::int64_t predicted = qsmcore::memory_current() + pm.run_peak_bytes();
+      qsmcore::reset_memory_peak();
+      (void)m.run(in);
+      EXPECT_LE(qsmcore::memory_peak(), predicted);
+    }
+  }
+}
+
+}  // namespace
