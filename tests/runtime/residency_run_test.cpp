@@ -339,7 +339,8 @@ TEST(ResidencySampling, SamplesAfterAForwardOnlyWhenAsked) {
   EXPECT_GT(s.at("allocator").at("peak").get<std::uint64_t>(), 0u);
   // Per-unit state: dense units are planned cold on disk; after a forward no device copy is
   // left (the window is released) and nothing stays pinned.
-  for (const auto& u : json::parse(sampled.residency_report_json()).at("unit_list")) {
+  const auto report = json::parse(sampled.residency_report_json());  // outlives the loop below
+  for (const auto& u : report.at("unit_list")) {
     EXPECT_EQ(u.at("planned_tier"), "disk");
     EXPECT_EQ(u.at("policy"), "cacheable");
     EXPECT_FALSE(u.at("device_resident").get<bool>()) << u.at("id");
