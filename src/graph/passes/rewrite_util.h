@@ -1,6 +1,7 @@
 // Small helpers the graph rewrites share: appending a value, and splicing node chains in place
 // of the nodes they replace (keeping topological order).
 #pragma once
+#include <string>
 #include <vector>
 
 #include "graph/typed_graph.h"
@@ -10,6 +11,17 @@ namespace qsmcore::graph {
 inline int append_value(TypedGraph& g, TValue v) {
   g.values.push_back(std::move(v));
   return static_cast<int>(g.values.size() - 1);
+}
+
+/// A fresh intermediate like `like` (same type and shape, not an output, not constant): the
+/// partial sum of an accumulated conv chain.
+inline int append_partial(TypedGraph& g, const TValue& like, std::string name) {
+  TValue v = like;
+  v.name = std::move(name);
+  v.graph_output = -1;
+  v.constant.reset();
+  v.recipe.reset();
+  return append_value(g, std::move(v));
 }
 
 /// Replaces node i by replacement[i] wherever that is non-empty.

@@ -84,12 +84,7 @@ int split_concat_convs(TypedGraph& g) {
       if (k + 1 == cat.in.size()) {
         n.out = {out};
       } else {
-        TValue pv = outv;
-        pv.name = conv.node.name + "/partial" + std::to_string(k);
-        pv.graph_output = -1;
-        pv.constant.reset();
-        pv.recipe.reset();
-        partial = append_value(g, std::move(pv));
+        partial = append_partial(g, outv, conv.node.name + "/partial" + std::to_string(k));
         n.out = {partial};
       }
       chain.push_back(std::move(n));

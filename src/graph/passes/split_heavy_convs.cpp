@@ -96,12 +96,7 @@ int split_heavy_convs(TypedGraph& g, std::uint64_t max_weight_bytes) {
       if (c0 + c >= cin) {
         n.out = {out};
       } else {
-        TValue pv = outv;
-        pv.name = tag + "/partial";
-        pv.graph_output = -1;
-        pv.constant.reset();
-        pv.recipe.reset();
-        partial = append_value(g, std::move(pv));
+        partial = append_partial(g, outv, tag + "/partial");
         n.out = {partial};
       }
       chain.push_back(std::move(n));
