@@ -51,7 +51,8 @@ struct ValueDesc {
 /// Memory figures of one plan, known before it runs.
 struct PlanMemory {
   std::int64_t arena_bytes = 0;          // activations (one block, offsets by liveness)
-  std::int64_t scratch_bytes = 0;        // largest kernel scratchpad
+  std::int64_t scratch_bytes = 0;        // largest kernel scratchpad (inside the arena: each step's
+                                         // scratch is an arena buffer live for that step)
   std::int64_t packed_weight_bytes = 0;  // execution-ready weights owned by the plan
   std::int64_t unit_weight_bytes = 0;    // execution-ready weights of units a residency policy
                                          // holds (not the plan); 0 when fully resident
@@ -59,9 +60,9 @@ struct PlanMemory {
   std::int64_t io_bytes = 0;             // output tensors handed back
   std::int64_t weight_window_bytes = 0;  // weights a streamed run brings in (residency window,
                                          // host cache, staging); 0 when fully resident
-  /// Predicted peak above the resident model and plan for one run (arena + scratch + outputs +
-  /// the streamed weights' window).
-  std::int64_t run_peak_bytes() const { return arena_bytes + scratch_bytes + io_bytes + weight_window_bytes; }
+  /// Predicted peak above the resident model and plan for one run (arena, scratch included, +
+  /// outputs + the streamed weights' window).
+  std::int64_t run_peak_bytes() const { return arena_bytes + io_bytes + weight_window_bytes; }
 };
 
 class Plan;  // internal (src/runtime/plan.h)

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/byte_size.h"
+#include "cli/cli_util.h"
 #include "cli/commands.h"
 #include "io/atomic_file.h"
 #include "io/npy.h"
@@ -29,12 +30,6 @@ std::string dims_string(const graph::ValueInfo& vi) {
     s += vi.dims[i].value >= 0 ? std::to_string(vi.dims[i].value) : (vi.dims[i].param.empty() ? "?" : vi.dims[i].param);
   }
   return s + "]";
-}
-
-std::string mib(std::int64_t bytes) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.1f MiB", static_cast<double>(bytes) / (1024.0 * 1024.0));
-  return buf;
 }
 
 void info(const std::string& path) {
@@ -244,13 +239,19 @@ void plan(const std::string& path, const std::vector<std::string>& shape_args, c
   }
   const Plan& p = model.plan_for(shapes);
   if (steps) {
-    std::printf("%-4s %-22s %-34s %-24s %s\n", "#", "op", "kernel", "output", "bytes");
-    int i = 0;
+    // live = arena bytes in use while the step runs; the largest is where the peak is.
+    std::printf("%-4s %-22s %-34s %-24s %12s %10s %10s\n", "#", "op", "kernel", "output", "bytes", "live",
+                "scratch");
+    std::size_t i = 0;
     for (const auto& st : p.steps()) {
       const auto& out =
           st.out.empty() || st.out[0] < 0 ? Plan::Value{} : p.values()[static_cast<std::size_t>(st.out[0])];
-      std::printf("%-4d %-22s %-34s %-24s %zu%s\n", i++, st.op_type.c_str(), st.impl.substr(0, 34).c_str(),
-                  shape_to_string(out.shape).c_str(), out.bytes, out.layout.plain() ? "" : " (blocked)");
+      const std::size_t scratch = st.kernel ? st.kernel->scratch_bytes() : st.scratch;
+      std::printf("%-4zu %-22s %-34s %-24s %12zu %10s %10s%s\n", i, st.op_type.c_str(), st.impl.substr(0, 34).c_str(),
+                  shape_to_string(out.shape).c_str(), out.bytes,
+                  mib(static_cast<std::int64_t>(p.live_bytes()[i])).c_str(),
+                  mib(static_cast<std::int64_t>(scratch)).c_str(), out.layout.plain() ? "" : " (blocked)");
+      ++i;
     }
   }
   const PlanMemory& pm = p.memory();

@@ -203,10 +203,10 @@ struct OnnxModel::Impl {
     ResidencyExecutor* ex = executor_for(p);
     if (opts.mem_budget > 0) {
       const std::int64_t held = memory_current();
-      // One arena and outputs per set; the scratch block and the weight window are shared.
+      // One arena (scratch inside) and outputs per set; the weight window is shared.
       const PlanMemory& pm = p.memory();
       const auto sets = static_cast<std::int64_t>(batch.size());
-      std::int64_t run = (pm.arena_bytes + pm.io_bytes) * sets + pm.scratch_bytes + pm.weight_window_bytes;
+      std::int64_t run = (pm.arena_bytes + pm.io_bytes) * sets + pm.weight_window_bytes;
       if (held + run > opts.mem_budget) {
         // A plan built for this call only is dropped too: a refusal leaves memory as it found it.
         if (!had_plan) drop_plan(&p);

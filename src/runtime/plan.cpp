@@ -372,7 +372,23 @@ void Plan::assign_offsets() {
     slot_of[v] = static_cast<int>(lifetimes.size());
     lifetimes.push_back({values_[v].bytes, std::max(def[v], 0), std::max(group_last[v], 0)});
   }
+  // A kernel's scratchpad is one more arena buffer, live during its step only: the run's peak
+  // is the largest live set plus the scratch of the step where it occurs, not the largest live
+  // set plus the largest scratch of any step (xQSM twin at 64³: a 64 MiB deconvolution
+  // scratchpad sits at a step where only half the arena is in use).
+  const std::size_t first_scratch = lifetimes.size();
+  for (int s = 0; s < n_steps; ++s) {
+    const Step& st = steps_[static_cast<std::size_t>(s)];
+    const std::size_t b = st.kernel ? st.kernel->scratch_bytes() : st.scratch;
+    if (b > 0) lifetimes.push_back({b, s, s});
+  }
+  live_bytes_.assign(steps_.size(), 0);
+  for (const auto& l : lifetimes)
+    for (int s = l.first; s <= l.last && s < n_steps; ++s) live_bytes_[static_cast<std::size_t>(s)] += l.bytes;
   const auto op = memory::plan_offsets(lifetimes);
+  scratch_offset_.assign(steps_.size(), 0);
+  for (std::size_t i = first_scratch; i < lifetimes.size(); ++i)
+    scratch_offset_[static_cast<std::size_t>(lifetimes[i].first)] = op.offsets[i];
   for (std::size_t v = 0; v < values_.size(); ++v) {
     if (values_[v].storage != Storage::Arena) continue;
     values_[v].offset =
@@ -449,10 +465,9 @@ std::vector<std::vector<Tensor>> Plan::run_batch(const std::vector<std::vector<T
     }
     sets.push_back(std::move(set));
   }
-  Buffer scratch(static_cast<std::size_t>(memory_.scratch_bytes), MemCategory::Scratch);
+  // Scratch lives in the arena (assign_offsets). In a batch every set's step s runs before any
+  // set's step s + 1, so all sets can use the first set's scratch region of that step.
   kernels::ExecContext ctx;
-  ctx.scratch = scratch.data();
-  ctx.scratch_bytes = scratch.size();
   ctx.threads = threads_;
   std::vector<Tensor> ins, os;
   if (units) units->begin_forward();
@@ -460,6 +475,9 @@ std::vector<std::vector<Tensor>> Plan::run_batch(const std::vector<std::vector<T
     for (const auto& st : steps_) {
       const UnitCopy* copy = st.unit >= 0 ? &units->acquire(st.unit) : nullptr;
       kernels::Kernel* k = copy ? copy->kernel.get() : st.kernel.get();
+      const auto si = static_cast<std::size_t>(&st - steps_.data());
+      ctx.scratch_bytes = k->scratch_bytes();
+      ctx.scratch = ctx.scratch_bytes > 0 ? sets.front().arena.data() + scratch_offset_[si] : nullptr;
       for (auto& set : sets) {
         ins.clear();
         os.clear();

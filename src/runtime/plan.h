@@ -102,6 +102,9 @@ class Plan {
   void set_weight_window_bytes(std::int64_t b) { memory_.weight_window_bytes = b; }
   const std::vector<Step>& steps() const { return steps_; }
   const std::vector<Value>& values() const { return values_; }
+  /// Arena bytes live while step s runs (in-place groups counted once): the arena can be no
+  /// smaller than the largest of these; the rest of arena_bytes is fragmentation.
+  const std::vector<std::size_t>& live_bytes() const { return live_bytes_; }
   const std::vector<Shape>& input_shapes() const { return input_shapes_; }
   Backend backend() const { return backend_; }
 
@@ -119,6 +122,8 @@ class Plan {
   std::vector<Value> values_;
   std::vector<int> inputs_, outputs_;
   std::vector<int> alias_;  // value -> value whose bytes it shares (in-place), or -1
+  std::vector<std::size_t> live_bytes_;      // per step
+  std::vector<std::size_t> scratch_offset_;  // per step: its scratchpad's place in the arena
   PlanMemory memory_;
   std::vector<WeightUnit> units_;
   // Kept only when the plan has units: the typed graph (deferred constants unset) and the
