@@ -337,7 +337,7 @@ TEST(OneDnnDeconv, K2S2FastPath3dRelu) {
   expect_onednn(impls, "ConvTranspose");
   for (const auto& [op, impl] : impls) {
     if (op == "ConvTranspose") {
-      EXPECT_NE(impl.find("deconv2x2"), std::string::npos) << impl;
+      EXPECT_NE(impl.find("deconv_k=s"), std::string::npos) << impl;
     }
   }
   EXPECT_EQ(count_op(impls, "Relu"), 0);  // fused
@@ -388,6 +388,153 @@ TEST(OneDnnDeconv, SumPostOpThenRelu) {
     const auto impls = compare(n);
     expect_onednn(impls, "ConvTranspose");
     EXPECT_EQ(count_op(impls, "Add"), 0);
+  }
+}
+
+TEST(OneDnnDeconv, KernelEqualsStrideBeyondTwo) {
+  // xQSM's octave upsampling is 4x4x4 / 4; an anisotropic k = s is the same sub-lattice case.
+  for (const auto& [k, act] : std::vector<std::pair<std::vector<std::int64_t>, std::string>>{
+           {{4, 4, 4}, "Relu"}, {{2, 1, 3}, "Sigmoid"}, {{3, 2}, ""}}) {
+    const Shape x = k.size() == 3 ? Shape{1, 3, 3, 4, 5} : Shape{2, 5, 4, 3};
+    const auto impls = compare(deconv_net(x, 5, k, {attr_ints("strides", k)}, act));
+    expect_onednn(impls, "ConvTranspose");
+    for (const auto& [op, impl] : impls)
+      if (op == "ConvTranspose") {
+        EXPECT_NE(impl.find("deconv_k=s"), std::string::npos) << impl;
+      }
+  }
+}
+
+TEST(OneDnnDeconv, KernelEqualsStrideAccumulatesOntoItsSumAddend) {
+  // Conv(x) + ConvT(low) -> Relu: the Add and the Relu become post-ops of the sub-lattice
+  // deconvolution, which gathers the addend into each sub-lattice before accumulating.
+  for (std::int64_t m : {16, 13}) {  // 13: padding lanes of the channel block
+    Net n;
+    n.input("x", {1, 3, 8, 6, 4});
+    n.input("low", {1, 5, 4, 3, 2});
+    n.conv("x", "c", 3, m);
+    n.weight("w", {5, m, 2, 2, 2});
+    n.weight("b", {m});
+    n.add("ConvTranspose", {"low", "w", "b"}, {"d"}, {attr_ints("strides", {2, 2, 2})});
+    n.add("Add", {"c", "d"}, {"e"});
+    n.add("Relu", {"e"}, {"y"});
+    n.output("y");
+    const auto impls = compare(n);
+    expect_onednn(impls, "ConvTranspose");
+    EXPECT_EQ(count_op(impls, "Add"), 0);
+    EXPECT_EQ(count_op(impls, "Relu"), 0);
+    for (const auto& [op, impl] : impls)
+      if (op == "ConvTranspose") {
+        EXPECT_NE(impl.find("deconv_k=s"), std::string::npos) << impl;
+      }
+  }
+}
+
+// ---- graph rewrites against an independent formulation ---------------------------------------
+
+/// Runs `a` and `b` (same inputs) on oneDNN and expects equal outputs within 1e-5 of the range.
+void expect_same_function(const Net& a, const Net& b, bool split_b = true) {
+  std::vector<Tensor> inputs;
+  unsigned s = 2000;
+  for (const auto& shape : a.in_shapes) inputs.push_back(Tensor::from_vector(shape, random_values(qsmcore::numel(shape), s++)));
+  qsmcore::ModelOptions o;
+  o.threads = 2;
+  o.split_concat_convs = split_b;
+  OnnxModel ma = load(a, Backend::OneDnn);
+  OnnxModel mb = OnnxModel::load(model(graph(b.p), b.opset).bytes, o, "b.onnx");
+  const Tensor want = mb.run(inputs)[0], got = ma.run(inputs)[0];
+  ASSERT_EQ(want.shape(), got.shape());
+  const float* x = want.data<float>();
+  const auto [lo, hi] = std::minmax_element(x, x + want.numel());
+  for (std::int64_t i = 0; i < want.numel(); ++i)
+    ASSERT_NEAR(got.data<float>()[i], x[i], 1e-5 * (*hi - *lo)) << "voxel " << i;
+}
+
+// BatchNormalization as the analytic per-channel affine map x·s + t, written with Mul/Add of
+// [1, C, 1, 1, 1] constants (no rewrite matches those): the oracle for the BN folds. Adds the
+// BN parameters y_g/_b/_m/_v and the affine y_s/_t.
+void bn_as_affine(Net& n, const std::string& y, std::int64_t c, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> g(0.5f, 1.5f), b(-0.5f, 0.5f), mu(-0.3f, 0.3f), var(0.2f, 2.0f);
+  std::vector<float> gamma(c), beta(c), mean(c), v(c), s(c), t(c);
+  for (std::int64_t i = 0; i < c; ++i) {
+    gamma[i] = g(rng), beta[i] = b(rng), mean[i] = mu(rng), v[i] = var(rng);
+    s[i] = static_cast<float>(gamma[i] / std::sqrt(double(v[i]) + 1e-5));
+    t[i] = static_cast<float>(beta[i] - mean[i] * double(s[i]));
+  }
+  n.p.initializers.push_back(float_tensor(y + "_g", {c}, gamma));
+  n.p.initializers.push_back(float_tensor(y + "_b", {c}, beta));
+  n.p.initializers.push_back(float_tensor(y + "_m", {c}, mean));
+  n.p.initializers.push_back(float_tensor(y + "_v", {c}, v));
+  n.p.initializers.push_back(float_tensor(y + "_s", {1, c, 1, 1, 1}, s));
+  n.p.initializers.push_back(float_tensor(y + "_t", {1, c, 1, 1, 1}, t));
+}
+
+TEST(GraphRewrites, BatchNormFoldsIntoConvTransposeAndThroughAnAdd) {
+  // xQSM's octave blocks: relu(conv(h) + BN(convT(l))) and relu(BN(convT(h') + conv(l'))).
+  auto build = [](bool as_bn) {
+    Net n;
+    n.input("h", {1, 4, 8, 6, 4});
+    n.input("l", {1, 6, 4, 3, 2});
+    n.conv("h", "c", 4, 8);
+    n.weight("w", {6, 8, 2, 2, 2});
+    n.weight("wb", {8});
+    n.add("ConvTranspose", {"l", "w", "wb"}, {"d"}, {attr_ints("strides", {2, 2, 2})});
+    bn_as_affine(n, "bn1", 8, 7);
+    bn_as_affine(n, "bn2", 8, 8);
+    if (as_bn) {
+      n.add("BatchNormalization", {"d", "bn1_g", "bn1_b", "bn1_m", "bn1_v"}, {"dn"});
+    } else {
+      n.add("Mul", {"d", "bn1_s"}, {"ds"});
+      n.add("Add", {"ds", "bn1_t"}, {"dn"});
+    }
+    n.add("Add", {"c", "dn"}, {"e"});
+    n.add("Relu", {"e"}, {"r"});
+    // Second block: BN after the Add of a conv and a deconv.
+    n.conv("r", "c2", 8, 8);
+    n.weight("w2", {6, 8, 2, 2, 2});
+    n.add("ConvTranspose", {"l", "w2"}, {"d2"}, {attr_ints("strides", {2, 2, 2})});
+    n.add("Add", {"d2", "c2"}, {"sum"});
+    if (as_bn) {
+      n.add("BatchNormalization", {"sum", "bn2_g", "bn2_b", "bn2_m", "bn2_v"}, {"sn"});
+    } else {
+      n.add("Mul", {"sum", "bn2_s"}, {"ss"});
+      n.add("Add", {"ss", "bn2_t"}, {"sn"});
+    }
+    n.add("Relu", {"sn"}, {"y"});
+    n.output("y");
+    return n;
+  };
+  const Net folded = build(true), oracle = build(false);
+  expect_same_function(folded, oracle);
+  OnnxModel m = load(folded, Backend::OneDnn);
+  for (const auto& st : m.plan_for(folded.in_shapes).steps()) {
+    EXPECT_NE(st.op_type, "BatchNormalization") << "a BN was not folded";
+    EXPECT_NE(st.op_type, "Add") << "an Add was not fused as a Sum post-op";
+    EXPECT_NE(st.op_type, "Relu");
+  }
+}
+
+TEST(GraphRewrites, PoolingMovesAheadOfAConcatSoItsConvsSplit) {
+  // The octave block reads cat(a, b) with a conv and, average-pooled, with another conv: the
+  // pool is applied per part and both convs split, so no Concat is built. Oracle: the same
+  // file with concat splitting (and the hoist with it) off.
+  Net n;
+  n.input("x", {1, 3, 8, 6, 4});
+  n.conv("x", "a", 3, 8);
+  n.conv("x", "b", 3, 5);
+  n.add("Concat", {"a", "b"}, {"cat"}, {attr_int("axis", 1)});
+  n.conv("cat", "hh", 13, 6);
+  n.add("AveragePool", {"cat"}, {"p"}, {attr_ints("kernel_shape", {2, 2, 2}), attr_ints("strides", {2, 2, 2})});
+  n.conv("p", "hl", 13, 4);
+  n.weight("up", {4, 6, 2, 2, 2});
+  n.add("ConvTranspose", {"hl", "up"}, {"u"}, {attr_ints("strides", {2, 2, 2})});
+  n.add("Add", {"hh", "u"}, {"y"});
+  n.output("y");
+  expect_same_function(n, n, /*split_b=*/false);
+  for (Backend be : {Backend::OneDnn, Backend::Reference}) {
+    OnnxModel m = load(n, be);
+    for (const auto& st : m.plan_for(n.in_shapes).steps()) EXPECT_NE(st.op_type, "Concat");
   }
 }
 

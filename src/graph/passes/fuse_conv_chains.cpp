@@ -1,4 +1,5 @@
 #include "graph/passes/passes.h"
+#include "graph/passes/rewrite_util.h"
 
 namespace qsmcore::graph {
 namespace {
@@ -43,16 +44,6 @@ bool as_activation(const TypedGraph& g, const TNode& n, kernels::PostOp& p) {
   return true;
 }
 
-// Index of the live node producing v (-1 for graph inputs and constants).
-int producer_index(const TypedGraph& g, int v) {
-  for (std::size_t i = 0; i < g.nodes.size(); ++i) {
-    if (g.nodes[i].dead) continue;
-    for (int o : g.nodes[i].out)
-      if (o == v) return static_cast<int>(i);
-  }
-  return -1;
-}
-
 }  // namespace
 
 int fuse_conv_chains(TypedGraph& g) {
@@ -79,7 +70,7 @@ int fuse_conv_chains(TypedGraph& g) {
         const auto& outv = g.values[static_cast<std::size_t>(next.out[0])];
         if (ov.is_const() || ov.shape != yv.shape || outv.shape != yv.shape || ov.dtype != DType::F32) break;
         // The conv will read the addend at its own position: it must exist by then.
-        if (producer_index(g, other) > static_cast<int>(ci)) break;
+        if (producer_of(g, other) > static_cast<int>(ci)) break;
         p = {kernels::PostOp::Kind::Sum};
         // The addend goes after the optional bias slot so that input 2 stays the bias.
         if (conv.in.size() < 3) conv.in.resize(3, -1);
@@ -129,8 +120,12 @@ int remove_dead_nodes(TypedGraph& g) {
 
 void run_passes(TypedGraph& g, const PassOptions& opts) {
   remove_dead_nodes(g);
+  transposed_to_direct_convs(g);
   if (opts.fold_bn) fold_batchnorm(g);
-  if (opts.split_concat) split_concat_convs(g);
+  if (opts.split_concat) {
+    hoist_through_concat(g);
+    split_concat_convs(g);
+  }
   split_heavy_convs(g, opts.max_conv_weight_bytes);
   if (opts.fuse) fuse_conv_chains(g);
   remove_dead_nodes(g);

@@ -6,8 +6,9 @@
 
 namespace qsmcore::graph {
 
-/// Conv (constant W, B) followed only by inference BatchNormalization (constant parameters):
-/// scales W and shifts B, the BN node dies. Returns the number of folds.
+/// Inference BatchNormalization (constant parameters) folded into the Conv/ConvTranspose (constant
+/// W, B) it alone reads, or into both convolutions of an Add it alone reads (BN(p + q) =
+/// BN(p) + s·q): weights scaled, bias shifted, the BN node dies. Returns the number of folds.
 int fold_batchnorm(TypedGraph& g);
 
 /// Conv/ConvTranspose followed by a chain of single-consumer Relu/LeakyRelu/Elu/Sigmoid/Tanh/Clip
@@ -15,13 +16,21 @@ int fold_batchnorm(TypedGraph& g);
 /// convolution (oneDNN executes them inside the kernel). Returns the number of fused nodes.
 int fuse_conv_chains(TypedGraph& g);
 
-/// Concat(axis=1) read only by a Conv becomes one Conv per concatenated input (weights split by
-/// input channel) accumulated through Sum post-ops: the concatenated tensor is never built.
+/// Concat(axis=1) read only by Convs becomes, for each, one Conv per concatenated input (weights
+/// split by input channel) accumulated through Sum post-ops: the concatenated tensor is never built.
 int split_concat_convs(TypedGraph& g);
+
+/// A pooling or unary activation reading a Concat(axis=1) that others read too is applied to
+/// each part and the results concatenated (exact), so the first Concat can be split.
+int hoist_through_concat(TypedGraph& g);
 
 /// Conv whose weights exceed max_weight_bytes runs as input-channel chunks (Slice + Conv)
 /// accumulated through Sum post-ops, so no weight unit exceeds the bound. 0 = off.
 int split_heavy_convs(TypedGraph& g, std::uint64_t max_weight_bytes);
+
+/// ConvTranspose with stride 1 becomes the equivalent Conv (kernel flipped, channel axes
+/// swapped, pads mirrored), which runs on the fast convolution kernels without a scratchpad.
+int transposed_to_direct_convs(TypedGraph& g);
 
 /// Marks nodes dead whose outputs nobody reads and that are not graph outputs.
 int remove_dead_nodes(TypedGraph& g);

@@ -24,6 +24,30 @@ inline int append_partial(TypedGraph& g, const TValue& like, std::string name) {
   return append_value(g, std::move(v));
 }
 
+/// Live nodes reading value v (each once, in graph order).
+inline std::vector<int> live_readers(const TypedGraph& g, int v) {
+  std::vector<int> r;
+  for (std::size_t i = 0; i < g.nodes.size(); ++i) {
+    if (g.nodes[i].dead) continue;
+    for (int in : g.nodes[i].in)
+      if (in == v) {
+        r.push_back(static_cast<int>(i));
+        break;
+      }
+  }
+  return r;
+}
+
+/// Index of the live node producing v (-1 for graph inputs and constants).
+inline int producer_of(const TypedGraph& g, int v) {
+  for (std::size_t i = 0; i < g.nodes.size(); ++i) {
+    if (g.nodes[i].dead) continue;
+    for (int o : g.nodes[i].out)
+      if (o == v) return static_cast<int>(i);
+  }
+  return -1;
+}
+
 /// Replaces node i by replacement[i] wherever that is non-empty.
 inline void splice_replacements(TypedGraph& g, std::vector<std::vector<TNode>>& replacement) {
   std::vector<TNode> nodes;
