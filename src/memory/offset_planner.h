@@ -17,8 +17,9 @@ struct OffsetPlan {
   std::size_t total = 0;             // arena size
 };
 
-/// Greedy best-fit: largest buffers first, each at the lowest-waste gap among the buffers
-/// already placed that overlap it in time. Deterministic.
+/// Greedy best-fit under several orders (largest first, largest size × lifetime, longest
+/// lifetime, first use): each buffer at the lowest-waste gap among the buffers already placed
+/// that overlap it in time; the smallest arena wins. Deterministic.
 OffsetPlan plan_offsets(const std::vector<Lifetime>& lifetimes);
 
 }  // namespace qsmcore::memory
