@@ -28,6 +28,9 @@ struct ModelOptions {
   /// is never built (lower peak). Changes the summation order, so graphs that threshold
   /// computed values (a ReLU derivative, say) can flip rounding-level ties; off = as written.
   bool split_concat_convs = true;
+  /// Run chains of same-size 3-D convolutions as depth slabs (oneDNN backend): intermediates
+  /// hold a few planes instead of whole volumes (lower peak, same arithmetic per voxel).
+  bool stream_conv_chains = true;
   /// Convolutions with more weight bytes than this run as input-channel chunks accumulated in
   /// place, so no weight unit a residency policy moves is larger (0 = never split). Applied
   /// under every policy, so the arithmetic — and the output bits — do not depend on the policy.

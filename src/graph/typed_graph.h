@@ -35,6 +35,9 @@ struct TNode {
   std::vector<int> out;               // value indices; -1 = unused optional output
   std::vector<kernels::PostOp> post;  // fused elementwise ops (Sum addends are extra inputs)
   bool dead = false;
+  /// For a fused node (op "qsm.ConvChain"): the nodes it runs, in order, with their own value
+  /// indices (intermediates keep their TValues, though no live node produces them).
+  std::vector<TNode> chain;
 };
 
 struct TypedGraph {

@@ -538,6 +538,91 @@ TEST(GraphRewrites, PoolingMovesAheadOfAConcatSoItsConvsSplit) {
   }
 }
 
+// ---- streamed convolution chains -------------------------------------------------------------
+
+/// Runs `n` with and without depth-slab chains; expects equal outputs (1e-5 of the range), a
+/// chain step in the streamed plan, and a smaller activation peak.
+void expect_chain_matches(const Net& n) {
+  std::vector<Tensor> inputs;
+  unsigned s = 3000;
+  for (const auto& shape : n.in_shapes) inputs.push_back(Tensor::from_vector(shape, random_values(qsmcore::numel(shape), s++)));
+  qsmcore::ModelOptions o;
+  o.threads = 2;
+  const auto bytes = model(graph(n.p), n.opset).bytes;
+  OnnxModel streamed = OnnxModel::load(bytes, o, "chain.onnx");
+  o.stream_conv_chains = false;
+  OnnxModel layerwise = OnnxModel::load(bytes, o, "layers.onnx");
+  const Tensor want = layerwise.run(inputs)[0], got = streamed.run(inputs)[0];
+  ASSERT_EQ(want.shape(), got.shape());
+  const float* x = want.data<float>();
+  const auto [lo, hi] = std::minmax_element(x, x + want.numel());
+  for (std::int64_t i = 0; i < want.numel(); ++i)
+    ASSERT_NEAR(got.data<float>()[i], x[i], 1e-5 * (*hi - *lo)) << "voxel " << i;
+  int chains = 0;
+  for (const auto& st : streamed.plan_for(n.in_shapes).steps()) chains += st.op_type == "qsm.ConvChain" ? 1 : 0;
+  EXPECT_GT(chains, 0) << "no chain was formed";
+  EXPECT_LT(streamed.plan_for(n.in_shapes).memory().run_peak_bytes(),
+            layerwise.plan_for(n.in_shapes).memory().run_peak_bytes());
+}
+
+TEST(ConvChain, PlainChainOfMixedKernelsAtEveryDepth) {
+  // Kernels 3, 5 (depth reach 2) and 1, channel counts changing, activations fused. Depths from
+  // the smallest the pass streams (24: windows of slab + 4 planes within a quarter of the
+  // depth) through ragged last slabs (25, 37) to an exact multiple of the slab (44).
+  for (std::int64_t d : {24, 25, 37, 44}) {
+    Net n;
+    n.input("x", {1, 2, d, 9, 7});
+    n.conv("x", "c1", 2, 12);
+    n.add("Relu", {"c1"}, {"r1"});
+    n.conv("r1", "c2", 12, 8, 3, 5);
+    n.add("LeakyRelu", {"c2"}, {"r2"}, {attr_float("alpha", 0.1f)});
+    n.conv("r2", "c3", 8, 16, 3, 1);
+    n.add("Relu", {"c3"}, {"r3"});
+    n.conv("r3", "y", 16, 3);
+    n.output("y");
+    SCOPED_TRACE("depth " + std::to_string(d));
+    expect_chain_matches(n);
+  }
+}
+
+TEST(ConvChain, ResidualBlocksShareTheirInputsBytes) {
+  // LPCNN's blocks: y = relu(x + conv(relu(conv(x)))); the block output may overwrite its input
+  // plane by plane, which is only sound because the first conv has moved past those planes.
+  Net n;
+  n.input("x", {1, 1, 33, 10, 8});
+  n.conv("x", "c0", 1, 16);
+  n.add("Relu", {"c0"}, {"h0"});
+  std::string h = "h0";
+  for (int b = 0; b < 3; ++b) {
+    const std::string p = "b" + std::to_string(b);
+    n.conv(h, p + "a", 16, 16);
+    n.add("Relu", {p + "a"}, {p + "ra"});
+    n.conv(p + "ra", p + "b", 16, 16);
+    n.add("Add", {h, p + "b"}, {p + "s"});
+    n.add("Relu", {p + "s"}, {p + "h"});
+    h = p + "h";
+  }
+  n.conv(h, "y", 16, 1);
+  n.output("y");
+  expect_chain_matches(n);
+}
+
+TEST(ConvChain, DecoderLevelFromASplitConcatenation) {
+  // conv(cat(up, skip)) -> conv -> 1x1 head: the first layer sums two convolutions over two
+  // full inputs; nothing else at full resolution is held.
+  Net n;
+  n.input("up", {1, 6, 19, 8, 6});
+  n.input("skip", {1, 4, 19, 8, 6});
+  n.add("Concat", {"up", "skip"}, {"cat"}, {attr_int("axis", 1)});
+  n.conv("cat", "d1", 10, 8);
+  n.add("Relu", {"d1"}, {"r1"});
+  n.conv("r1", "d2", 8, 8);
+  n.add("Relu", {"d2"}, {"r2"});
+  n.conv("r2", "y", 8, 1, 3, 1);
+  n.output("y");
+  expect_chain_matches(n);
+}
+
 // ---- a U-Net-like chain: blocked layouts end to end ------------------------------------------
 
 TEST(OneDnnChain, ConvPoolDeconvConcatStaysBlocked) {

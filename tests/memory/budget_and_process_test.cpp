@@ -34,7 +34,7 @@ TEST(ProcessView, AccountedPeakMatchesVmHwmOnALargeRun) {
   qsmcore::ModelOptions o;
   o.threads = 2;
   qsmcore::OnnxModel m = qsmcore::OnnxModel::load(path, o);
-  const qsmcore::Shape shape{1, 1, 128, 144, 160};
+  const qsmcore::Shape shape{1, 1, 160, 160, 160};
   m.plan_for({shape});
   qsmcore::Tensor x = qsmtest::random_tensor(shape, 5);
   if (!qsmcore::reset_process_hwm()) GTEST_SKIP() << "/proc/self/clear_refs is not writable here";

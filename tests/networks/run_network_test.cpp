@@ -232,7 +232,9 @@ TEST(Networks, TiledRunThroughRunNetworkAndItsBudget) {
     ASSERT_EQ(capped.outputs[0].volume.data()[i], tiled.outputs[0].volume.data()[i])
         << "in-flight count changed values";
   // A budget below one tile is refused before the run, naming the peak, the budget and a tile.
-  o.model.mem_budget = held + capped.predicted_peak_bytes * 4 / 5;
+  // (10 % below: the run's own part is small next to the fixed parts here, so a deeper cut
+  // leaves no room for even the smallest patch.)
+  o.model.mem_budget = held + capped.predicted_peak_bytes * 9 / 10;
   const std::int64_t before = memory_current();
   try {
     run_network(spec, twin_paths(dir, spec), in, o);

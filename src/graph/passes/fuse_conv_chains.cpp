@@ -129,6 +129,8 @@ void run_passes(TypedGraph& g, const PassOptions& opts) {
   split_heavy_convs(g, opts.max_conv_weight_bytes);
   if (opts.fuse) fuse_conv_chains(g);
   remove_dead_nodes(g);
+  if (opts.stream_chains) stream_conv_chains(g, opts.max_conv_weight_bytes);
+  if (opts.reorder) order_for_memory(g);
 }
 
 }  // namespace qsmcore::graph

@@ -32,6 +32,16 @@ int split_heavy_convs(TypedGraph& g, std::uint64_t max_weight_bytes);
 /// swapped, pads mirrored), which runs on the fast convolution kernels without a scratchpad.
 int transposed_to_direct_convs(TypedGraph& g);
 
+/// Reorders live nodes (topologically) to lower the simulated activation peak, when a greedy
+/// list schedule beats the file's order. Returns the number of nodes that moved.
+int order_for_memory(TypedGraph& g);
+
+/// Chains of same-size 3-D convolutions (the first layer may be a Sum chain over several
+/// inputs) become one "qsm.ConvChain" node that streams depth slabs through them, holding a
+/// few planes per intermediate instead of whole tensors. Only for a backend that implements
+/// the node (oneDNN). Chains stay under max_weight_bytes of weights (0 = no bound).
+int stream_conv_chains(TypedGraph& g, std::uint64_t max_weight_bytes);
+
 /// Marks nodes dead whose outputs nobody reads and that are not graph outputs.
 int remove_dead_nodes(TypedGraph& g);
 
@@ -40,6 +50,8 @@ struct PassOptions {
   bool fuse = true;
   bool split_concat = true;
   std::uint64_t max_conv_weight_bytes = 0;  // split_heavy_convs bound; 0 = off
+  bool reorder = true;                      // order_for_memory
+  bool stream_chains = false;               // stream_conv_chains (the backend must run them)
 };
 
 /// The standard pipeline.

@@ -12,6 +12,7 @@ std::unique_ptr<Kernel> make_deconv(const graph::TypedGraph&, const graph::TNode
 std::unique_ptr<Kernel> make_softmax(const graph::TypedGraph&, const graph::TNode&, const std::vector<Layout>&, LayoutDecision&);
 std::unique_ptr<Kernel> make_matmul(const graph::TypedGraph&, const graph::TNode&, const std::vector<Layout>&, LayoutDecision&);
 std::unique_ptr<Kernel> make_resize(const graph::TypedGraph&, const graph::TNode&, const std::vector<Layout>&, LayoutDecision&);
+std::unique_ptr<Kernel> make_conv_chain(const graph::TypedGraph&, const graph::TNode&, const std::vector<Layout>&, LayoutDecision&);
 std::unique_ptr<Kernel> make_gemm(const graph::TypedGraph&, const graph::TNode&, const std::vector<Layout>&, LayoutDecision&);
 
 void register_more_kernels(std::unordered_map<std::string, MakeFn>& table) {
@@ -28,6 +29,7 @@ void register_more_kernels(std::unordered_map<std::string, MakeFn>& table) {
   table["MatMul"] = &make_matmul;
   table["Gemm"] = &make_gemm;
   table["Resize"] = &make_resize;
+  table["qsm.ConvChain"] = &make_conv_chain;
 }
 
 }  // namespace qsmcore::kernels::onednn

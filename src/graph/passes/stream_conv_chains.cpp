@@ -1,0 +1,186 @@
+// Chains of same-size 3-D convolutions run as one step that streams depth slabs through them
+// (the kernel: kernels/onednn/conv_chain.cpp). Layer-by-layer execution holds each layer's
+// whole input and output; a chain holds its input and output plus, per intermediate, only the
+// few depth planes the next convolution's window still needs. LPCNN's 17-conv proximal network
+// at 64³ drops from two 32-channel volumes to 3 planes per layer; a U-Net's full-resolution
+// decoder keeps its skip and up-sampled inputs and nothing else.
+//
+// A chain is layers l1 … lL (L ≥ 2), each a Conv with stride 1, dilation 1, one group, constant
+// weights, output the size of its input, batch 1, and activation post-ops; l1 may be a Sum
+// chain (one conv per concatenated input, from split_concat_convs) reading several full
+// tensors; l(j+1) reads l(j)'s output, which nothing else reads, and may add a residual computed
+// before the chain (LPCNN's and ResNet-style blocks: conv, conv + block input).
+#include <algorithm>
+
+#include "graph/conv_geometry.h"
+#include "graph/passes/passes.h"
+#include "graph/passes/rewrite_util.h"
+
+namespace qsmcore::graph {
+namespace {
+
+// Each intermediate keeps a window of (slab + kd − 1) depth planes. The slab is sized so every
+// window is at most 1/kWindowShare of its intermediate, and the kernel reserves exactly that
+// share: the chain's memory stays linear in the voxel count (what NetworkMemory's fixed +
+// per-voxel model assumes) while the slabs are as thick as that allows. Volumes thinner than
+// kWindowShare · (kd + 1) planes are not streamed.
+constexpr std::int64_t kWindowShare = 4;
+
+bool slab_conv(const TypedGraph& g, const TNode& n) {
+  if (n.dead || n.node.op_type != "Conv" || n.in.size() < 2 || n.in[0] < 0 || !n.chain.empty()) return false;
+  const TValue& x = g.values[static_cast<std::size_t>(n.in[0])];
+  const TValue& w = g.values[static_cast<std::size_t>(n.in[1])];
+  const TValue& y = g.values[static_cast<std::size_t>(n.out[0])];
+  if (x.shape.size() != 5 || x.shape[0] != 1 || x.dtype != DType::F32 || !w.is_const() || w.dtype != DType::F32)
+    return false;
+  if (n.in.size() > 2 && n.in[2] >= 0 && !g.values[static_cast<std::size_t>(n.in[2])].is_const()) return false;
+  const ConvGeometry geo = conv_geometry(n.node, x.shape, w.shape);
+  if (geo.group != 1) return false;
+  for (std::size_t i = 0; i < 3; ++i) {
+    if (geo.strides[i] != 1 || geo.dilations[i] != 1 || y.shape[2 + i] != x.shape[2 + i]) return false;
+    if (geo.pads_begin[i] + geo.pads_end[i] != geo.kernel[i] - 1) return false;
+  }
+  return true;
+}
+
+bool sum_index(const TNode& n, int& addend) {
+  addend = -1;
+  for (const auto& p : n.post)
+    if (p.kind == kernels::PostOp::Kind::Sum) addend = n.in[static_cast<std::size_t>(p.sum_input)];
+  return addend >= 0;
+}
+
+std::int64_t weight_bytes(const TypedGraph& g, const TNode& n) {
+  std::int64_t b = 0;
+  for (std::size_t k = 1; k < 3 && k < n.in.size(); ++k)
+    if (n.in[k] >= 0) b += static_cast<std::int64_t>(g.values[static_cast<std::size_t>(n.in[k])].plain_bytes());
+  return b;
+}
+
+}  // namespace
+
+int stream_conv_chains(TypedGraph& g, std::uint64_t max_weight_bytes) {
+  static const OpDef* no_op = nullptr;
+  const std::size_t n_nodes = g.nodes.size();
+  std::vector<int> producer(g.values.size(), -1);
+  std::vector<int> readers(g.values.size(), 0);
+  for (std::size_t i = 0; i < n_nodes; ++i) {
+    if (g.nodes[i].dead) continue;
+    for (int o : g.nodes[i].out)
+      if (o >= 0) producer[static_cast<std::size_t>(o)] = static_cast<int>(i);
+    std::vector<int> seen;
+    for (int x : g.nodes[i].in)
+      if (x >= 0 && std::find(seen.begin(), seen.end(), x) == seen.end()) seen.push_back(x), ++readers[static_cast<std::size_t>(x)];
+  }
+  auto single_use = [&](int v) {
+    return readers[static_cast<std::size_t>(v)] == 1 && g.values[static_cast<std::size_t>(v)].graph_output < 0;
+  };
+  // A layer ending at node e: e and the Sum chain before it (parts in order).
+  auto layer_of = [&](int e, std::vector<int>& parts) {
+    parts.assign(1, e);
+    int addend = -1;
+    while (sum_index(g.nodes[static_cast<std::size_t>(parts.front())], addend)) {
+      const int p = producer[static_cast<std::size_t>(addend)];
+      if (p < 0 || !slab_conv(g, g.nodes[static_cast<std::size_t>(p)]) || !single_use(addend)) return false;
+      parts.insert(parts.begin(), p);
+    }
+    return true;
+  };
+  // A later layer reads the previous output as its data input; a Sum it may have adds a tensor
+  // computed before the chain (a residual), read plane by plane like the chain's input.
+  auto later_layer_ok = [&](int ni, int prev_out) {
+    int addend = -1;
+    if (!sum_index(g.nodes[static_cast<std::size_t>(ni)], addend)) return true;
+    return addend != prev_out && g.values[static_cast<std::size_t>(addend)].shape ==
+                                     g.values[static_cast<std::size_t>(g.nodes[static_cast<std::size_t>(ni)].out[0])].shape;
+  };
+
+  int chains = 0;
+  std::vector<bool> taken(n_nodes, false);
+  std::vector<std::vector<TNode>> replacement(n_nodes);
+  for (std::size_t i = 0; i < n_nodes; ++i) {
+    if (taken[i] || !slab_conv(g, g.nodes[i])) continue;
+    std::vector<int> first;
+    if (!layer_of(static_cast<int>(i), first)) continue;
+    bool first_free = true;
+    for (int p : first) first_free = first_free && !taken[static_cast<std::size_t>(p)];
+    if (!first_free) continue;
+    // Extend with single-part layers reading the previous output.
+    std::vector<int> rest;
+    std::int64_t wbytes = 0;
+    for (int p : first) wbytes += weight_bytes(g, g.nodes[static_cast<std::size_t>(p)]);
+    int tail = static_cast<int>(i);
+    for (;;) {
+      const int y = g.nodes[static_cast<std::size_t>(tail)].out[0];
+      if (!single_use(y)) break;
+      int next = -1;
+      for (std::size_t j = static_cast<std::size_t>(tail) + 1; j < n_nodes && next < 0; ++j)
+        if (!g.nodes[j].dead && std::find(g.nodes[j].in.begin(), g.nodes[j].in.end(), y) != g.nodes[j].in.end())
+          next = static_cast<int>(j);
+      if (next < 0 || taken[static_cast<std::size_t>(next)] || !slab_conv(g, g.nodes[static_cast<std::size_t>(next)]) ||
+          g.nodes[static_cast<std::size_t>(next)].in[0] != y || !later_layer_ok(next, y))
+        break;
+      const std::int64_t wb = weight_bytes(g, g.nodes[static_cast<std::size_t>(next)]);
+      if (max_weight_bytes > 0 && static_cast<std::uint64_t>(wbytes + wb) > max_weight_bytes) break;
+      wbytes += wb;
+      rest.push_back(next);
+      tail = next;
+    }
+    if (rest.empty()) continue;
+    // The slab: windows of slab + kd − 1 planes within depth / kWindowShare.
+    std::int64_t kmax = 1, saved = 0;
+    for (int l : rest)
+      kmax = std::max(kmax, g.values[static_cast<std::size_t>(g.nodes[static_cast<std::size_t>(l)].in[1])].shape[2]);
+    std::vector<int> layers_end{static_cast<int>(i)};
+    layers_end.insert(layers_end.end(), rest.begin(), rest.end());
+    for (std::size_t l = 0; l + 1 < layers_end.size(); ++l)
+      saved += static_cast<std::int64_t>(
+          g.values[static_cast<std::size_t>(g.nodes[static_cast<std::size_t>(layers_end[l])].out[0])].plain_bytes());
+    const std::int64_t depth = g.values[static_cast<std::size_t>(g.nodes[i].out[0])].shape[2];
+    const std::int64_t slab = depth / kWindowShare - (kmax - 1);
+    if (slab < 2) continue;
+
+    TNode chain;
+    chain.node.name = g.nodes[static_cast<std::size_t>(tail)].node.name + "/chain";
+    chain.node.op_type = "qsm.ConvChain";
+    chain.op = no_op;
+    auto int_attr = [&](const char* name, std::int64_t v) {
+      Attribute a;
+      a.name = name;
+      a.kind = Attribute::Kind::Int;
+      a.i = v;
+      chain.node.attrs.items.push_back(a);
+    };
+    int_attr("slab", slab);
+    // The windows' reservation: the share of the intermediates (+ 64 B alignment per window).
+    int_attr("window_bytes", saved / kWindowShare + 64 * static_cast<std::int64_t>(layers_end.size()));
+    auto add_in = [&](int v) {
+      if (v >= 0 && std::find(chain.in.begin(), chain.in.end(), v) == chain.in.end()) chain.in.push_back(v);
+    };
+    for (int p : first) add_in(g.nodes[static_cast<std::size_t>(p)].in[0]);  // activations first
+    std::vector<int> all = first;
+    all.insert(all.end(), rest.begin(), rest.end());
+    std::vector<int> inside;  // values the chain computes itself (partial sums, intermediates)
+    for (int p : all) inside.push_back(g.nodes[static_cast<std::size_t>(p)].out[0]);
+    for (int p : all) {
+      const TNode& n = g.nodes[static_cast<std::size_t>(p)];
+      for (std::size_t k = 1; k < n.in.size(); ++k)  // weights, bias, residual
+        if (std::find(inside.begin(), inside.end(), n.in[k]) == inside.end()) add_in(n.in[k]);
+      chain.chain.push_back(n);
+      taken[static_cast<std::size_t>(p)] = true;
+      g.nodes[static_cast<std::size_t>(p)].dead = true;
+    }
+    chain.out = {g.nodes[static_cast<std::size_t>(tail)].out[0]};
+    chain.dead = false;
+    replacement[static_cast<std::size_t>(tail)].push_back(std::move(chain));
+    ++chains;
+  }
+  if (chains == 0) return 0;
+  // Dead nodes stay in place (remove_dead_nodes ignores them); the chain takes its tail's place.
+  for (std::size_t i = 0; i < n_nodes; ++i)
+    if (!replacement[i].empty()) replacement[i].insert(replacement[i].begin(), g.nodes[i]);
+  splice_replacements(g, replacement);
+  return chains;
+}
+
+}  // namespace qsmcore::graph

@@ -1,0 +1,342 @@
+// "qsm.ConvChain" (graph/passes/stream_conv_chains.cpp): a chain of same-size 3-D convolutions
+// run as depth slabs. Activations are channels-last ([n][d][h][w][c]), so a range of depth
+// planes is one contiguous block and each call is an ordinary oneDNN convolution over a thin
+// volume: its depth pads are the real ones at the volume's faces and 0 inside, where the
+// neighbouring planes are read instead. Each intermediate layer keeps a window of planes:
+// the next layer's kernel reach behind plus the newly computed slab; consumed planes are
+// dropped by moving the rest to the window's front. Output planes are computed exactly once.
+//
+// Schedule: repeatedly, each layer in order computes up to `slab` new planes, as far as the
+// planes its input layer has produced allow (plane z needs input planes up to z + back pad).
+// The same walk runs at construction (creating every primitive shape it meets and sizing the
+// windows) and at run time, so nothing is created or allocated while running.
+#include <omp.h>
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+
+#include "graph/conv_geometry.h"
+#include "kernels/onednn/common.h"
+#include "qsmcore/error.h"
+
+namespace qsmcore::kernels::onednn {
+namespace {
+
+using dt = memory::data_type;
+using tag = memory::format_tag;
+
+struct Part {
+  int input_pos = -1;   // first layer: position of its activation among the node's inputs
+  int addend_pos = -1;  // later layer with a residual: position of the addend among them
+  std::int64_t cin = 0;
+  const Tensor* w = nullptr;  // plain [M, C, kd, kh, kw]; used while primitives are built
+  const Tensor* b = nullptr;
+  bool has_bias = false;
+  std::vector<PostOp> post;  // Sum (parts after the first) and activations (last part)
+  std::int64_t kd = 1, kh = 1, kw = 1, ph0 = 0, ph1 = 0, pw0 = 0, pw1 = 0;
+};
+
+struct Layer {
+  std::vector<Part> parts;
+  std::int64_t m = 0;              // output channels
+  std::int64_t pf = 0, pb = 0;     // depth pads (front, back) = reach behind / ahead
+  std::size_t plane = 0;           // floats per output plane (H·W·M)
+  std::size_t window_off = 0;      // byte offset of the plane window in scratch
+  std::int64_t cap = 0;            // planes the window holds
+};
+
+struct Call {
+  dnnl::convolution_forward prim;
+  memory::desc src, dst;
+  int weights = -1;  // index into the part's packed weights
+};
+
+class ConvChainKernel final : public Kernel {
+ public:
+  ConvChainKernel(const graph::TypedGraph& g, const graph::TNode& n, LayoutDecision& dec) {
+    slab_ = n.node.attrs.get_int("slab", 2);
+    const auto& y0 = value(g, n.chain.front().out[0]);
+    d_ = y0.shape[2];
+    h_ = y0.shape[3];
+    w_ = y0.shape[4];
+    // Group the chain's nodes into layers: a node accumulating onto the previous node's output
+    // (a split concatenation) continues its layer; any other starts one.
+    int prev_out = -1;
+    for (const auto& c : n.chain) {
+      int addend = -1;
+      for (const auto& p : c.post)
+        if (p.kind == PostOp::Kind::Sum) addend = c.in[static_cast<std::size_t>(p.sum_input)];
+      const bool continues = addend >= 0 && addend == prev_out;
+      prev_out = c.out[0];
+      if (!continues) layers_.emplace_back();
+      Layer& l = layers_.back();
+      const auto& x = value(g, c.in[0]);
+      const auto& w = value(g, c.in[1]);
+      const auto geo = graph::conv_geometry(c.node, x.shape, w.shape);
+      Part p;
+      p.cin = x.shape[1];
+      p.w = w.constant.get();
+      QSM_ASSERT(p.w != nullptr, "a streamed convolution chain without its weights");
+      const bool has_bias = c.in.size() > 2 && c.in[2] >= 0;
+      p.b = has_bias ? value(g, c.in[2]).constant.get() : nullptr;
+      p.has_bias = has_bias;
+      p.post = c.post;
+      p.kd = geo.kernel[0], p.kh = geo.kernel[1], p.kw = geo.kernel[2];
+      p.ph0 = geo.pads_begin[1], p.ph1 = geo.pads_end[1], p.pw0 = geo.pads_begin[2], p.pw1 = geo.pads_end[2];
+      auto pos = [&](int v) {
+        for (std::size_t i = 0; i < n.in.size(); ++i)
+          if (n.in[i] == v) return static_cast<int>(i);
+        throw Error(ErrorKind::Internal, "conv chain: a value read is not among the node's inputs");
+      };
+      if (layers_.size() == 1) p.input_pos = pos(c.in[0]);
+      if (addend >= 0 && !continues) {
+        QSM_ASSERT(layers_.size() > 1, "conv chain: a residual on the first layer");
+        p.addend_pos = pos(addend);
+      }
+      if (l.parts.empty()) {
+        l.m = w.shape[0];
+        l.pf = geo.pads_begin[0];
+        l.pb = geo.pads_end[0];
+        l.plane = static_cast<std::size_t>(h_ * w_ * l.m);
+      }
+      l.parts.push_back(std::move(p));
+    }
+    calls_.resize(layers_.size());
+    packed_.resize(layers_.size());
+    // Dry walk: create the primitives and size the windows.
+    walk([&](std::size_t j, std::int64_t n_in, std::int64_t n_out, std::int64_t pad_f, std::int64_t pad_b, std::int64_t,
+             std::int64_t, std::int64_t) { prepare_call(j, n_in, n_out, pad_f, pad_b); },
+         [](std::size_t, std::int64_t, std::int64_t) {}, /*dry=*/true);
+    std::size_t off = 0;
+    for (std::size_t j = 0; j + 1 < layers_.size(); ++j) {
+      layers_[j].window_off = off;
+      off += align(static_cast<std::size_t>(layers_[j].cap) * layers_[j].plane * sizeof(float));
+    }
+    // The pass reserved a fixed share of the intermediates for the windows, so the chain's
+    // memory is linear in the voxel count; the walk's windows always fit in it.
+    const auto reserved = static_cast<std::size_t>(n.node.attrs.get_int("window_bytes", 0));
+    QSM_ASSERT(off <= reserved || reserved == 0, "conv chain windows exceed their reservation");
+    prim_scratch_off_ = align(std::max(off, reserved));
+    scratch_bytes_ = prim_scratch_off_ + prim_scratch_;
+    for (auto& l : layers_)  // plain weights are not needed after packing
+      for (auto& p : l.parts) p.w = p.b = nullptr;
+
+    dec.inputs.assign(n.in.size(), Layout{});
+    for (const auto& p : layers_.front().parts) {
+      const auto& x = value(g, n.in[static_cast<std::size_t>(p.input_pos)]);
+      dec.inputs[static_cast<std::size_t>(p.input_pos)] = to_layout(nxc(x.shape[1], d_), x.shape);
+    }
+    for (const auto& l : layers_)
+      if (l.parts.front().addend_pos >= 0) {
+        const auto& a = value(g, n.in[static_cast<std::size_t>(l.parts.front().addend_pos)]);
+        dec.inputs[static_cast<std::size_t>(l.parts.front().addend_pos)] = to_layout(nxc(a.shape[1], d_), a.shape);
+      }
+    const auto& y = value(g, n.out[0]);
+    dec.outputs = {to_layout(nxc(y.shape[1], d_), y.shape)};
+    // The last layer's residual may share the output's bytes when the chain never reads a plane
+    // of it after the last layer has overwritten it: only the first layer reads its input
+    // ahead, and it runs ahead of the last by the other layers' back pads.
+    const Part& last = layers_.back().parts.front();
+    if (last.addend_pos >= 0) {
+      std::int64_t lead = 0;
+      for (std::size_t j = 1; j < layers_.size(); ++j) lead += layers_[j].pb;
+      const bool addend_is_input = std::any_of(layers_.front().parts.begin(), layers_.front().parts.end(),
+                                               [&](const Part& p) { return p.input_pos == last.addend_pos; });
+      const bool other_layer_reads = std::any_of(layers_.begin(), layers_.end() - 1, [&](const Layer& l) {
+        return l.parts.front().addend_pos == last.addend_pos;
+      });
+      if ((!addend_is_input || lead >= layers_.front().pf) && !other_layer_reads) inplace_ = last.addend_pos;
+    }
+    impl_ = "qsm:conv_chain(" + std::to_string(layers_.size()) + ")+" + impl_;
+  }
+
+  std::size_t scratch_bytes() const override { return scratch_bytes_; }
+  std::int64_t packed_bytes() const override { return packed_bytes_; }
+  std::string impl_name() const override { return impl_; }
+  int inplace_input() const override { return inplace_; }
+  bool reads_input(std::size_t i) const override {
+    for (const auto& p : layers_.front().parts)
+      if (static_cast<std::size_t>(p.input_pos) == i) return true;
+    for (const auto& l : layers_)
+      if (static_cast<std::size_t>(l.parts.front().addend_pos) == i) return true;
+    return false;  // weights were packed
+  }
+
+  void run(std::span<const Tensor> inputs, std::span<Tensor> outputs, ExecContext& ctx) override {
+    QSM_ASSERT(ctx.scratch_bytes >= scratch_bytes_, "scratch block smaller than a kernel's scratchpad");
+    auto window = [&](std::size_t j) { return reinterpret_cast<float*>(ctx.scratch + layers_[j].window_off); };
+    float* out = outputs[0].data<float>();
+    walk(
+        [&](std::size_t j, std::int64_t n_in, std::int64_t n_out, std::int64_t pad_f, std::int64_t pad_b,
+            std::int64_t src_plane, std::int64_t dst_plane, std::int64_t abs_plane) {
+          const Layer& l = layers_[j];
+          float* dst = j + 1 == layers_.size() ? out + static_cast<std::size_t>(dst_plane) * l.plane
+                                               : window(j) + static_cast<std::size_t>(dst_plane) * l.plane;
+          const auto& calls = calls_[j].at(key(n_in, n_out, pad_f, pad_b));
+          if (const int a = l.parts.front().addend_pos; a >= 0) {
+            // The residual's planes go where the conv accumulates (already there when shared).
+            const float* from = inputs[static_cast<std::size_t>(a)].data<float>() +
+                                static_cast<std::size_t>(abs_plane) * l.plane;
+            if (from != dst) std::memcpy(dst, from, static_cast<std::size_t>(n_out) * l.plane * sizeof(float));
+          }
+          for (std::size_t k = 0; k < l.parts.size(); ++k) {
+            const Part& p = l.parts[k];
+            const float* src;
+            if (j == 0) {
+              src = inputs[static_cast<std::size_t>(p.input_pos)].data<float>() +
+                    static_cast<std::size_t>(src_plane) * static_cast<std::size_t>(h_ * w_ * p.cin);
+            } else {
+              src = window(j - 1) + static_cast<std::size_t>(src_plane) * layers_[j - 1].plane;
+            }
+            const Call& c = calls[k];
+            std::unordered_map<int, memory> args;
+            args.emplace(DNNL_ARG_SRC, memory(c.src, engine(), const_cast<float*>(src)));
+            args.emplace(DNNL_ARG_DST, memory(c.dst, engine(), dst));
+            args.emplace(DNNL_ARG_WEIGHTS, packed_[j][k][static_cast<std::size_t>(c.weights)].second);
+            if (p.has_bias) args.emplace(DNNL_ARG_BIAS, bias_[j][k]);
+            if (prim_scratch_ > 0) {
+              memory::desc smd({static_cast<memory::dim>(prim_scratch_)}, dt::u8, tag::a);
+              args.emplace(DNNL_ARG_SCRATCHPAD, memory(smd, engine(), ctx.scratch + prim_scratch_off_));
+            }
+            c.prim.execute(stream(), args);
+            stream().wait();
+          }
+        },
+        [&](std::size_t j, std::int64_t from, std::int64_t planes) {
+          float* base = window(j);
+          std::memmove(base, base + static_cast<std::size_t>(from) * layers_[j].plane,
+                       static_cast<std::size_t>(planes) * layers_[j].plane * sizeof(float));
+        },
+        /*dry=*/false);
+  }
+
+ private:
+  static std::size_t align(std::size_t b) { return (b + 63) / 64 * 64; }
+  static std::int64_t key(std::int64_t n_in, std::int64_t n_out, std::int64_t pf, std::int64_t pb) {
+    return ((n_in * 4096 + n_out) * 64 + pf) * 64 + pb;
+  }
+  memory::desc nxc(std::int64_t c, std::int64_t depth) const {
+    return memory::desc({1, c, depth, h_, w_}, dt::f32, tag::ndhwc);
+  }
+
+  // One convolution per part for this slab shape; weights packed once per weights layout.
+  void prepare_call(std::size_t j, std::int64_t n_in, std::int64_t n_out, std::int64_t pad_f, std::int64_t pad_b) {
+    auto& calls = calls_[j];
+    const std::int64_t k = key(n_in, n_out, pad_f, pad_b);
+    if (calls.count(k)) return;
+    Layer& l = layers_[j];
+    if (bias_.size() < layers_.size()) bias_.resize(layers_.size());
+    if (bias_[j].size() < l.parts.size()) bias_[j].resize(l.parts.size());
+    packed_[j].resize(l.parts.size());
+    std::vector<Call> cs;
+    for (std::size_t pi = 0; pi < l.parts.size(); ++pi) {
+      const Part& p = l.parts[pi];
+      const memory::desc src = nxc(p.cin, n_in), dst = nxc(l.m, n_out);
+      const memory::desc w_any({l.m, p.cin, p.kd, p.kh, p.kw}, dt::f32, tag::any);
+      const memory::desc b_md({l.m}, dt::f32, tag::a);
+      const memory::dims strides{1, 1, 1}, dil{0, 0, 0}, pl{pad_f, p.ph0, p.pw0}, pr{pad_b, p.ph1, p.pw1};
+      auto make_pd = [&](const memory::desc& w_md) {
+        auto desc = p.has_bias ? dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference,
+                                                                 dnnl::algorithm::convolution_direct, src, w_md, b_md,
+                                                                 dst, strides, dil, pl, pr)
+                               : dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference,
+                                                                 dnnl::algorithm::convolution_direct, src, w_md, dst,
+                                                                 strides, dil, pl, pr);
+        return dnnl::convolution_forward::primitive_desc(desc, make_attr(p.post), engine());
+      };
+      auto& packs = packed_[j][pi];
+      dnnl::convolution_forward::primitive_desc pd = make_pd(w_any);
+      if (!packs.empty() && !(pd.weights_desc() == packs.front().first)) {
+        // A thin edge slab may prefer another weights layout: ask for the one already packed
+        // rather than hold the weights twice, unless only the reference kernel takes it.
+        try {
+          auto forced = make_pd(packs.front().first);
+          if (std::string(forced.impl_info_str()).find("ref") == std::string::npos) pd = forced;
+        } catch (const dnnl::error&) {
+        }
+      }
+      prim_scratch_ = std::max(prim_scratch_, pd.scratchpad_desc().get_size());
+      if (impl_.empty()) impl_ = std::string("onednn:") + pd.impl_info_str();
+      Call c{dnnl::convolution_forward(pd), src, dst, -1};
+      for (std::size_t q = 0; q < packs.size() && c.weights < 0; ++q)
+        if (packs[q].first == pd.weights_desc()) c.weights = static_cast<int>(q);
+      if (c.weights < 0) {
+        c.weights = static_cast<int>(packs.size());
+        packs.emplace_back(pd.weights_desc(), pack(*p.w, memory::desc({l.m, p.cin, p.kd, p.kh, p.kw}, dt::f32, tag::oidhw),
+                                                   pd.weights_desc()));
+      }
+      if (p.has_bias && !bias_[j][pi]) bias_[j][pi] = pack(*p.b, b_md, b_md);
+      cs.push_back(std::move(c));
+    }
+    calls.emplace(k, std::move(cs));
+  }
+
+  memory pack(const Tensor& plain, const memory::desc& plain_md, const memory::desc& md) {
+    auto buf = std::make_shared<Buffer>(md.get_size(), MemCategory::Weights);
+    memory dst(md, engine(), buf->data());
+    memory src(plain_md, engine(), plain.raw());
+    dnnl::reorder(src, dst).execute(stream(), src, dst);
+    stream().wait();
+    packed_bytes_ += static_cast<std::int64_t>(md.get_size());
+    buffers_.push_back(std::move(buf));
+    return dst;
+  }
+
+  // The slab schedule. conv(j, n_in, n_out, pad_f, pad_b, src_plane, dst_plane, abs_plane): layer j
+  // computes n_out planes (from absolute plane abs_plane) out of n_in input planes starting at
+  // src_plane of its input (window-relative for j > 0), into dst_plane of its window (absolute
+  // for the last layer). shift(j, from, planes):
+  // layer j's window drops its first `from` planes, keeping the next `planes`.
+  template <class Conv, class Shift>
+  void walk(Conv&& conv, Shift&& shift, bool dry) {
+    const std::size_t nl = layers_.size();
+    std::vector<std::int64_t> hi(nl + 1, 0), lo(nl + 1, 0);
+    hi[0] = d_;
+    while (hi[nl] < d_) {
+      bool progressed = false;
+      for (std::size_t j = 1; j <= nl; ++j) {
+        Layer& l = layers_[j - 1];
+        const std::int64_t limit = hi[j - 1] == d_ ? d_ : hi[j - 1] - l.pb;
+        const std::int64_t target = std::min({limit, hi[j] + slab_, d_});
+        if (target <= hi[j]) continue;
+        const std::int64_t in_lo = std::max<std::int64_t>(0, hi[j] - l.pf);
+        const std::int64_t in_hi = std::min(d_, target + l.pb);
+        const std::int64_t pad_f = in_lo - (hi[j] - l.pf), pad_b = target + l.pb - in_hi;
+        if (j < nl) {
+          // Planes of layer j the next layer no longer reaches back to are dropped.
+          const std::int64_t keep = std::min(hi[j], std::max(lo[j], hi[j + 1] - layers_[j].pf));
+          if (keep > lo[j] && hi[j] > keep) shift(j - 1, keep - lo[j], hi[j] - keep);
+          lo[j] = keep;
+          if (dry) l.cap = std::max(l.cap, target - lo[j]);
+          QSM_ASSERT(target - lo[j] <= l.cap, "conv chain window overflow");
+        }
+        conv(j - 1, in_hi - in_lo, target - hi[j], pad_f, pad_b, in_lo - lo[j - 1], hi[j] - lo[j], hi[j]);
+        hi[j] = target;
+        progressed = true;
+      }
+      QSM_ASSERT(progressed, "conv chain schedule stalled");
+    }
+  }
+
+  std::vector<Layer> layers_;
+  std::vector<std::map<std::int64_t, std::vector<Call>>> calls_;                      // per layer
+  std::vector<std::vector<std::vector<std::pair<memory::desc, memory>>>> packed_;    // layer, part
+  std::vector<std::vector<memory>> bias_;                                            // layer, part
+  std::vector<std::shared_ptr<Buffer>> buffers_;
+  std::int64_t slab_ = 2, d_ = 0, h_ = 0, w_ = 0;
+  std::size_t scratch_bytes_ = 0, prim_scratch_ = 0, prim_scratch_off_ = 0;
+  std::int64_t packed_bytes_ = 0;
+  int inplace_ = -1;
+  std::string impl_;
+};
+
+}  // namespace
+
+std::unique_ptr<Kernel> make_conv_chain(const graph::TypedGraph& g, const graph::TNode& n,
+                                        const std::vector<Layout>&, LayoutDecision& dec) {
+  if (n.chain.empty()) return nullptr;
+  return std::make_unique<ConvChainKernel>(g, n, dec);
+}
+
+}  // namespace qsmcore::kernels::onednn
