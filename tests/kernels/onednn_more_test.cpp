@@ -538,6 +538,27 @@ TEST(GraphRewrites, PoolingMovesAheadOfAConcatSoItsConvsSplit) {
   }
 }
 
+TEST(GraphRewrites, ExecutionOrderRunsTheBranchThatFreesFirst) {
+  // Two independent branches, each widening to 16 channels and narrowing back to 1; the file
+  // interleaves them (both 16-channel tensors alive at once). Run branch by branch, at most one
+  // wide tensor is alive: the planned peak must be that of the better order.
+  Net n;
+  n.input("x", {1, 1, 40, 48});
+  n.conv("x", "a1", 1, 16, 2);
+  n.conv("x", "b1", 1, 16, 2);
+  n.conv("a1", "a2", 16, 1, 2);
+  n.conv("b1", "b2", 16, 1, 2);
+  n.add("Add", {"a2", "b2"}, {"y"});
+  n.output("y");
+  compare(n);
+  OnnxModel m = load(n, Backend::OneDnn);
+  const auto& live = m.plan_for(n.in_shapes).live_bytes();
+  const std::size_t wide = 16 * 40 * 48 * sizeof(float);
+  const std::size_t peak = *std::max_element(live.begin(), live.end());
+  EXPECT_LT(peak, 2 * wide) << "both wide tensors are alive at once";
+  EXPECT_GE(peak, wide);
+}
+
 // ---- streamed convolution chains -------------------------------------------------------------
 
 /// Runs `n` with and without depth-slab chains; expects equal outputs (1e-5 of the range), a
