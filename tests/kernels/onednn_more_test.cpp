@@ -588,9 +588,9 @@ void expect_chain_matches(const Net& n) {
 
 TEST(ConvChain, PlainChainOfMixedKernelsAtEveryDepth) {
   // Kernels 3, 5 (depth reach 2) and 1, channel counts changing, activations fused. Depths from
-  // the smallest the pass streams (24: windows of slab + 4 planes within a quarter of the
-  // depth) through ragged last slabs (25, 37) to an exact multiple of the slab (44).
-  for (std::int64_t d : {24, 25, 37, 44}) {
+  // the smallest the pass streams (36: windows of slab + 4 planes within a sixth of the depth)
+  // through ragged last slabs (37, 45) to an exact multiple of the slab (48).
+  for (std::int64_t d : {36, 37, 45, 48}) {
     Net n;
     n.input("x", {1, 2, d, 9, 7});
     n.conv("x", "c1", 2, 12);
@@ -632,8 +632,8 @@ TEST(ConvChain, DecoderLevelFromASplitConcatenation) {
   // conv(cat(up, skip)) -> conv -> 1x1 head: the first layer sums two convolutions over two
   // full inputs; nothing else at full resolution is held.
   Net n;
-  n.input("up", {1, 6, 19, 8, 6});
-  n.input("skip", {1, 4, 19, 8, 6});
+  n.input("up", {1, 6, 25, 8, 6});
+  n.input("skip", {1, 4, 25, 8, 6});
   n.add("Concat", {"up", "skip"}, {"cat"}, {attr_int("axis", 1)});
   n.conv("cat", "d1", 10, 8);
   n.add("Relu", {"d1"}, {"r1"});
@@ -642,6 +642,30 @@ TEST(ConvChain, DecoderLevelFromASplitConcatenation) {
   n.conv("r2", "y", 8, 1, 3, 1);
   n.output("y");
   expect_chain_matches(n);
+}
+
+TEST(ConvChain, UpSamplingMadeAFewPlanesAtATime) {
+  // The decoder's ConvTranspose (kernel = stride) feeds only the chain: its output is made from
+  // the half-resolution input inside the chain, window by window (strides 2,2,2 and 2,1,3).
+  for (const auto& st : std::vector<std::vector<std::int64_t>>{{2, 2, 2}, {2, 1, 3}}) {
+    Net n;
+    const Shape low{1, 8, 17, 5, 3};
+    const Shape full{1, 4, 17 * st[0], 5 * st[1], 3 * st[2]};
+    n.input("low", low);
+    n.input("skip", full);
+    n.weight("up_w", {8, 6, st[0], st[1], st[2]});
+    n.weight("up_b", {6});
+    n.add("ConvTranspose", {"low", "up_w", "up_b"}, {"u"}, {attr_ints("strides", st)});
+    n.add("Relu", {"u"}, {"ur"});
+    n.add("Concat", {"ur", "skip"}, {"cat"}, {attr_int("axis", 1)});
+    n.conv("cat", "d1", 10, 8);
+    n.add("Relu", {"d1"}, {"r1"});
+    n.conv("r1", "y", 8, 2);
+    n.output("y");
+    expect_chain_matches(n);
+    OnnxModel m = load(n, Backend::OneDnn);
+    for (const auto& st2 : m.plan_for(n.in_shapes).steps()) EXPECT_NE(st2.op_type, "ConvTranspose");
+  }
 }
 
 // ---- a U-Net-like chain: blocked layouts end to end ------------------------------------------

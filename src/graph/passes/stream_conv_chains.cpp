@@ -24,7 +24,7 @@ namespace {
 // share: the chain's memory stays linear in the voxel count (what NetworkMemory's fixed +
 // per-voxel model assumes) while the slabs are as thick as that allows. Volumes thinner than
 // kWindowShare · (kd + 1) planes are not streamed.
-constexpr std::int64_t kWindowShare = 4;
+constexpr std::int64_t kWindowShare = 6;
 
 bool slab_conv(const TypedGraph& g, const TNode& n) {
   if (n.dead || n.node.op_type != "Conv" || n.in.size() < 2 || n.in[0] < 0 || !n.chain.empty()) return false;
@@ -48,6 +48,27 @@ bool sum_index(const TNode& n, int& addend) {
   for (const auto& p : n.post)
     if (p.kind == kernels::PostOp::Kind::Sum) addend = n.in[static_cast<std::size_t>(p.sum_input)];
   return addend >= 0;
+}
+
+// An up-sampling ConvTranspose (kernel = stride, no pads) the chain can run a few planes at a
+// time from its low-resolution input.
+bool slab_upsampling(const TypedGraph& g, const TNode& n) {
+  if (n.dead || n.node.op_type != "ConvTranspose" || n.in.size() < 2 || n.in[0] < 0) return false;
+  const TValue& x = g.values[static_cast<std::size_t>(n.in[0])];
+  const TValue& w = g.values[static_cast<std::size_t>(n.in[1])];
+  const TValue& y = g.values[static_cast<std::size_t>(n.out[0])];
+  if (x.shape.size() != 5 || x.shape[0] != 1 || x.dtype != DType::F32 || !w.is_const() || w.dtype != DType::F32)
+    return false;
+  if (n.in.size() > 2 && n.in[2] >= 0 && !g.values[static_cast<std::size_t>(n.in[2])].is_const()) return false;
+  for (const auto& p : n.post)
+    if (p.kind == kernels::PostOp::Kind::Sum) return false;
+  const ConvGeometry geo = conv_transpose_geometry(n.node, x.shape, w.shape);
+  if (geo.group != 1) return false;
+  for (std::size_t i = 0; i < 3; ++i)
+    if (geo.kernel[i] != geo.strides[i] || geo.dilations[i] != 1 || geo.pads_begin[i] != 0 || geo.pads_end[i] != 0 ||
+        y.shape[2 + i] != geo.strides[i] * x.shape[2 + i])
+      return false;
+  return true;
 }
 
 std::int64_t weight_bytes(const TypedGraph& g, const TNode& n) {
@@ -127,17 +148,43 @@ int stream_conv_chains(TypedGraph& g, std::uint64_t max_weight_bytes) {
       tail = next;
     }
     if (rest.empty()) continue;
-    // The slab: windows of slab + kd − 1 planes within depth / kWindowShare.
-    std::int64_t kmax = 1, saved = 0;
+    // First-layer inputs made by an up-sampling only for this layer are made inside the chain,
+    // a few planes at a time (a U-Net decoder then holds its skip and the half-resolution
+    // tensor, not the up-sampled one).
+    std::vector<int> sources;
+    std::int64_t source_bytes = 0, source_low = 0, smax = 1;
+    for (int p : first) {
+      const int v = g.nodes[static_cast<std::size_t>(p)].in[0];
+      const int t = producer[static_cast<std::size_t>(v)];
+      if (t < 0 || taken[static_cast<std::size_t>(t)] || !single_use(v) || !slab_upsampling(g, g.nodes[static_cast<std::size_t>(t)]))
+        continue;
+      const std::int64_t wb = weight_bytes(g, g.nodes[static_cast<std::size_t>(t)]);
+      if (max_weight_bytes > 0 && static_cast<std::uint64_t>(wbytes + wb) > max_weight_bytes) continue;
+      wbytes += wb;
+      sources.push_back(t);
+      const TValue& up = g.values[static_cast<std::size_t>(v)];
+      const TValue& low = g.values[static_cast<std::size_t>(g.nodes[static_cast<std::size_t>(t)].in[0])];
+      source_bytes += static_cast<std::int64_t>(up.plain_bytes());
+      // Its per-call scratch: up to a quarter of the output's depth in low-resolution planes.
+      source_low += static_cast<std::int64_t>(up.plain_bytes() / (up.shape[2] / low.shape[2])) * 2 *
+                    low.shape[3] * low.shape[4] / (up.shape[3] * up.shape[4]);
+      smax = std::max(smax, up.shape[2] / low.shape[2]);
+    }
+    // The slab: windows of slab + kd − 1 (+ stride − 1 for an up-sampled input) planes within
+    // depth / kWindowShare.
+    std::int64_t kmax = 1, saved = source_bytes;
     for (int l : rest)
       kmax = std::max(kmax, g.values[static_cast<std::size_t>(g.nodes[static_cast<std::size_t>(l)].in[1])].shape[2]);
+    if (!sources.empty())
+      for (int l : first)
+        kmax = std::max(kmax, g.values[static_cast<std::size_t>(g.nodes[static_cast<std::size_t>(l)].in[1])].shape[2]);
     std::vector<int> layers_end{static_cast<int>(i)};
     layers_end.insert(layers_end.end(), rest.begin(), rest.end());
     for (std::size_t l = 0; l + 1 < layers_end.size(); ++l)
       saved += static_cast<std::int64_t>(
           g.values[static_cast<std::size_t>(g.nodes[static_cast<std::size_t>(layers_end[l])].out[0])].plain_bytes());
     const std::int64_t depth = g.values[static_cast<std::size_t>(g.nodes[i].out[0])].shape[2];
-    const std::int64_t slab = depth / kWindowShare - (kmax - 1);
+    const std::int64_t slab = depth / kWindowShare - (kmax - 1) - (smax - 1);
     if (slab < 2) continue;
 
     TNode chain;
@@ -153,12 +200,20 @@ int stream_conv_chains(TypedGraph& g, std::uint64_t max_weight_bytes) {
     };
     int_attr("slab", slab);
     // The windows' reservation: the share of the intermediates (+ 64 B alignment per window).
-    int_attr("window_bytes", saved / kWindowShare + 64 * static_cast<std::int64_t>(layers_end.size()));
+    int_attr("window_bytes", saved / kWindowShare + source_low / kWindowShare +
+                                 64 * static_cast<std::int64_t>(layers_end.size() + 2 * sources.size()));
     auto add_in = [&](int v) {
       if (v >= 0 && std::find(chain.in.begin(), chain.in.end(), v) == chain.in.end()) chain.in.push_back(v);
     };
-    for (int p : first) add_in(g.nodes[static_cast<std::size_t>(p)].in[0]);  // activations first
-    std::vector<int> all = first;
+    std::vector<int> source_outs;
+    for (int t : sources) source_outs.push_back(g.nodes[static_cast<std::size_t>(t)].out[0]);
+    for (int p : first) {  // activations first
+      const int v = g.nodes[static_cast<std::size_t>(p)].in[0];
+      const auto it = std::find(source_outs.begin(), source_outs.end(), v);
+      add_in(it == source_outs.end() ? v : g.nodes[static_cast<std::size_t>(sources[static_cast<std::size_t>(it - source_outs.begin())])].in[0]);
+    }
+    std::vector<int> all = sources;  // sources first: the kernel reads them before the layers
+    all.insert(all.end(), first.begin(), first.end());
     all.insert(all.end(), rest.begin(), rest.end());
     std::vector<int> inside;  // values the chain computes itself (partial sums, intermediates)
     for (int p : all) inside.push_back(g.nodes[static_cast<std::size_t>(p)].out[0]);

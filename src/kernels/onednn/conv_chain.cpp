@@ -28,6 +28,7 @@ using tag = memory::format_tag;
 
 struct Part {
   int input_pos = -1;   // first layer: position of its activation among the node's inputs
+  int source = -1;      // first layer: or the up-sampling source it reads (index)
   int addend_pos = -1;  // later layer with a residual: position of the addend among them
   std::int64_t cin = 0;
   const Tensor* w = nullptr;  // plain [M, C, kd, kh, kw]; used while primitives are built
@@ -46,6 +47,23 @@ struct Layer {
   std::int64_t cap = 0;            // planes the window holds
 };
 
+/// An up-sampling ConvTranspose (kernel = stride) feeding a first-layer part: its output is made
+/// a few planes at a time from the low-resolution input, one 1x1 conv per output sub-lattice
+/// (as in deconv.cpp) into `t`, scattered into the source's own plane window.
+struct Source {
+  int input_pos = -1;
+  std::int64_t cin = 0, m = 0, s[3] = {1, 1, 1}, ld = 0, lh = 0, lw = 0;  // strides, low-res extent
+  const Tensor* w = nullptr;  // plain [C, M, sd, sh, sw]
+  const Tensor* b = nullptr;
+  std::vector<PostOp> post;
+  std::size_t plane = 0;  // floats per output plane
+  std::size_t window_off = 0, t_off = 0;
+  std::int64_t cap = 0, t_planes = 0;  // window planes; low-res planes per call (max)
+  std::map<std::int64_t, dnnl::convolution_forward> prims;  // by low-res planes per call
+  std::vector<memory> weights, bias;                         // per sub-lattice
+  memory::desc packed_md;
+};
+
 struct Call {
   dnnl::convolution_forward prim;
   memory::desc src, dst;
@@ -56,14 +74,38 @@ class ConvChainKernel final : public Kernel {
  public:
   ConvChainKernel(const graph::TypedGraph& g, const graph::TNode& n, LayoutDecision& dec) {
     slab_ = n.node.attrs.get_int("slab", 2);
-    const auto& y0 = value(g, n.chain.front().out[0]);
+    const auto& y0 = value(g, n.chain.back().out[0]);
     d_ = y0.shape[2];
     h_ = y0.shape[3];
     w_ = y0.shape[4];
     // Group the chain's nodes into layers: a node accumulating onto the previous node's output
     // (a split concatenation) continues its layer; any other starts one.
     int prev_out = -1;
+    std::vector<int> source_out;  // per source: the value it produces
+    auto pos = [&](int v) {
+      for (std::size_t i = 0; i < n.in.size(); ++i)
+        if (n.in[i] == v) return static_cast<int>(i);
+      throw Error(ErrorKind::Internal, "conv chain: a value read is not among the node's inputs");
+    };
     for (const auto& c : n.chain) {
+      if (c.node.op_type == "ConvTranspose") {
+        const auto& x = value(g, c.in[0]);
+        const auto& w = value(g, c.in[1]);
+        const auto geo = graph::conv_transpose_geometry(c.node, x.shape, w.shape);
+        Source src;
+        src.input_pos = pos(c.in[0]);
+        src.cin = x.shape[1];
+        src.m = w.shape[1];
+        for (int i = 0; i < 3; ++i) src.s[i] = geo.strides[static_cast<std::size_t>(i)];
+        src.ld = x.shape[2], src.lh = x.shape[3], src.lw = x.shape[4];
+        src.w = w.constant.get();
+        src.b = c.in.size() > 2 && c.in[2] >= 0 ? value(g, c.in[2]).constant.get() : nullptr;
+        QSM_ASSERT(src.w != nullptr, "a streamed up-sampling without its weights");
+        src.post = c.post;
+        sources_.push_back(std::move(src));
+        source_out.push_back(c.out[0]);
+        continue;
+      }
       int addend = -1;
       for (const auto& p : c.post)
         if (p.kind == PostOp::Kind::Sum) addend = c.in[static_cast<std::size_t>(p.sum_input)];
@@ -84,12 +126,14 @@ class ConvChainKernel final : public Kernel {
       p.post = c.post;
       p.kd = geo.kernel[0], p.kh = geo.kernel[1], p.kw = geo.kernel[2];
       p.ph0 = geo.pads_begin[1], p.ph1 = geo.pads_end[1], p.pw0 = geo.pads_begin[2], p.pw1 = geo.pads_end[2];
-      auto pos = [&](int v) {
-        for (std::size_t i = 0; i < n.in.size(); ++i)
-          if (n.in[i] == v) return static_cast<int>(i);
-        throw Error(ErrorKind::Internal, "conv chain: a value read is not among the node's inputs");
-      };
-      if (layers_.size() == 1) p.input_pos = pos(c.in[0]);
+      if (layers_.size() == 1) {
+        const auto it = std::find(source_out.begin(), source_out.end(), c.in[0]);
+        if (it != source_out.end()) {
+          p.source = static_cast<int>(it - source_out.begin());
+        } else {
+          p.input_pos = pos(c.in[0]);
+        }
+      }
       if (addend >= 0 && !continues) {
         QSM_ASSERT(layers_.size() > 1, "conv chain: a residual on the first layer");
         p.addend_pos = pos(addend);
@@ -102,16 +146,25 @@ class ConvChainKernel final : public Kernel {
       }
       l.parts.push_back(std::move(p));
     }
+    for (auto& src : sources_) src.plane = static_cast<std::size_t>(h_ * w_ * src.m);
     calls_.resize(layers_.size());
     packed_.resize(layers_.size());
     // Dry walk: create the primitives and size the windows.
     walk([&](std::size_t j, std::int64_t n_in, std::int64_t n_out, std::int64_t pad_f, std::int64_t pad_b, std::int64_t,
-             std::int64_t, std::int64_t) { prepare_call(j, n_in, n_out, pad_f, pad_b); },
+             std::int64_t, std::int64_t, const std::vector<std::int64_t>&) { prepare_call(j, n_in, n_out, pad_f, pad_b); },
+         [](std::size_t, std::int64_t, std::int64_t) {},
+         [&](std::size_t si, std::int64_t, std::int64_t n_low, std::int64_t) { prepare_source(si, n_low); },
          [](std::size_t, std::int64_t, std::int64_t) {}, /*dry=*/true);
     std::size_t off = 0;
     for (std::size_t j = 0; j + 1 < layers_.size(); ++j) {
       layers_[j].window_off = off;
       off += align(static_cast<std::size_t>(layers_[j].cap) * layers_[j].plane * sizeof(float));
+    }
+    for (auto& src : sources_) {
+      src.window_off = off;
+      off += align(static_cast<std::size_t>(src.cap) * src.plane * sizeof(float));
+      src.t_off = off;
+      off += align(static_cast<std::size_t>(src.t_planes * src.lh * src.lw * src.m) * sizeof(float));
     }
     // The pass reserved a fixed share of the intermediates for the windows, so the chain's
     // memory is linear in the voxel count; the walk's windows always fit in it.
@@ -121,11 +174,18 @@ class ConvChainKernel final : public Kernel {
     scratch_bytes_ = prim_scratch_off_ + prim_scratch_;
     for (auto& l : layers_)  // plain weights are not needed after packing
       for (auto& p : l.parts) p.w = p.b = nullptr;
+    for (auto& src : sources_) src.w = src.b = nullptr;
 
     dec.inputs.assign(n.in.size(), Layout{});
     for (const auto& p : layers_.front().parts) {
+      if (p.input_pos < 0) continue;
       const auto& x = value(g, n.in[static_cast<std::size_t>(p.input_pos)]);
       dec.inputs[static_cast<std::size_t>(p.input_pos)] = to_layout(nxc(x.shape[1], d_), x.shape);
+    }
+    for (const auto& src : sources_) {
+      const auto& x = value(g, n.in[static_cast<std::size_t>(src.input_pos)]);
+      dec.inputs[static_cast<std::size_t>(src.input_pos)] =
+          to_layout(memory::desc({1, src.cin, src.ld, src.lh, src.lw}, dt::f32, tag::ndhwc), x.shape);
     }
     for (const auto& l : layers_)
       if (l.parts.front().addend_pos >= 0) {
@@ -157,7 +217,9 @@ class ConvChainKernel final : public Kernel {
   int inplace_input() const override { return inplace_; }
   bool reads_input(std::size_t i) const override {
     for (const auto& p : layers_.front().parts)
-      if (static_cast<std::size_t>(p.input_pos) == i) return true;
+      if (p.input_pos >= 0 && static_cast<std::size_t>(p.input_pos) == i) return true;
+    for (const auto& src : sources_)
+      if (static_cast<std::size_t>(src.input_pos) == i) return true;
     for (const auto& l : layers_)
       if (static_cast<std::size_t>(l.parts.front().addend_pos) == i) return true;
     return false;  // weights were packed
@@ -169,7 +231,8 @@ class ConvChainKernel final : public Kernel {
     float* out = outputs[0].data<float>();
     walk(
         [&](std::size_t j, std::int64_t n_in, std::int64_t n_out, std::int64_t pad_f, std::int64_t pad_b,
-            std::int64_t src_plane, std::int64_t dst_plane, std::int64_t abs_plane) {
+            std::int64_t src_plane, std::int64_t dst_plane, std::int64_t abs_plane,
+            const std::vector<std::int64_t>& source_lo) {
           const Layer& l = layers_[j];
           float* dst = j + 1 == layers_.size() ? out + static_cast<std::size_t>(dst_plane) * l.plane
                                                : window(j) + static_cast<std::size_t>(dst_plane) * l.plane;
@@ -183,7 +246,11 @@ class ConvChainKernel final : public Kernel {
           for (std::size_t k = 0; k < l.parts.size(); ++k) {
             const Part& p = l.parts[k];
             const float* src;
-            if (j == 0) {
+            if (j == 0 && p.source >= 0) {
+              const Source& so = sources_[static_cast<std::size_t>(p.source)];
+              src = reinterpret_cast<const float*>(ctx.scratch + so.window_off) +
+                    static_cast<std::size_t>(src_plane - source_lo[static_cast<std::size_t>(p.source)]) * so.plane;
+            } else if (j == 0) {
               src = inputs[static_cast<std::size_t>(p.input_pos)].data<float>() +
                     static_cast<std::size_t>(src_plane) * static_cast<std::size_t>(h_ * w_ * p.cin);
             } else {
@@ -207,6 +274,15 @@ class ConvChainKernel final : public Kernel {
           float* base = window(j);
           std::memmove(base, base + static_cast<std::size_t>(from) * layers_[j].plane,
                        static_cast<std::size_t>(planes) * layers_[j].plane * sizeof(float));
+        },
+        [&](std::size_t si, std::int64_t low0, std::int64_t n_low, std::int64_t dst_plane) {
+          run_source(si, inputs, ctx, low0, n_low, dst_plane);
+        },
+        [&](std::size_t si, std::int64_t from, std::int64_t planes) {
+          const Source& so = sources_[si];
+          float* base = reinterpret_cast<float*>(ctx.scratch + so.window_off);
+          std::memmove(base, base + static_cast<std::size_t>(from) * so.plane,
+                       static_cast<std::size_t>(planes) * so.plane * sizeof(float));
         },
         /*dry=*/false);
   }
@@ -272,6 +348,79 @@ class ConvChainKernel final : public Kernel {
     calls.emplace(k, std::move(cs));
   }
 
+  // The 1x1 conv of one sub-lattice over n_low low-resolution planes, weights packed once.
+  void prepare_source(std::size_t si, std::int64_t n_low) {
+    Source& so = sources_[si];
+    so.t_planes = std::max(so.t_planes, n_low);
+    if (so.prims.count(n_low)) return;
+    const memory::desc src({1, so.cin, n_low, so.lh, so.lw}, dt::f32, tag::ndhwc);
+    const memory::desc dst({1, so.m, n_low, so.lh, so.lw}, dt::f32, tag::ndhwc);
+    const memory::desc b_md({so.m}, dt::f32, tag::a);
+    const memory::dims one{1, 1, 1}, zero{0, 0, 0};
+    auto make_pd = [&](const memory::desc& w_md) {
+      dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, src,
+                                        w_md, b_md, dst, one, zero, zero, zero);
+      return dnnl::convolution_forward::primitive_desc(d, make_attr(so.post), engine());
+    };
+    dnnl::convolution_forward::primitive_desc pd =
+        so.weights.empty() ? make_pd(memory::desc({so.m, so.cin, 1, 1, 1}, dt::f32, tag::any)) : make_pd(so.packed_md);
+    prim_scratch_ = std::max(prim_scratch_, pd.scratchpad_desc().get_size());
+    so.prims.emplace(n_low, dnnl::convolution_forward(pd));
+    if (!so.weights.empty()) return;
+    // Sub-lattice (a, b, c): W[:, :, a, b, c] transposed to [M, C, 1, 1, 1]; the same bias.
+    so.packed_md = pd.weights_desc();
+    const std::int64_t subs = so.s[0] * so.s[1] * so.s[2];
+    std::vector<float> tw(static_cast<std::size_t>(so.m * so.cin));
+    const float* w = so.w->data<float>();  // [C, M, sd, sh, sw]
+    for (std::int64_t sub = 0; sub < subs; ++sub) {
+      for (std::int64_t mi = 0; mi < so.m; ++mi)
+        for (std::int64_t ci = 0; ci < so.cin; ++ci)
+          tw[static_cast<std::size_t>(mi * so.cin + ci)] = w[(ci * so.m + mi) * subs + sub];
+      so.weights.push_back(pack(Tensor::view(DType::F32, {so.m, so.cin, 1, 1, 1}, tw.data()),
+                                memory::desc({so.m, so.cin, 1, 1, 1}, dt::f32, tag::oidhw), so.packed_md));
+    }
+    std::vector<float> zeros(static_cast<std::size_t>(so.m), 0.0f);
+    const Tensor bias = so.b ? *so.b : Tensor::view(DType::F32, {so.m}, zeros.data());
+    so.bias.push_back(pack(bias, b_md, b_md));
+  }
+
+  // Output planes [dst, …) of the source's window from low-res planes [low0, low0 + n_low).
+  void run_source(std::size_t si, std::span<const Tensor> inputs, ExecContext& ctx, std::int64_t low0,
+                  std::int64_t n_low, std::int64_t dst_plane) const {
+    const Source& so = sources_[si];
+    float* t = reinterpret_cast<float*>(ctx.scratch + so.t_off);
+    float* win = reinterpret_cast<float*>(ctx.scratch + so.window_off);
+    const float* x = inputs[static_cast<std::size_t>(so.input_pos)].data<float>() +
+                     static_cast<std::size_t>(low0 * so.lh * so.lw * so.cin);
+    const auto& prim = so.prims.at(n_low);
+    const memory::desc src({1, so.cin, n_low, so.lh, so.lw}, dt::f32, tag::ndhwc);
+    const memory::desc dst({1, so.m, n_low, so.lh, so.lw}, dt::f32, tag::ndhwc);
+    const std::int64_t subs = so.s[0] * so.s[1] * so.s[2];
+    const std::size_t px = static_cast<std::size_t>(so.m) * sizeof(float);
+    for (std::int64_t sub = 0; sub < subs; ++sub) {
+      std::unordered_map<int, memory> args;
+      args.emplace(DNNL_ARG_SRC, memory(src, engine(), const_cast<float*>(x)));
+      args.emplace(DNNL_ARG_DST, memory(dst, engine(), t));
+      args.emplace(DNNL_ARG_WEIGHTS, so.weights[static_cast<std::size_t>(sub)]);
+      args.emplace(DNNL_ARG_BIAS, so.bias.front());
+      if (prim_scratch_ > 0) {
+        memory::desc smd({static_cast<memory::dim>(prim_scratch_)}, dt::u8, tag::a);
+        args.emplace(DNNL_ARG_SCRATCHPAD, memory(smd, engine(), ctx.scratch + prim_scratch_off_));
+      }
+      prim.execute(stream(), args);
+      stream().wait();
+      const std::int64_t a = sub / (so.s[1] * so.s[2]), b = (sub / so.s[2]) % so.s[1], c = sub % so.s[2];
+#pragma omp parallel for schedule(static)
+      for (std::int64_t r = 0; r < n_low * so.lh; ++r) {
+        const std::int64_t z = r / so.lh, y = r % so.lh;
+        const float* trow = t + static_cast<std::size_t>(r * so.lw * so.m);
+        float* wrow = win + static_cast<std::size_t>(((dst_plane + z * so.s[0] + a) * h_ + y * so.s[1] + b) * w_ * so.m);
+        for (std::int64_t xx = 0; xx < so.lw; ++xx)
+          std::memcpy(wrow + (xx * so.s[2] + c) * so.m, trow + xx * so.m, px);
+      }
+    }
+  }
+
   memory pack(const Tensor& plain, const memory::desc& plain_md, const memory::desc& md) {
     auto buf = std::make_shared<Buffer>(md.get_size(), MemCategory::Weights);
     memory dst(md, engine(), buf->data());
@@ -283,15 +432,19 @@ class ConvChainKernel final : public Kernel {
     return dst;
   }
 
-  // The slab schedule. conv(j, n_in, n_out, pad_f, pad_b, src_plane, dst_plane, abs_plane): layer j
-  // computes n_out planes (from absolute plane abs_plane) out of n_in input planes starting at
-  // src_plane of its input (window-relative for j > 0), into dst_plane of its window (absolute
-  // for the last layer). shift(j, from, planes):
-  // layer j's window drops its first `from` planes, keeping the next `planes`.
-  template <class Conv, class Shift>
-  void walk(Conv&& conv, Shift&& shift, bool dry) {
+  // The slab schedule. conv(j, n_in, n_out, pad_f, pad_b, src_plane, dst_plane, abs_plane,
+  // source_lo): layer j computes n_out planes (from absolute plane abs_plane) out of n_in input
+  // planes starting at src_plane of its input (window-relative for j > 0; absolute for the first
+  // layer, whose up-sampled inputs start at source_lo[s] in their windows), into dst_plane of its
+  // window (absolute for the last layer). shift(j, from, planes): layer j's window drops its
+  // first `from` planes, keeping the next `planes`. source(s, low0, n_low, dst_plane) and
+  // source_shift(s, from, planes): the same for an up-sampling source. All state is local, so
+  // concurrent runs of one plan (tiles in flight) do not share it.
+  template <class Conv, class Shift, class Src, class SrcShift>
+  void walk(Conv&& conv, Shift&& shift, Src&& source, SrcShift&& source_shift, bool dry) {
     const std::size_t nl = layers_.size();
     std::vector<std::int64_t> hi(nl + 1, 0), lo(nl + 1, 0);
+    std::vector<std::int64_t> shi(sources_.size(), 0), slo(sources_.size(), 0);
     hi[0] = d_;
     while (hi[nl] < d_) {
       bool progressed = false;
@@ -303,6 +456,23 @@ class ConvChainKernel final : public Kernel {
         const std::int64_t in_lo = std::max<std::int64_t>(0, hi[j] - l.pf);
         const std::int64_t in_hi = std::min(d_, target + l.pb);
         const std::int64_t pad_f = in_lo - (hi[j] - l.pf), pad_b = target + l.pb - in_hi;
+        if (j == 1) {
+          for (std::size_t si = 0; si < sources_.size(); ++si) {
+            Source& so = sources_[si];
+            // Planes before in_lo are never read again; new planes in whole low-res planes.
+            const std::int64_t keep = std::min(shi[si], std::max(slo[si], in_lo));
+            if (keep > slo[si] && shi[si] > keep) source_shift(si, keep - slo[si], shi[si] - keep);
+            slo[si] = keep;
+            if (shi[si] < slo[si]) shi[si] = slo[si];
+            const std::int64_t need = std::min(d_, (in_hi + so.s[0] - 1) / so.s[0] * so.s[0]);
+            if (need > shi[si]) {
+              if (dry) so.cap = std::max(so.cap, need - slo[si]);
+              QSM_ASSERT(need - slo[si] <= so.cap, "conv chain source window overflow");
+              source(si, shi[si] / so.s[0], (need - shi[si]) / so.s[0], shi[si] - slo[si]);
+              shi[si] = need;
+            }
+          }
+        }
         if (j < nl) {
           // Planes of layer j the next layer no longer reaches back to are dropped.
           const std::int64_t keep = std::min(hi[j], std::max(lo[j], hi[j + 1] - layers_[j].pf));
@@ -311,7 +481,7 @@ class ConvChainKernel final : public Kernel {
           if (dry) l.cap = std::max(l.cap, target - lo[j]);
           QSM_ASSERT(target - lo[j] <= l.cap, "conv chain window overflow");
         }
-        conv(j - 1, in_hi - in_lo, target - hi[j], pad_f, pad_b, in_lo - lo[j - 1], hi[j] - lo[j], hi[j]);
+        conv(j - 1, in_hi - in_lo, target - hi[j], pad_f, pad_b, in_lo - lo[j - 1], hi[j] - lo[j], hi[j], slo);
         hi[j] = target;
         progressed = true;
       }
@@ -320,6 +490,7 @@ class ConvChainKernel final : public Kernel {
   }
 
   std::vector<Layer> layers_;
+  std::vector<Source> sources_;
   std::vector<std::map<std::int64_t, std::vector<Call>>> calls_;                      // per layer
   std::vector<std::vector<std::vector<std::pair<memory::desc, memory>>>> packed_;    // layer, part
   std::vector<std::vector<memory>> bias_;                                            // layer, part
