@@ -78,13 +78,15 @@ struct RunArgs {
   int batch = 1;           // input sets run layer-major through run_batch
   std::string mem_budget;  // "2GiB", "500MB", bytes; "" = none
   std::string residency = "full";
-  std::string report;  // JSON file ("" = none)
+  std::string report;      // JSON file ("" = none)
+  bool layerwise = false;  // no depth-slab conv chains
 };
 
 void run(const RunArgs& a) {
   ModelOptions opts;
   opts.backend = backend_from_string(a.backend);
   opts.threads = a.threads;
+  opts.stream_conv_chains = !a.layerwise;
   if (!a.mem_budget.empty()) opts.mem_budget = parse_byte_size(a.mem_budget, "--mem-budget");
   opts.residency = parse_residency(a.residency);
   reset_memory_peak();
@@ -240,8 +242,7 @@ void plan(const std::string& path, const std::vector<std::string>& shape_args, c
   const Plan& p = model.plan_for(shapes);
   if (steps) {
     // live = arena bytes in use while the step runs; the largest is where the peak is.
-    std::printf("%-4s %-22s %-34s %-24s %12s %10s %10s\n", "#", "op", "kernel", "output", "bytes", "live",
-                "scratch");
+    std::printf("%-4s %-22s %-34s %-24s %12s %10s %10s\n", "#", "op", "kernel", "output", "bytes", "live", "scratch");
     std::size_t i = 0;
     for (const auto& st : p.steps()) {
       const auto& out =
@@ -300,6 +301,8 @@ void register_onnx_commands(CLI::App& app) {
                    "where weights live: full | layerwise[:depth=N,host=BYTES,device=BYTES] | "
                    "stream[:device=BYTES,host=BYTES,lookahead=N,queue=N,evict=lru|lfu,shards=N]")
       ->capture_default_str();
+  run_cmd->add_flag("--no-conv-chains", args->layerwise,
+                    "run every convolution on whole volumes (no depth-slab chains): more memory, for comparison");
   run_cmd->add_option("--report", args->report, "write a JSON report (times, memory, residency counters) here");
   run_cmd->add_option("--batch", args->batch, "run N copies of the inputs layer-major per run (tile batches)")
       ->check(CLI::Range(1, 1024));
