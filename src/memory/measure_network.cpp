@@ -24,7 +24,8 @@ std::vector<std::size_t> dynamic_positions(const ValueDesc& d) {
 // there are four, is 1).
 Shape fill_dynamic(const std::string& file, const ValueDesc& d, std::array<std::size_t, 3> spatial) {
   if (!d.has_shape)
-    throw Error(ErrorKind::InvalidInput, file + ": input '" + d.name + "' declares no shape; pass its shapes explicitly");
+    throw Error(ErrorKind::InvalidInput,
+                file + ": input '" + d.name + "' declares no shape; pass its shapes explicitly");
   Shape s(d.dims.begin(), d.dims.end());
   std::vector<std::size_t> pos = dynamic_positions(d);
   if (pos.size() == 4 && pos[0] == 0) {
@@ -52,7 +53,8 @@ std::array<std::size_t, 3> spatial_of(const ValueDesc& d, const Shape& s) {
     const std::size_t first = channels_last ? 1 : r - 3;
     pos = {first, first + 1, first + 2};
   }
-  return {static_cast<std::size_t>(s[pos[0]]), static_cast<std::size_t>(s[pos[1]]), static_cast<std::size_t>(s[pos[2]])};
+  return {static_cast<std::size_t>(s[pos[0]]), static_cast<std::size_t>(s[pos[1]]),
+          static_cast<std::size_t>(s[pos[2]])};
 }
 
 Tensor input_tensor(const ValueDesc& d, const Shape& s) {
@@ -167,7 +169,8 @@ MemoryMeasurement measure_network_memory(const std::vector<std::string>& files, 
     sm.input_shapes = p;
     for (std::size_t f = 0; f < models.size(); ++f) {
       if (p[f].size() != models[f].inputs().size())
-        throw Error(ErrorKind::InvalidInput, files[f] + ": " + std::to_string(p[f].size()) + " input shape(s) given, the model takes " +
+        throw Error(ErrorKind::InvalidInput, files[f] + ": " + std::to_string(p[f].size()) +
+                                                 " input shape(s) given, the model takes " +
                                                  std::to_string(models[f].inputs().size()));
       merge_worst(sm, measure_one(models[f], p[f]));
     }
@@ -195,8 +198,8 @@ MemoryMeasurement measure_network_memory(const std::vector<std::string>& files, 
     return out;
   }
   if (out.points.size() < 3)
-    throw Error(ErrorKind::InvalidInput, files[0] + ": the fit needs at least 3 shapes, " +
-                                             std::to_string(out.points.size()) + " given");
+    throw Error(ErrorKind::InvalidInput,
+                files[0] + ": the fit needs at least 3 shapes, " + std::to_string(out.points.size()) + " given");
   // The inference peak is max(planning's transient peak, the plan + the run): flat while
   // planning dominates, then linear. A line fitted to that bends low at large shapes, so the
   // slope comes from the plan + run part alone, and the fixed part is raised until the line

@@ -9,7 +9,9 @@
 namespace qsmcore::memory {
 namespace {
 constexpr std::size_t kAlign = 64;
-std::size_t align_up(std::size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+std::size_t align_up(std::size_t n) {
+  return (n + kAlign - 1) / kAlign * kAlign;
+}
 
 using Before = std::function<bool(const Lifetime&, const Lifetime&)>;
 
@@ -27,7 +29,8 @@ OffsetPlan place(const std::vector<Lifetime>& lifetimes, const std::vector<std::
     busy.clear();
     for (std::size_t p : placed) {
       const Lifetime& o = lifetimes[p];
-      if (o.first <= lt.last && lt.first <= o.last) busy.emplace_back(plan.offsets[p], plan.offsets[p] + align_up(o.bytes));
+      if (o.first <= lt.last && lt.first <= o.last)
+        busy.emplace_back(plan.offsets[p], plan.offsets[p] + align_up(o.bytes));
     }
     std::sort(busy.begin(), busy.end());
     std::size_t best = std::numeric_limits<std::size_t>::max();
@@ -68,9 +71,8 @@ OffsetPlan plan_offsets(const std::vector<Lifetime>& lifetimes) {
   std::vector<std::size_t> order(lifetimes.size());
   for (const auto& before : rules) {
     std::iota(order.begin(), order.end(), 0);
-    std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
-      return before(lifetimes[a], lifetimes[b]);
-    });
+    std::stable_sort(order.begin(), order.end(),
+                     [&](std::size_t a, std::size_t b) { return before(lifetimes[a], lifetimes[b]); });
     OffsetPlan p = place(lifetimes, order);
     if (!have || p.total < best.total) best = std::move(p), have = true;
   }

@@ -121,7 +121,7 @@ class Plan {
   std::vector<Step> steps_;
   std::vector<Value> values_;
   std::vector<int> inputs_, outputs_;
-  std::vector<int> alias_;  // value -> value whose bytes it shares (in-place), or -1
+  std::vector<int> alias_;                   // value -> value whose bytes it shares (in-place), or -1
   std::vector<std::size_t> live_bytes_;      // per step
   std::vector<std::size_t> scratch_offset_;  // per step: its scratchpad's place in the arena
   PlanMemory memory_;

@@ -28,13 +28,8 @@ int hoist_through_concat(TypedGraph& g) {
   std::vector<std::vector<TNode>> replacement(g.nodes.size());
   for (std::size_t ci = 0; ci < g.nodes.size(); ++ci) {
     const TNode& cat = g.nodes[ci];
-    if (cat.dead || cat.node.op_type != "Concat" || cat.in.size() < 2) continue;
+    if (!channel_concat(g, cat)) continue;
     const int y = cat.out[0];
-    const TValue& yv = g.values[static_cast<std::size_t>(y)];
-    const auto rank = static_cast<std::int64_t>(yv.shape.size());
-    std::int64_t axis = cat.node.attrs.get_int("axis", 1);
-    if (axis < 0) axis += rank;
-    if (axis != 1 || rank < 3 || yv.dtype != DType::F32) continue;
     bool parts_ok = true;
     for (int x : cat.in) parts_ok = parts_ok && x >= 0 && !g.values[static_cast<std::size_t>(x)].is_const();
     if (!parts_ok) continue;

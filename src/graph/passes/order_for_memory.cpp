@@ -63,7 +63,8 @@ int order_for_memory(TypedGraph& g) {
     for (int o : n.out) {
       if (o < 0) continue;
       producer[static_cast<std::size_t>(o)] = ni;
-      s.bytes[static_cast<std::size_t>(o)] = static_cast<std::int64_t>(g.values[static_cast<std::size_t>(o)].plain_bytes());
+      s.bytes[static_cast<std::size_t>(o)] =
+          static_cast<std::int64_t>(g.values[static_cast<std::size_t>(o)].plain_bytes());
     }
   }
   // Greedy: missing[n] = inputs not yet computed.

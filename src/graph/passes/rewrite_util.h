@@ -24,6 +24,17 @@ inline int append_partial(TypedGraph& g, const TValue& like, std::string name) {
   return append_value(g, std::move(v));
 }
 
+/// A live Concat of ≥ 2 f32 inputs along the channel axis (1) of a tensor of rank ≥ 3: what the
+/// concatenation rewrites work on.
+inline bool channel_concat(const TypedGraph& g, const TNode& cat) {
+  if (cat.dead || cat.node.op_type != "Concat" || cat.in.size() < 2) return false;
+  const TValue& yv = g.values[static_cast<std::size_t>(cat.out[0])];
+  const auto rank = static_cast<std::int64_t>(yv.shape.size());
+  std::int64_t axis = cat.node.attrs.get_int("axis", 1);
+  if (axis < 0) axis += rank;
+  return axis == 1 && rank >= 3 && yv.dtype == DType::F32;
+}
+
 /// Live nodes reading value v (each once, in graph order).
 inline std::vector<int> live_readers(const TypedGraph& g, int v) {
   std::vector<int> r;

@@ -73,13 +73,9 @@ int split_concat_convs(TypedGraph& g) {
   std::vector<std::vector<TNode>> replacement(g.nodes.size());
   for (std::size_t ci = 0; ci < g.nodes.size(); ++ci) {
     TNode& cat = g.nodes[ci];
-    if (cat.dead || cat.node.op_type != "Concat" || cat.in.size() < 2) continue;
+    if (!channel_concat(g, cat)) continue;
     const int y = cat.out[0];
-    const TValue& yv = g.values[static_cast<std::size_t>(y)];
-    const auto rank = static_cast<std::int64_t>(yv.shape.size());
-    std::int64_t axis = cat.node.attrs.get_int("axis", 1);
-    if (axis < 0) axis += rank;
-    if (axis != 1 || rank < 3 || yv.graph_output >= 0 || yv.dtype != DType::F32) continue;
+    if (g.values[static_cast<std::size_t>(y)].graph_output >= 0) continue;
     // Every reader must be a splittable conv (xQSM's octave blocks read one concatenation with
     // two convs), else the concatenation is needed anyway.
     const auto readers = live_readers(g, y);

@@ -91,7 +91,8 @@ int stream_conv_chains(TypedGraph& g, std::uint64_t max_weight_bytes) {
       if (o >= 0) producer[static_cast<std::size_t>(o)] = static_cast<int>(i);
     std::vector<int> seen;
     for (int x : g.nodes[i].in)
-      if (x >= 0 && std::find(seen.begin(), seen.end(), x) == seen.end()) seen.push_back(x), ++readers[static_cast<std::size_t>(x)];
+      if (x >= 0 && std::find(seen.begin(), seen.end(), x) == seen.end())
+        seen.push_back(x), ++readers[static_cast<std::size_t>(x)];
   }
   auto single_use = [&](int v) {
     return readers[static_cast<std::size_t>(v)] == 1 && g.values[static_cast<std::size_t>(v)].graph_output < 0;
@@ -112,8 +113,9 @@ int stream_conv_chains(TypedGraph& g, std::uint64_t max_weight_bytes) {
   auto later_layer_ok = [&](int ni, int prev_out) {
     int addend = -1;
     if (!sum_index(g.nodes[static_cast<std::size_t>(ni)], addend)) return true;
-    return addend != prev_out && g.values[static_cast<std::size_t>(addend)].shape ==
-                                     g.values[static_cast<std::size_t>(g.nodes[static_cast<std::size_t>(ni)].out[0])].shape;
+    return addend != prev_out &&
+           g.values[static_cast<std::size_t>(addend)].shape ==
+               g.values[static_cast<std::size_t>(g.nodes[static_cast<std::size_t>(ni)].out[0])].shape;
   };
 
   int chains = 0;
@@ -156,7 +158,8 @@ int stream_conv_chains(TypedGraph& g, std::uint64_t max_weight_bytes) {
     for (int p : first) {
       const int v = g.nodes[static_cast<std::size_t>(p)].in[0];
       const int t = producer[static_cast<std::size_t>(v)];
-      if (t < 0 || taken[static_cast<std::size_t>(t)] || !single_use(v) || !slab_upsampling(g, g.nodes[static_cast<std::size_t>(t)]))
+      if (t < 0 || taken[static_cast<std::size_t>(t)] || !single_use(v) ||
+          !slab_upsampling(g, g.nodes[static_cast<std::size_t>(t)]))
         continue;
       const std::int64_t wb = weight_bytes(g, g.nodes[static_cast<std::size_t>(t)]);
       if (max_weight_bytes > 0 && static_cast<std::uint64_t>(wbytes + wb) > max_weight_bytes) continue;
@@ -166,8 +169,8 @@ int stream_conv_chains(TypedGraph& g, std::uint64_t max_weight_bytes) {
       const TValue& low = g.values[static_cast<std::size_t>(g.nodes[static_cast<std::size_t>(t)].in[0])];
       source_bytes += static_cast<std::int64_t>(up.plain_bytes());
       // Its per-call scratch: up to a quarter of the output's depth in low-resolution planes.
-      source_low += static_cast<std::int64_t>(up.plain_bytes() / (up.shape[2] / low.shape[2])) * 2 *
-                    low.shape[3] * low.shape[4] / (up.shape[3] * up.shape[4]);
+      source_low += static_cast<std::int64_t>(up.plain_bytes() / (up.shape[2] / low.shape[2])) * 2 * low.shape[3] *
+                    low.shape[4] / (up.shape[3] * up.shape[4]);
       smax = std::max(smax, up.shape[2] / low.shape[2]);
     }
     // The slab: windows of slab + kd − 1 (+ stride − 1 for an up-sampled input) planes within
@@ -210,7 +213,10 @@ int stream_conv_chains(TypedGraph& g, std::uint64_t max_weight_bytes) {
     for (int p : first) {  // activations first
       const int v = g.nodes[static_cast<std::size_t>(p)].in[0];
       const auto it = std::find(source_outs.begin(), source_outs.end(), v);
-      add_in(it == source_outs.end() ? v : g.nodes[static_cast<std::size_t>(sources[static_cast<std::size_t>(it - source_outs.begin())])].in[0]);
+      add_in(
+          it == source_outs.end()
+              ? v
+              : g.nodes[static_cast<std::size_t>(sources[static_cast<std::size_t>(it - source_outs.begin())])].in[0]);
     }
     std::vector<int> all = sources;  // sources first: the kernel reads them before the layers
     all.insert(all.end(), first.begin(), first.end());

@@ -67,7 +67,8 @@ void PrimitiveKernel::set_primitive(const dnnl::primitive& p, const memory::desc
   impl_ = std::string("onednn:") + impl;
 }
 
-void PrimitiveKernel::bind_constant(int arg, const Tensor& plain, const memory::desc& plain_md, const memory::desc& md) {
+memory pack_constant(const Tensor& plain, const memory::desc& plain_md, const memory::desc& md,
+                     std::vector<std::shared_ptr<Buffer>>& owned, std::int64_t& packed_bytes) {
   auto buf = std::make_shared<Buffer>(md.get_size(), MemCategory::Weights);
   memory dst(md, engine(), buf->data());
   if (md == plain_md) {
@@ -77,9 +78,13 @@ void PrimitiveKernel::bind_constant(int arg, const Tensor& plain, const memory::
     dnnl::reorder(src, dst).execute(stream(), src, dst);
     stream().wait();
   }
-  packed_bytes_ += static_cast<std::int64_t>(md.get_size());
-  packed_.push_back(std::move(buf));
-  const_args_.emplace_back(arg, dst);
+  packed_bytes += static_cast<std::int64_t>(md.get_size());
+  owned.push_back(std::move(buf));
+  return dst;
+}
+
+void PrimitiveKernel::bind_constant(int arg, const Tensor& plain, const memory::desc& plain_md, const memory::desc& md) {
+  const_args_.emplace_back(arg, pack_constant(plain, plain_md, md, packed_, packed_bytes_));
 }
 
 void PrimitiveKernel::run(std::span<const Tensor> inputs, std::span<Tensor> outputs, ExecContext& ctx) {

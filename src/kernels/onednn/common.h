@@ -2,9 +2,8 @@
 // ONNX shapes, Layout <-> memory::desc conversion, and a base kernel that executes one
 // primitive with a user-managed scratchpad (so scratch is planned and accounted by us).
 #pragma once
-#include <oneapi/dnnl/dnnl.hpp>
-
 #include <memory>
+#include <oneapi/dnnl/dnnl.hpp>
 #include <unordered_map>
 #include <vector>
 
@@ -28,6 +27,11 @@ Layout to_layout(const memory::desc& md, const Shape& s);
 
 /// Attributes with a user-managed scratchpad and the fused post-ops (Sum included).
 dnnl::primitive_attr make_attr(const std::vector<PostOp>& post);
+
+/// A plain constant packed into `md` in a new Weights buffer kept in `owned` (bytes added to
+/// `packed_bytes`); a plain-to-plain "packing" is a copy.
+memory pack_constant(const Tensor& plain, const memory::desc& plain_md, const memory::desc& md,
+                     std::vector<std::shared_ptr<Buffer>>& owned, std::int64_t& packed_bytes);
 
 /// A kernel running one primitive. Subclasses fill `args_` slots: input i -> DNNL arg,
 /// output i -> DNNL arg, plus constant memories (packed weights) bound once.
@@ -80,9 +84,12 @@ class ConvLikeKernel : public PrimitiveKernel {
 // Per-family factories: nullptr when oneDNN does not handle this node (reference fallback).
 using MakeFn = std::unique_ptr<Kernel> (*)(const graph::TypedGraph& g, const graph::TNode& n,
                                            const std::vector<Layout>& producer, LayoutDecision& dec);
-std::unique_ptr<Kernel> make_conv(const graph::TypedGraph&, const graph::TNode&, const std::vector<Layout>&, LayoutDecision&);
-std::unique_ptr<Kernel> make_eltwise(const graph::TypedGraph&, const graph::TNode&, const std::vector<Layout>&, LayoutDecision&);
-std::unique_ptr<Kernel> make_binary(const graph::TypedGraph&, const graph::TNode&, const std::vector<Layout>&, LayoutDecision&);
+std::unique_ptr<Kernel> make_conv(const graph::TypedGraph&, const graph::TNode&, const std::vector<Layout>&,
+                                  LayoutDecision&);
+std::unique_ptr<Kernel> make_eltwise(const graph::TypedGraph&, const graph::TNode&, const std::vector<Layout>&,
+                                     LayoutDecision&);
+std::unique_ptr<Kernel> make_binary(const graph::TypedGraph&, const graph::TNode&, const std::vector<Layout>&,
+                                    LayoutDecision&);
 std::unique_ptr<Kernel> make_reorder_kernel(const Shape& s, const memory::desc& from, const memory::desc& to);
 
 /// Registers extra families (pooling, normalisation, concat, deconvolution, ...): each adds

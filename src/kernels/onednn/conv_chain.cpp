@@ -40,11 +40,11 @@ struct Part {
 
 struct Layer {
   std::vector<Part> parts;
-  std::int64_t m = 0;              // output channels
-  std::int64_t pf = 0, pb = 0;     // depth pads (front, back) = reach behind / ahead
-  std::size_t plane = 0;           // floats per output plane (H·W·M)
-  std::size_t window_off = 0;      // byte offset of the plane window in scratch
-  std::int64_t cap = 0;            // planes the window holds
+  std::int64_t m = 0;           // output channels
+  std::int64_t pf = 0, pb = 0;  // depth pads (front, back) = reach behind / ahead
+  std::size_t plane = 0;        // floats per output plane (H·W·M)
+  std::size_t window_off = 0;   // byte offset of the plane window in scratch
+  std::int64_t cap = 0;         // planes the window holds
 };
 
 /// An up-sampling ConvTranspose (kernel = stride) feeding a first-layer part: its output is made
@@ -53,14 +53,14 @@ struct Layer {
 struct Source {
   int input_pos = -1;
   std::int64_t cin = 0, m = 0, s[3] = {1, 1, 1}, ld = 0, lh = 0, lw = 0;  // strides, low-res extent
-  const Tensor* w = nullptr;  // plain [C, M, sd, sh, sw]
+  const Tensor* w = nullptr;                                              // plain [C, M, sd, sh, sw]
   const Tensor* b = nullptr;
   std::vector<PostOp> post;
   std::size_t plane = 0;  // floats per output plane
   std::size_t window_off = 0, t_off = 0;
-  std::int64_t cap = 0, t_planes = 0;  // window planes; low-res planes per call (max)
+  std::int64_t cap = 0, t_planes = 0;                       // window planes; low-res planes per call (max)
   std::map<std::int64_t, dnnl::convolution_forward> prims;  // by low-res planes per call
-  std::vector<memory> weights, bias;                         // per sub-lattice
+  std::vector<memory> weights, bias;                        // per sub-lattice
   memory::desc packed_md;
 };
 
@@ -151,7 +151,8 @@ class ConvChainKernel final : public Kernel {
     packed_.resize(layers_.size());
     // Dry walk: create the primitives and size the windows.
     walk([&](std::size_t j, std::int64_t n_in, std::int64_t n_out, std::int64_t pad_f, std::int64_t pad_b, std::int64_t,
-             std::int64_t, std::int64_t, const std::vector<std::int64_t>&) { prepare_call(j, n_in, n_out, pad_f, pad_b); },
+             std::int64_t, std::int64_t,
+             const std::vector<std::int64_t>&) { prepare_call(j, n_in, n_out, pad_f, pad_b); },
          [](std::size_t, std::int64_t, std::int64_t) {},
          [&](std::size_t si, std::int64_t, std::int64_t n_low, std::int64_t) { prepare_source(si, n_low); },
          [](std::size_t, std::int64_t, std::int64_t) {}, /*dry=*/true);
@@ -239,8 +240,8 @@ class ConvChainKernel final : public Kernel {
           const auto& calls = calls_[j].at(key(n_in, n_out, pad_f, pad_b));
           if (const int a = l.parts.front().addend_pos; a >= 0) {
             // The residual's planes go where the conv accumulates (already there when shared).
-            const float* from = inputs[static_cast<std::size_t>(a)].data<float>() +
-                                static_cast<std::size_t>(abs_plane) * l.plane;
+            const float* from =
+                inputs[static_cast<std::size_t>(a)].data<float>() + static_cast<std::size_t>(abs_plane) * l.plane;
             if (from != dst) std::memcpy(dst, from, static_cast<std::size_t>(n_out) * l.plane * sizeof(float));
           }
           for (std::size_t k = 0; k < l.parts.size(); ++k) {
@@ -339,8 +340,9 @@ class ConvChainKernel final : public Kernel {
         if (packs[q].first == pd.weights_desc()) c.weights = static_cast<int>(q);
       if (c.weights < 0) {
         c.weights = static_cast<int>(packs.size());
-        packs.emplace_back(pd.weights_desc(), pack(*p.w, memory::desc({l.m, p.cin, p.kd, p.kh, p.kw}, dt::f32, tag::oidhw),
-                                                   pd.weights_desc()));
+        packs.emplace_back(
+            pd.weights_desc(),
+            pack(*p.w, memory::desc({l.m, p.cin, p.kd, p.kh, p.kw}, dt::f32, tag::oidhw), pd.weights_desc()));
       }
       if (p.has_bias && !bias_[j][pi]) bias_[j][pi] = pack(*p.b, b_md, b_md);
       cs.push_back(std::move(c));
@@ -414,22 +416,15 @@ class ConvChainKernel final : public Kernel {
       for (std::int64_t r = 0; r < n_low * so.lh; ++r) {
         const std::int64_t z = r / so.lh, y = r % so.lh;
         const float* trow = t + static_cast<std::size_t>(r * so.lw * so.m);
-        float* wrow = win + static_cast<std::size_t>(((dst_plane + z * so.s[0] + a) * h_ + y * so.s[1] + b) * w_ * so.m);
-        for (std::int64_t xx = 0; xx < so.lw; ++xx)
-          std::memcpy(wrow + (xx * so.s[2] + c) * so.m, trow + xx * so.m, px);
+        float* wrow =
+            win + static_cast<std::size_t>(((dst_plane + z * so.s[0] + a) * h_ + y * so.s[1] + b) * w_ * so.m);
+        for (std::int64_t xx = 0; xx < so.lw; ++xx) std::memcpy(wrow + (xx * so.s[2] + c) * so.m, trow + xx * so.m, px);
       }
     }
   }
 
   memory pack(const Tensor& plain, const memory::desc& plain_md, const memory::desc& md) {
-    auto buf = std::make_shared<Buffer>(md.get_size(), MemCategory::Weights);
-    memory dst(md, engine(), buf->data());
-    memory src(plain_md, engine(), plain.raw());
-    dnnl::reorder(src, dst).execute(stream(), src, dst);
-    stream().wait();
-    packed_bytes_ += static_cast<std::int64_t>(md.get_size());
-    buffers_.push_back(std::move(buf));
-    return dst;
+    return pack_constant(plain, plain_md, md, buffers_, packed_bytes_);
   }
 
   // The slab schedule. conv(j, n_in, n_out, pad_f, pad_b, src_plane, dst_plane, abs_plane,
@@ -491,9 +486,9 @@ class ConvChainKernel final : public Kernel {
 
   std::vector<Layer> layers_;
   std::vector<Source> sources_;
-  std::vector<std::map<std::int64_t, std::vector<Call>>> calls_;                      // per layer
-  std::vector<std::vector<std::vector<std::pair<memory::desc, memory>>>> packed_;    // layer, part
-  std::vector<std::vector<memory>> bias_;                                            // layer, part
+  std::vector<std::map<std::int64_t, std::vector<Call>>> calls_;                   // per layer
+  std::vector<std::vector<std::vector<std::pair<memory::desc, memory>>>> packed_;  // layer, part
+  std::vector<std::vector<memory>> bias_;                                          // layer, part
   std::vector<std::shared_ptr<Buffer>> buffers_;
   std::int64_t slab_ = 2, d_ = 0, h_ = 0, w_ = 0;
   std::size_t scratch_bytes_ = 0, prim_scratch_ = 0, prim_scratch_off_ = 0;
@@ -504,8 +499,8 @@ class ConvChainKernel final : public Kernel {
 
 }  // namespace
 
-std::unique_ptr<Kernel> make_conv_chain(const graph::TypedGraph& g, const graph::TNode& n,
-                                        const std::vector<Layout>&, LayoutDecision& dec) {
+std::unique_ptr<Kernel> make_conv_chain(const graph::TypedGraph& g, const graph::TNode& n, const std::vector<Layout>&,
+                                        LayoutDecision& dec) {
   if (n.chain.empty()) return nullptr;
   return std::make_unique<ConvChainKernel>(g, n, dec);
 }

@@ -97,7 +97,9 @@ class DeconvKernel final : public ConvLikeKernel {
 };
 
 constexpr std::size_t kAlign = 64;
-std::size_t align_up(std::size_t v) { return (v + kAlign - 1) / kAlign * kAlign; }
+std::size_t align_up(std::size_t v) {
+  return (v + kAlign - 1) / kAlign * kAlign;
+}
 
 /// Kernel = stride (no pads, dilation or groups): every output voxel receives exactly one tap, so
 /// output sub-lattice s = (a, b, c) (a < stride_d, …) is a 1x1 conv of the input with
@@ -155,7 +157,8 @@ class DeconvKeqSKernel final : public PrimitiveKernel {
       std::fill(tw.begin(), tw.end(), 0.0f);
       std::fill(tb.begin(), tb.end(), 0.0f);
       for (std::int64_t mi = 0; mi < m_; ++mi) {
-        for (std::int64_t ci = 0; ci < c_; ++ci) tw[static_cast<std::size_t>(mi * c_ + ci)] = wsrc[(ci * m_ + mi) * subs_ + s];
+        for (std::int64_t ci = 0; ci < c_; ++ci)
+          tw[static_cast<std::size_t>(mi * c_ + ci)] = wsrc[(ci * m_ + mi) * subs_ + s];
         tb[static_cast<std::size_t>(mi)] = bsrc ? bsrc[mi] : 0.0f;
       }
       weights_.push_back(pack(Tensor::view(DType::F32, tw_shape, tw.data()), plain_desc(tw_shape), pd.weights_desc()));
@@ -209,20 +212,16 @@ class DeconvKeqSKernel final : public PrimitiveKernel {
 
  private:
   memory pack(const Tensor& plain, const memory::desc& plain_md, const memory::desc& md) {
-    auto buf = std::make_shared<Buffer>(md.get_size(), MemCategory::Weights);
-    memory dst(md, engine(), buf->data());
-    memory src(plain_md, engine(), plain.raw());
-    dnnl::reorder(src, dst).execute(stream(), src, dst);
-    stream().wait();
-    packed_bytes_ += static_cast<std::int64_t>(md.get_size());
-    packed_.push_back(std::move(buf));
-    return dst;
+    return pack_constant(plain, plain_md, md, packed_, packed_bytes_);
   }
 
   void transfer(float* t, float* y, std::int64_t a, std::int64_t b, std::int64_t c, bool to_y) const {
-    if (blk_ < 0) transfer_nxc(t, y, a, b, c, to_y);
-    else if (blk_ == 16) transfer_blk<16>(t, y, a, b, c, to_y);
-    else transfer_blk<8>(t, y, a, b, c, to_y);
+    if (blk_ < 0)
+      transfer_nxc(t, y, a, b, c, to_y);
+    else if (blk_ == 16)
+      transfer_blk<16>(t, y, a, b, c, to_y);
+    else
+      transfer_blk<8>(t, y, a, b, c, to_y);
   }
 
   // Y[n][mb][sd·d+a][sh·h+b][sw·w+c][j] <-> T[n][mb][d][h][w][j] (B-channel blocks).
