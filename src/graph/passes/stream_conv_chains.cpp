@@ -26,14 +26,22 @@ namespace {
 // kWindowShare · (kd + 1) planes are not streamed.
 constexpr std::int64_t kWindowShare = 6;
 
+// A live node of this op on a batch-1 f32 3-D volume with constant f32 weights and bias: what
+// both a chain layer and an absorbed up-sampling must be.
+bool volume_op_with_constant_weights(const TypedGraph& g, const TNode& n, const char* op) {
+  if (n.dead || n.node.op_type != op || n.in.size() < 2 || n.in[0] < 0 || !n.chain.empty()) return false;
+  const TValue& x = g.values[static_cast<std::size_t>(n.in[0])];
+  const TValue& w = g.values[static_cast<std::size_t>(n.in[1])];
+  if (x.shape.size() != 5 || x.shape[0] != 1 || x.dtype != DType::F32 || !w.is_const() || w.dtype != DType::F32)
+    return false;
+  return n.in.size() < 3 || n.in[2] < 0 || g.values[static_cast<std::size_t>(n.in[2])].is_const();
+}
+
 bool slab_conv(const TypedGraph& g, const TNode& n) {
-  if (n.dead || n.node.op_type != "Conv" || n.in.size() < 2 || n.in[0] < 0 || !n.chain.empty()) return false;
+  if (!volume_op_with_constant_weights(g, n, "Conv")) return false;
   const TValue& x = g.values[static_cast<std::size_t>(n.in[0])];
   const TValue& w = g.values[static_cast<std::size_t>(n.in[1])];
   const TValue& y = g.values[static_cast<std::size_t>(n.out[0])];
-  if (x.shape.size() != 5 || x.shape[0] != 1 || x.dtype != DType::F32 || !w.is_const() || w.dtype != DType::F32)
-    return false;
-  if (n.in.size() > 2 && n.in[2] >= 0 && !g.values[static_cast<std::size_t>(n.in[2])].is_const()) return false;
   const ConvGeometry geo = conv_geometry(n.node, x.shape, w.shape);
   if (geo.group != 1) return false;
   for (std::size_t i = 0; i < 3; ++i) {
@@ -53,13 +61,10 @@ bool sum_index(const TNode& n, int& addend) {
 // An up-sampling ConvTranspose (kernel = stride, no pads) the chain can run a few planes at a
 // time from its low-resolution input.
 bool slab_upsampling(const TypedGraph& g, const TNode& n) {
-  if (n.dead || n.node.op_type != "ConvTranspose" || n.in.size() < 2 || n.in[0] < 0) return false;
+  if (!volume_op_with_constant_weights(g, n, "ConvTranspose")) return false;
   const TValue& x = g.values[static_cast<std::size_t>(n.in[0])];
   const TValue& w = g.values[static_cast<std::size_t>(n.in[1])];
   const TValue& y = g.values[static_cast<std::size_t>(n.out[0])];
-  if (x.shape.size() != 5 || x.shape[0] != 1 || x.dtype != DType::F32 || !w.is_const() || w.dtype != DType::F32)
-    return false;
-  if (n.in.size() > 2 && n.in[2] >= 0 && !g.values[static_cast<std::size_t>(n.in[2])].is_const()) return false;
   for (const auto& p : n.post)
     if (p.kind == kernels::PostOp::Kind::Sum) return false;
   const ConvGeometry geo = conv_transpose_geometry(n.node, x.shape, w.shape);
@@ -81,7 +86,6 @@ std::int64_t weight_bytes(const TypedGraph& g, const TNode& n) {
 }  // namespace
 
 int stream_conv_chains(TypedGraph& g, std::uint64_t max_weight_bytes) {
-  static const OpDef* no_op = nullptr;
   const std::size_t n_nodes = g.nodes.size();
   std::vector<int> producer(g.values.size(), -1);
   std::vector<int> readers(g.values.size(), 0);
@@ -193,7 +197,7 @@ int stream_conv_chains(TypedGraph& g, std::uint64_t max_weight_bytes) {
     TNode chain;
     chain.node.name = g.nodes[static_cast<std::size_t>(tail)].node.name + "/chain";
     chain.node.op_type = "qsm.ConvChain";
-    chain.op = no_op;
+    chain.op = nullptr;  // no OpDef: only a backend kernel runs it
     auto int_attr = [&](const char* name, std::int64_t v) {
       Attribute a;
       a.name = name;

@@ -13,6 +13,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <map>
 
@@ -290,8 +291,10 @@ class ConvChainKernel final : public Kernel {
 
  private:
   static std::size_t align(std::size_t b) { return (b + 63) / 64 * 64; }
-  static std::int64_t key(std::int64_t n_in, std::int64_t n_out, std::int64_t pf, std::int64_t pb) {
-    return ((n_in * 4096 + n_out) * 64 + pf) * 64 + pb;
+  // A slab call's shape: input planes, output planes, depth pads.
+  using CallKey = std::array<std::int64_t, 4>;
+  static CallKey key(std::int64_t n_in, std::int64_t n_out, std::int64_t pf, std::int64_t pb) {
+    return {n_in, n_out, pf, pb};
   }
   memory::desc nxc(std::int64_t c, std::int64_t depth) const {
     return memory::desc({1, c, depth, h_, w_}, dt::f32, tag::ndhwc);
@@ -300,7 +303,7 @@ class ConvChainKernel final : public Kernel {
   // One convolution per part for this slab shape; weights packed once per weights layout.
   void prepare_call(std::size_t j, std::int64_t n_in, std::int64_t n_out, std::int64_t pad_f, std::int64_t pad_b) {
     auto& calls = calls_[j];
-    const std::int64_t k = key(n_in, n_out, pad_f, pad_b);
+    const CallKey k = key(n_in, n_out, pad_f, pad_b);
     if (calls.count(k)) return;
     Layer& l = layers_[j];
     if (bias_.size() < layers_.size()) bias_.resize(layers_.size());
@@ -486,7 +489,7 @@ class ConvChainKernel final : public Kernel {
 
   std::vector<Layer> layers_;
   std::vector<Source> sources_;
-  std::vector<std::map<std::int64_t, std::vector<Call>>> calls_;                   // per layer
+  std::vector<std::map<CallKey, std::vector<Call>>> calls_;                        // per layer
   std::vector<std::vector<std::vector<std::pair<memory::desc, memory>>>> packed_;  // layer, part
   std::vector<std::vector<memory>> bias_;                                          // layer, part
   std::vector<std::shared_ptr<Buffer>> buffers_;
