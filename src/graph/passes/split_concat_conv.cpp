@@ -3,6 +3,7 @@
 //   y = conv(x0, W_0) + b;  y += conv(x1, W_1);  ...  (activations on the last)
 // Same arithmetic, but the concatenated tensor (the largest buffer of a U-Net decoder: skip
 // and up-sampled path together) is never materialised, so the activation peak drops by it.
+#include <algorithm>
 #include <cstring>
 
 #include "graph/passes/passes.h"
@@ -29,10 +30,23 @@ std::vector<TNode> split_chain(TypedGraph& g, const TNode& cat, const TNode& con
   const TValue wval = g.values[static_cast<std::size_t>(conv.in[1])];
   const int out = conv.out[0];
   const TValue outv = g.values[static_cast<std::size_t>(out)];
-  std::vector<TNode> chain;
-  std::int64_t c0 = 0;
-  int partial = -1;
+  // Parts run in the order their inputs become available (graph inputs first, then by
+  // producer): the last accumulation reads the newest input, so a conv chain can take it from
+  // the layer that makes it (IR2QSM: the encoder's own features, not the previous iteration's
+  // decoder output, which is consumed and freed first).
+  std::vector<std::int64_t> first_channel(cat.in.size(), 0);
+  std::vector<std::size_t> order(cat.in.size());
+  std::vector<int> made_by(cat.in.size());
   for (std::size_t k = 0; k < cat.in.size(); ++k) {
+    order[k] = k;
+    made_by[k] = producer_of(g, cat.in[k]);
+    if (k > 0) first_channel[k] = first_channel[k - 1] + g.values[static_cast<std::size_t>(cat.in[k - 1])].shape[1];
+  }
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return made_by[a] < made_by[b]; });
+  std::vector<TNode> chain;
+  int partial = -1;
+  for (std::size_t i = 0; i < order.size(); ++i) {
+    const std::size_t k = order[i];
     const int x = cat.in[k];
     const std::int64_t c = g.values[static_cast<std::size_t>(x)].shape[1];
     TValue wk;
@@ -40,22 +54,21 @@ std::vector<TNode> split_chain(TypedGraph& g, const TNode& cat, const TNode& con
     wk.dtype = DType::F32;
     wk.shape = wval.shape;
     wk.shape[1] = c;
-    set_input_channel_slice(wk, wval, c0, c);
+    set_input_channel_slice(wk, wval, first_channel[k], c);
     const int wi = append_value(g, std::move(wk));
-    c0 += c;
     TNode n;
     n.node = conv.node;
     n.node.name = conv.node.name + "/split" + std::to_string(k);
     n.node.inputs.clear();  // names are informational past typing
     n.op = conv.op;
-    n.in = {x, wi, k == 0 && conv.in.size() > 2 ? conv.in[2] : -1};
-    if (k > 0) {
+    n.in = {x, wi, i == 0 && conv.in.size() > 2 ? conv.in[2] : -1};
+    if (i > 0) {
       kernels::PostOp sum{kernels::PostOp::Kind::Sum};
       sum.sum_input = 3;
       n.in.push_back(partial);
       n.post.push_back(sum);
     }
-    if (k + 1 == cat.in.size()) {
+    if (i + 1 == order.size()) {
       n.out = {out};
     } else {
       partial = append_partial(g, outv, conv.node.name + "/partial" + std::to_string(k));
