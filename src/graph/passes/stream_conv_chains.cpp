@@ -5,11 +5,12 @@
 // at 64³ drops from two 32-channel volumes to 3 planes per layer; a U-Net's full-resolution
 // decoder keeps its skip and up-sampled inputs and nothing else.
 //
-// A chain is layers l1 … lL (L ≥ 2), each a Conv with stride 1, dilation 1, one group, constant
+// A chain is layers l1 … lL (L ≥ 2, or 1 before a pooling), each a Conv with stride 1, dilation 1, one group, constant
 // weights, output the size of its input, batch 1, and activation post-ops; l1 may be a Sum
 // chain (one conv per concatenated input, from split_concat_convs) reading several full
 // tensors; l(j+1) reads l(j)'s output, which nothing else reads, and may add a residual computed
-// before the chain (LPCNN's and ResNet-style blocks: conv, conv + block input).
+// before the chain (LPCNN's and ResNet-style blocks: conv, conv + block input). A pooling over
+// disjoint windows may end a chain, which may then have one layer (a U-Net's down-sampling).
 #include <algorithm>
 
 #include "graph/conv_geometry.h"
@@ -72,6 +73,25 @@ bool slab_upsampling(const TypedGraph& g, const TNode& n) {
   for (std::size_t i = 0; i < 3; ++i)
     if (geo.kernel[i] != geo.strides[i] || geo.dilations[i] != 1 || geo.pads_begin[i] != 0 || geo.pads_end[i] != 0 ||
         y.shape[2 + i] != geo.strides[i] * x.shape[2 + i])
+      return false;
+  return true;
+}
+
+// A pooling over whole, disjoint windows (kernel = stride, no pads, dividing the volume) of a
+// batch-1 f32 3-D volume: a chain ending in it pools each group of planes as soon as the last
+// layer has made it, so the full-resolution map before a U-Net's down-sampling is never whole.
+bool slab_pooling(const TypedGraph& g, const TNode& n) {
+  if (n.dead || (n.node.op_type != "MaxPool" && n.node.op_type != "AveragePool") || n.in.empty() || n.in[0] < 0 ||
+      !n.post.empty() || !n.chain.empty())
+    return false;
+  for (std::size_t i = 1; i < n.out.size(); ++i)
+    if (n.out[i] >= 0) return false;  // MaxPool's Indices
+  const TValue& x = g.values[static_cast<std::size_t>(n.in[0])];
+  if (x.shape.size() != 5 || x.shape[0] != 1 || x.dtype != DType::F32) return false;
+  const ConvGeometry geo = pool_geometry(n.node, x.shape);
+  for (std::size_t i = 0; i < 3; ++i)
+    if (geo.kernel[i] != geo.strides[i] || geo.dilations[i] != 1 || geo.pads_begin[i] != 0 || geo.pads_end[i] != 0 ||
+        geo.out_spatial[i] * geo.strides[i] != x.shape[2 + i])
       return false;
   return true;
 }
@@ -153,7 +173,14 @@ int stream_conv_chains(TypedGraph& g, std::uint64_t max_weight_bytes) {
       rest.push_back(next);
       tail = next;
     }
-    if (rest.empty()) continue;
+    // A pooling reading the last layer's output ends the chain (then one layer is enough).
+    int pool = -1;
+    if (const int y = g.nodes[static_cast<std::size_t>(tail)].out[0]; single_use(y))
+      for (std::size_t j = static_cast<std::size_t>(tail) + 1; j < n_nodes && pool < 0; ++j)
+        if (!g.nodes[j].dead && !g.nodes[j].in.empty() && g.nodes[j].in[0] == y && !taken[j] &&
+            slab_pooling(g, g.nodes[j]))
+          pool = static_cast<int>(j);
+    if (rest.empty() && pool < 0) continue;
     // First-layer inputs made by an up-sampling only for this layer are made inside the chain,
     // a few planes at a time (a U-Net decoder then holds its skip and the half-resolution
     // tensor, not the up-sampled one).
@@ -187,11 +214,19 @@ int stream_conv_chains(TypedGraph& g, std::uint64_t max_weight_bytes) {
         kmax = std::max(kmax, g.values[static_cast<std::size_t>(g.nodes[static_cast<std::size_t>(l)].in[1])].shape[2]);
     std::vector<int> layers_end{static_cast<int>(i)};
     layers_end.insert(layers_end.end(), rest.begin(), rest.end());
-    for (std::size_t l = 0; l + 1 < layers_end.size(); ++l)
+    for (std::size_t l = 0; l + (pool < 0 ? 1 : 0) < layers_end.size(); ++l)
       saved += static_cast<std::int64_t>(
           g.values[static_cast<std::size_t>(g.nodes[static_cast<std::size_t>(layers_end[l])].out[0])].plain_bytes());
     const std::int64_t depth = g.values[static_cast<std::size_t>(g.nodes[i].out[0])].shape[2];
-    const std::int64_t slab = depth / kWindowShare - (kmax - 1) - (smax - 1);
+    // The pooled layer's window keeps up to a pooling window − 1 planes besides the slab.
+    const std::int64_t pool_back =
+        pool < 0
+            ? 0
+            : pool_geometry(g.nodes[static_cast<std::size_t>(pool)].node,
+                            g.values[static_cast<std::size_t>(g.nodes[static_cast<std::size_t>(pool)].in[0])].shape)
+                      .kernel[0] -
+                  1;
+    const std::int64_t slab = depth / kWindowShare - std::max(kmax - 1, pool_back) - (smax - 1);
     if (slab < 2) continue;
 
     TNode chain;
@@ -213,6 +248,7 @@ int stream_conv_chains(TypedGraph& g, std::uint64_t max_weight_bytes) {
       if (v >= 0 && std::find(chain.in.begin(), chain.in.end(), v) == chain.in.end()) chain.in.push_back(v);
     };
     std::vector<int> source_outs;
+    source_outs.reserve(sources.size());
     for (int t : sources) source_outs.push_back(g.nodes[static_cast<std::size_t>(t)].out[0]);
     for (int p : first) {  // activations first
       const int v = g.nodes[static_cast<std::size_t>(p)].in[0];
@@ -225,7 +261,9 @@ int stream_conv_chains(TypedGraph& g, std::uint64_t max_weight_bytes) {
     std::vector<int> all = sources;  // sources first: the kernel reads them before the layers
     all.insert(all.end(), first.begin(), first.end());
     all.insert(all.end(), rest.begin(), rest.end());
-    std::vector<int> inside;  // values the chain computes itself (partial sums, intermediates)
+    if (pool >= 0) all.push_back(pool);  // the pooling last
+    std::vector<int> inside;             // values the chain computes itself (partial sums, intermediates)
+    inside.reserve(all.size());
     for (int p : all) inside.push_back(g.nodes[static_cast<std::size_t>(p)].out[0]);
     for (int p : all) {
       const TNode& n = g.nodes[static_cast<std::size_t>(p)];
@@ -235,9 +273,10 @@ int stream_conv_chains(TypedGraph& g, std::uint64_t max_weight_bytes) {
       taken[static_cast<std::size_t>(p)] = true;
       g.nodes[static_cast<std::size_t>(p)].dead = true;
     }
-    chain.out = {g.nodes[static_cast<std::size_t>(tail)].out[0]};
+    const int end = pool >= 0 ? pool : tail;
+    chain.out = {g.nodes[static_cast<std::size_t>(end)].out[0]};
     chain.dead = false;
-    replacement[static_cast<std::size_t>(tail)].push_back(std::move(chain));
+    replacement[static_cast<std::size_t>(end)].push_back(std::move(chain));
     ++chains;
   }
   if (chains == 0) return 0;

@@ -16,6 +16,7 @@
 #include <array>
 #include <cstring>
 #include <map>
+#include <optional>
 
 #include "graph/conv_geometry.h"
 #include "kernels/onednn/common.h"
@@ -65,6 +66,15 @@ struct Source {
   memory::desc packed_md;
 };
 
+/// A pooling over disjoint windows ending the chain: the last layer writes into a window, and
+/// each whole group of `k[0]` planes is pooled into the output as soon as it is there.
+struct Pool {
+  dnnl::algorithm alg = dnnl::algorithm::pooling_max;
+  std::int64_t k[3] = {1, 1, 1};
+  std::size_t plane = 0;                                   // floats per output plane
+  std::map<std::int64_t, dnnl::pooling_v2_forward> prims;  // by input planes per call
+};
+
 struct Call {
   dnnl::convolution_forward prim;
   memory::desc src, dst;
@@ -75,7 +85,9 @@ class ConvChainKernel final : public Kernel {
  public:
   ConvChainKernel(const graph::TypedGraph& g, const graph::TNode& n, LayoutDecision& dec) {
     slab_ = n.node.attrs.get_int("slab", 2);
-    const auto& y0 = value(g, n.chain.back().out[0]);
+    const bool pooled = n.chain.back().node.op_type == "MaxPool" || n.chain.back().node.op_type == "AveragePool";
+    // The layers' volume: a pooling's input, else the last layer's output.
+    const auto& y0 = value(g, pooled ? n.chain.back().in[0] : n.chain.back().out[0]);
     d_ = y0.shape[2];
     h_ = y0.shape[3];
     w_ = y0.shape[4];
@@ -89,6 +101,15 @@ class ConvChainKernel final : public Kernel {
       throw Error(ErrorKind::Internal, "conv chain: a value read is not among the node's inputs");
     };
     for (const auto& c : n.chain) {
+      if (&c == &n.chain.back() && pooled) {
+        const auto geo = graph::pool_geometry(c.node, y0.shape);
+        Pool pl;
+        pl.alg = c.node.op_type == "MaxPool" ? dnnl::algorithm::pooling_max
+                                             : dnnl::algorithm::pooling_avg_exclude_padding;  // no pads
+        for (int i = 0; i < 3; ++i) pl.k[i] = geo.kernel[static_cast<std::size_t>(i)];
+        pool_ = std::move(pl);
+        continue;
+      }
       if (c.node.op_type == "ConvTranspose") {
         const auto& x = value(g, c.in[0]);
         const auto& w = value(g, c.in[1]);
@@ -148,6 +169,7 @@ class ConvChainKernel final : public Kernel {
       l.parts.push_back(std::move(p));
     }
     for (auto& src : sources_) src.plane = static_cast<std::size_t>(h_ * w_ * src.m);
+    if (pool_) pool_->plane = static_cast<std::size_t>(h_ / pool_->k[1] * (w_ / pool_->k[2]) * layers_.back().m);
     calls_.resize(layers_.size());
     packed_.resize(layers_.size());
     // Dry walk: create the primitives and size the windows.
@@ -156,9 +178,10 @@ class ConvChainKernel final : public Kernel {
              const std::vector<std::int64_t>&) { prepare_call(j, n_in, n_out, pad_f, pad_b); },
          [](std::size_t, std::int64_t, std::int64_t) {},
          [&](std::size_t si, std::int64_t, std::int64_t n_low, std::int64_t) { prepare_source(si, n_low); },
-         [](std::size_t, std::int64_t, std::int64_t) {}, /*dry=*/true);
+         [](std::size_t, std::int64_t, std::int64_t) {},
+         [&](std::int64_t, std::int64_t planes) { prepare_pool(planes); }, /*dry=*/true);
     std::size_t off = 0;
-    for (std::size_t j = 0; j + 1 < layers_.size(); ++j) {
+    for (std::size_t j = 0; j < windows(); ++j) {
       layers_[j].window_off = off;
       off += align(static_cast<std::size_t>(layers_[j].cap) * layers_[j].plane * sizeof(float));
     }
@@ -195,21 +218,8 @@ class ConvChainKernel final : public Kernel {
         dec.inputs[static_cast<std::size_t>(l.parts.front().addend_pos)] = to_layout(nxc(a.shape[1], d_), a.shape);
       }
     const auto& y = value(g, n.out[0]);
-    dec.outputs = {to_layout(nxc(y.shape[1], d_), y.shape)};
-    // The last layer's residual may share the output's bytes when the chain never reads a plane
-    // of it after the last layer has overwritten it: only the first layer reads its input
-    // ahead, and it runs ahead of the last by the other layers' back pads.
-    const Part& last = layers_.back().parts.front();
-    if (last.addend_pos >= 0) {
-      std::int64_t lead = 0;
-      for (std::size_t j = 1; j < layers_.size(); ++j) lead += layers_[j].pb;
-      const bool addend_is_input = std::any_of(layers_.front().parts.begin(), layers_.front().parts.end(),
-                                               [&](const Part& p) { return p.input_pos == last.addend_pos; });
-      const bool other_layer_reads = std::any_of(layers_.begin(), layers_.end() - 1, [&](const Layer& l) {
-        return l.parts.front().addend_pos == last.addend_pos;
-      });
-      if ((!addend_is_input || lead >= layers_.front().pf) && !other_layer_reads) inplace_ = last.addend_pos;
-    }
+    dec.outputs = {to_layout(memory::desc(to_dims(y.shape), dt::f32, tag::ndhwc), y.shape)};
+    inplace_ = pool_ ? -1 : shareable_input();
     impl_ = "qsm:conv_chain(" + std::to_string(layers_.size()) + ")+" + impl_;
   }
 
@@ -228,6 +238,7 @@ class ConvChainKernel final : public Kernel {
   }
 
   void run(std::span<const Tensor> inputs, std::span<Tensor> outputs, ExecContext& ctx) override {
+    const std::size_t to_output = pool_ ? layers_.size() : layers_.size() - 1;  // the layer writing it
     QSM_ASSERT(ctx.scratch_bytes >= scratch_bytes_, "scratch block smaller than a kernel's scratchpad");
     auto window = [&](std::size_t j) { return reinterpret_cast<float*>(ctx.scratch + layers_[j].window_off); };
     float* out = outputs[0].data<float>();
@@ -236,8 +247,8 @@ class ConvChainKernel final : public Kernel {
             std::int64_t src_plane, std::int64_t dst_plane, std::int64_t abs_plane,
             const std::vector<std::int64_t>& source_lo) {
           const Layer& l = layers_[j];
-          float* dst = j + 1 == layers_.size() ? out + static_cast<std::size_t>(dst_plane) * l.plane
-                                               : window(j) + static_cast<std::size_t>(dst_plane) * l.plane;
+          float* dst = j == to_output ? out + static_cast<std::size_t>(dst_plane) * l.plane
+                                      : window(j) + static_cast<std::size_t>(dst_plane) * l.plane;
           const auto& calls = calls_[j].at(key(n_in, n_out, pad_f, pad_b));
           if (const int a = l.parts.front().addend_pos; a >= 0) {
             // The residual's planes go where the conv accumulates (already there when shared).
@@ -286,11 +297,54 @@ class ConvChainKernel final : public Kernel {
           std::memmove(base, base + static_cast<std::size_t>(from) * so.plane,
                        static_cast<std::size_t>(planes) * so.plane * sizeof(float));
         },
+        [&](std::int64_t abs_plane, std::int64_t planes) {
+          const std::int64_t m = layers_.back().m;
+          std::unordered_map<int, memory> args;
+          args.emplace(DNNL_ARG_SRC, memory(nxc(m, planes), engine(), window(layers_.size() - 1)));
+          args.emplace(DNNL_ARG_DST, memory(pooled_desc(planes), engine(),
+                                            out + static_cast<std::size_t>(abs_plane / pool_->k[0]) * pool_->plane));
+          if (prim_scratch_ > 0) {
+            memory::desc smd({static_cast<memory::dim>(prim_scratch_)}, dt::u8, tag::a);
+            args.emplace(DNNL_ARG_SCRATCHPAD, memory(smd, engine(), ctx.scratch + prim_scratch_off_));
+          }
+          pool_->prims.at(planes).execute(stream(), args);
+          stream().wait();
+        },
         /*dry=*/false);
   }
 
  private:
   static std::size_t align(std::size_t b) { return (b + 63) / 64 * 64; }
+
+  // An input whose bytes the output may take (the plan aliases them only when nothing reads
+  // that input after the chain): one whose plane z the chain never reads after the last layer
+  // has written plane z, and of the output's plane size. A layer's residual is read at the
+  // plane that layer computes, never behind the last layer. A first-layer input is read up to
+  // its front pad ahead, and the first layer runs ahead of the last by the other layers' back
+  // pads. Residuals first (LPCNN's blocks), then first-layer inputs (IR2QSM's decoders writing
+  // over their skip connections).
+  int shareable_input() const {
+    std::int64_t lead = 0;
+    for (std::size_t j = 1; j < layers_.size(); ++j) lead += layers_[j].pb;
+    const bool lead_ok = lead >= layers_.front().pf;
+    auto first_layer_reads = [&](int pos) {
+      return std::any_of(layers_.front().parts.begin(), layers_.front().parts.end(),
+                         [&](const Part& p) { return p.input_pos == pos; });
+    };
+    auto layers_adding = [&](int pos) {
+      return std::count_if(layers_.begin(), layers_.end(),
+                           [&](const Layer& l) { return l.parts.front().addend_pos == pos; });
+    };
+    const std::int64_t m = layers_.back().m;
+    for (std::size_t j = layers_.size(); j-- > 1;) {
+      const int a = layers_[j].parts.front().addend_pos;
+      if (a >= 0 && layers_[j].m == m && layers_adding(a) == 1 && (lead_ok || !first_layer_reads(a))) return a;
+    }
+    if (lead_ok)
+      for (const auto& p : layers_.front().parts)
+        if (p.input_pos >= 0 && p.cin == m && layers_adding(p.input_pos) == 0) return p.input_pos;
+    return -1;
+  }
   // A slab call's shape: input planes, output planes, depth pads.
   using CallKey = std::array<std::int64_t, 4>;
   static CallKey key(std::int64_t n_in, std::int64_t n_out, std::int64_t pf, std::int64_t pb) {
@@ -298,6 +352,22 @@ class ConvChainKernel final : public Kernel {
   }
   memory::desc nxc(std::int64_t c, std::int64_t depth) const {
     return memory::desc({1, c, depth, h_, w_}, dt::f32, tag::ndhwc);
+  }
+  memory::desc pooled_desc(std::int64_t planes) const {
+    return memory::desc({1, layers_.back().m, planes / pool_->k[0], h_ / pool_->k[1], w_ / pool_->k[2]}, dt::f32,
+                        tag::ndhwc);
+  }
+  // Layers keeping a plane window: every one but the last, and the last too before a pooling.
+  std::size_t windows() const { return pool_ ? layers_.size() : layers_.size() - 1; }
+
+  void prepare_pool(std::int64_t planes) {
+    if (pool_->prims.count(planes)) return;
+    const memory::dims k{pool_->k[0], pool_->k[1], pool_->k[2]}, zero{0, 0, 0};
+    dnnl::pooling_v2_forward::desc d(dnnl::prop_kind::forward_inference, pool_->alg, nxc(layers_.back().m, planes),
+                                     pooled_desc(planes), k, k, zero, zero, zero);
+    dnnl::pooling_v2_forward::primitive_desc pd(d, make_attr({}), engine());
+    prim_scratch_ = std::max(prim_scratch_, pd.scratchpad_desc().get_size());
+    pool_->prims.emplace(planes, dnnl::pooling_v2_forward(pd));
   }
 
   // One convolution per part for this slab shape; weights packed once per weights layout.
@@ -438,8 +508,8 @@ class ConvChainKernel final : public Kernel {
   // first `from` planes, keeping the next `planes`. source(s, low0, n_low, dst_plane) and
   // source_shift(s, from, planes): the same for an up-sampling source. All state is local, so
   // concurrent runs of one plan (tiles in flight) do not share it.
-  template <class Conv, class Shift, class Src, class SrcShift>
-  void walk(Conv&& conv, Shift&& shift, Src&& source, SrcShift&& source_shift, bool dry) {
+  template <class Conv, class Shift, class Src, class SrcShift, class PoolFn>
+  void walk(Conv&& conv, Shift&& shift, Src&& source, SrcShift&& source_shift, PoolFn&& pool, bool dry) {
     const std::size_t nl = layers_.size();
     std::vector<std::int64_t> hi(nl + 1, 0), lo(nl + 1, 0);
     std::vector<std::int64_t> shi(sources_.size(), 0), slo(sources_.size(), 0);
@@ -479,9 +549,22 @@ class ConvChainKernel final : public Kernel {
           if (dry) l.cap = std::max(l.cap, target - lo[j]);
           QSM_ASSERT(target - lo[j] <= l.cap, "conv chain window overflow");
         }
+        if (j == nl && pool_) {
+          if (dry) l.cap = std::max(l.cap, target - lo[j]);
+          QSM_ASSERT(target - lo[j] <= l.cap, "conv chain window overflow");
+        }
         conv(j - 1, in_hi - in_lo, target - hi[j], pad_f, pad_b, in_lo - lo[j - 1], hi[j] - lo[j], hi[j], slo);
         hi[j] = target;
         progressed = true;
+        if (j == nl && pool_) {
+          // Whole pooling windows go to the output; a part of one stays for the next slab.
+          const std::int64_t whole = target / pool_->k[0] * pool_->k[0];
+          if (whole > lo[j]) {
+            pool(lo[j], whole - lo[j]);
+            if (target > whole) shift(j - 1, whole - lo[j], target - whole);
+            lo[j] = whole;
+          }
+        }
       }
       QSM_ASSERT(progressed, "conv chain schedule stalled");
     }
@@ -489,6 +572,7 @@ class ConvChainKernel final : public Kernel {
 
   std::vector<Layer> layers_;
   std::vector<Source> sources_;
+  std::optional<Pool> pool_;
   std::vector<std::map<CallKey, std::vector<Call>>> calls_;                        // per layer
   std::vector<std::vector<std::vector<std::pair<memory::desc, memory>>>> packed_;  // layer, part
   std::vector<std::vector<memory>> bias_;                                          // layer, part
