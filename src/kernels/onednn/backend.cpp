@@ -31,7 +31,11 @@ class OneDnnBackend final : public Backend {
     }
   }
   std::unique_ptr<Kernel> make_reorder(const graph::TValue& v, const Layout& from, const Layout& to) override {
-    return make_reorder_kernel(v.shape, desc_of(from, v.shape), desc_of(to, v.shape));
+    // A plain side is dense row-major of the value's own element type (masks are u8).
+    memory::data_type t = memory::data_type::f32;
+    to_dnnl_type(v.dtype, t);
+    auto typed = [&](const Layout& l) { return l.plain() ? plain_desc(v.shape, t) : desc_of(l, v.shape); };
+    return make_reorder_kernel(v.shape, typed(from), typed(to));
   }
   bool same_layout(const Layout& a, const Layout& b) const override {
     if (a.plain() || b.plain()) return a.plain() == b.plain();
@@ -45,6 +49,8 @@ class OneDnnBackend final : public Backend {
 }  // namespace
 }  // namespace onednn
 
-std::unique_ptr<Backend> make_onednn_backend() { return std::make_unique<onednn::OneDnnBackend>(); }
+std::unique_ptr<Backend> make_onednn_backend() {
+  return std::make_unique<onednn::OneDnnBackend>();
+}
 
 }  // namespace qsmcore::kernels

@@ -16,7 +16,9 @@ dnnl::stream& stream() {
   return s;
 }
 
-memory::dims to_dims(const Shape& s) { return memory::dims(s.begin(), s.end()); }
+memory::dims to_dims(const Shape& s) {
+  return memory::dims(s.begin(), s.end());
+}
 
 memory::desc plain_desc(const Shape& s, memory::data_type dt) {
   using tag = memory::format_tag;
@@ -24,6 +26,26 @@ memory::desc plain_desc(const Shape& s, memory::data_type dt) {
   if (s.empty()) return memory::desc({1}, dt, tag::a);
   QSM_ASSERT(s.size() <= 6, "rank above 6 for oneDNN");
   return memory::desc(to_dims(s), dt, tags[s.size()]);
+}
+
+bool to_dnnl_type(DType t, memory::data_type& out) {
+  switch (t) {
+    case DType::F32:
+      out = memory::data_type::f32;
+      return true;
+    case DType::Bool:
+    case DType::U8:
+      out = memory::data_type::u8;
+      return true;
+    case DType::I8:
+      out = memory::data_type::s8;
+      return true;
+    case DType::I32:
+      out = memory::data_type::s32;
+      return true;
+    default:
+      return false;
+  }
 }
 
 memory::desc desc_of(const Layout& l, const Shape& s) {
@@ -48,13 +70,27 @@ dnnl::primitive_attr make_attr(const std::vector<PostOp>& post) {
     using K = PostOp::Kind;
     using A = dnnl::algorithm;
     switch (p.kind) {
-      case K::Sum: ops.append_sum(1.0f); break;
-      case K::Relu: ops.append_eltwise(1.0f, A::eltwise_relu, 0.0f, 0.0f); break;
-      case K::LeakyRelu: ops.append_eltwise(1.0f, A::eltwise_relu, p.alpha, 0.0f); break;
-      case K::Elu: ops.append_eltwise(1.0f, A::eltwise_elu, p.alpha, 0.0f); break;
-      case K::Sigmoid: ops.append_eltwise(1.0f, A::eltwise_logistic, 0.0f, 0.0f); break;
-      case K::Tanh: ops.append_eltwise(1.0f, A::eltwise_tanh, 0.0f, 0.0f); break;
-      case K::Clip: ops.append_eltwise(1.0f, A::eltwise_clip, p.alpha, p.beta); break;
+      case K::Sum:
+        ops.append_sum(1.0f);
+        break;
+      case K::Relu:
+        ops.append_eltwise(1.0f, A::eltwise_relu, 0.0f, 0.0f);
+        break;
+      case K::LeakyRelu:
+        ops.append_eltwise(1.0f, A::eltwise_relu, p.alpha, 0.0f);
+        break;
+      case K::Elu:
+        ops.append_eltwise(1.0f, A::eltwise_elu, p.alpha, 0.0f);
+        break;
+      case K::Sigmoid:
+        ops.append_eltwise(1.0f, A::eltwise_logistic, 0.0f, 0.0f);
+        break;
+      case K::Tanh:
+        ops.append_eltwise(1.0f, A::eltwise_tanh, 0.0f, 0.0f);
+        break;
+      case K::Clip:
+        ops.append_eltwise(1.0f, A::eltwise_clip, p.alpha, p.beta);
+        break;
     }
   }
   attr.set_post_ops(ops);
@@ -83,7 +119,8 @@ memory pack_constant(const Tensor& plain, const memory::desc& plain_md, const me
   return dst;
 }
 
-void PrimitiveKernel::bind_constant(int arg, const Tensor& plain, const memory::desc& plain_md, const memory::desc& md) {
+void PrimitiveKernel::bind_constant(int arg, const Tensor& plain, const memory::desc& plain_md,
+                                    const memory::desc& md) {
   const_args_.emplace_back(arg, pack_constant(plain, plain_md, md, packed_, packed_bytes_));
 }
 
@@ -131,7 +168,9 @@ void ConvLikeKernel::prepare(std::span<const Tensor> inputs, std::span<Tensor> o
   if (a.raw() != outputs[0].raw()) std::memcpy(outputs[0].raw(), a.raw(), dst_bytes_);
 }
 
-const graph::TValue& value(const graph::TypedGraph& g, int v) { return g.values.at(static_cast<std::size_t>(v)); }
+const graph::TValue& value(const graph::TypedGraph& g, int v) {
+  return g.values.at(static_cast<std::size_t>(v));
+}
 
 bool all_f32(const graph::TypedGraph& g, const graph::TNode& n) {
   for (int v : n.in)

@@ -18,6 +18,8 @@ dnnl::engine& engine();
 dnnl::stream& stream();
 
 memory::dims to_dims(const Shape& s);
+/// oneDNN's element type for ours (Bool as u8); false where oneDNN has none.
+bool to_dnnl_type(DType t, memory::data_type& out);
 /// Dense row-major descriptor of an f32 tensor of this shape (rank 1..6).
 memory::desc plain_desc(const Shape& s, memory::data_type dt = memory::data_type::f32);
 /// The descriptor a Layout stands for, for a value of this shape.
