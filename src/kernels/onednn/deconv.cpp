@@ -8,6 +8,7 @@
 #include <omp.h>
 
 #include <cstring>
+#include <optional>
 
 #include "graph/conv_geometry.h"
 #include "kernels/onednn/common.h"
@@ -101,19 +102,41 @@ std::size_t align_up(std::size_t v) {
   return (v + kAlign - 1) / kAlign * kAlign;
 }
 
-/// Kernel = stride (no pads, dilation or groups): every output voxel receives exactly one tap, so
-/// output sub-lattice s = (a, b, c) (a < stride_d, …) is a 1x1 conv of the input with
-/// W[:, :, a, b, c]. One 1x1 conv primitive (Mp = M rounded up to the channel block B) runs per
-/// sub-lattice into a scratch tensor T_s = [N, Mp, D, H, W] in the conv's native layout, and T_s
-/// is scattered into its sub-lattice of Y. One sub-lattice at a time keeps the scratch at
-/// |Y| / Π stride instead of |Y| (oneDNN's own deconvolution asks for 2 |Y| of scratch for
-/// xQSM's 4x4x4/4 upsampling), for the price of reading the (smaller) input Π stride times.
-/// A fused Sum gathers the addend's sub-lattice (already in Y) into T_s first, so the 1x1 conv
-/// accumulates onto it and the post-op chain applies in order.
-class DeconvKeqSKernel final : public PrimitiveKernel {
+/// Per spatial axis and output residue r (< stride): which taps reach output o = s·q + r and
+/// how. From o + pad_begin = i·s + k: k ≡ r + pad_begin (mod s), so the taps are k0, k0 + s, …
+/// (T of them) and i = q + c − t for tap k0 + s·t, c = (r + pad_begin − k0) / s. That is a
+/// stride-1 correlation of the input with those taps reversed, left pad T − 1 − c, giving Q =
+/// ⌈(O − r) / s⌉ outputs (right pad Q − I + c).
+struct Residue {
+  std::int64_t k0 = 0, taps = 1, pl = 0, pr = 0, q = 1;
+};
+
+bool residue_of(std::int64_t r, std::int64_t s, std::int64_t k, std::int64_t pb, std::int64_t in, std::int64_t out,
+                Residue& res) {
+  res.k0 = (r + pb) % s;
+  if (res.k0 >= k) return false;  // an output residue no tap reaches (kernel < stride)
+  res.taps = (k - res.k0 + s - 1) / s;
+  const std::int64_t c = (r + pb - res.k0) / s;
+  res.q = (out - r + s - 1) / s;
+  res.pl = res.taps - 1 - c;
+  res.pr = res.q - in + c;
+  return res.pl >= 0 && res.pr >= 0 && res.q >= 1;
+}
+
+/// ConvTranspose as one stride-1 convolution per output sub-lattice (residues a, b, c < stride):
+/// sub-lattice (a, b, c) of Y is the input correlated with the taps that reach it (see Residue)
+/// — for kernel = stride a 1x1 conv with W[:, :, a, b, c], for NeXtQSM's 3³/2 adjoints 2³, 2²·1,
+/// … sub-kernels. Each runs on oneDNN's fast convolution into a scratch tensor T = [N, Mp, Qa,
+/// Qb, Qc] (Mp = M rounded up to the channel block) in the conv's native layout, scattered into
+/// its sub-lattice of Y. One sub-lattice at a time keeps the scratch at about |Y| / Π stride;
+/// oneDNN's own deconvolution asks for 2 |Y| (xQSM's 4x4x4/4 up-sampling, NeXtQSM's adjoints).
+/// Every tap is used once, so the arithmetic is that of the deconvolution. A fused Sum gathers
+/// the addend's sub-lattice (already in Y) into T first, so the conv accumulates onto it and the
+/// post-op chain applies in order.
+class DeconvSubLatticeKernel final : public PrimitiveKernel {
  public:
-  DeconvKeqSKernel(const graph::TypedGraph& g, const graph::TNode& n, const graph::ConvGeometry& geo,
-                   LayoutDecision& dec) {
+  DeconvSubLatticeKernel(const graph::TypedGraph& g, const graph::TNode& n, const graph::ConvGeometry& geo,
+                         LayoutDecision& dec) {
     const auto& x = value(g, n.in[0]);
     const auto& w = value(g, n.in[1]);
     const auto& y = value(g, n.out[0]);
@@ -124,51 +147,79 @@ class DeconvKeqSKernel final : public PrimitiveKernel {
     m_ = y.shape[1];
     blk_ = native_block();
     mp_ = blk_ > 0 ? (m_ + blk_ - 1) / blk_ * blk_ : m_;
-    // Spatial dims padded on the left to 3 (d, h, w) with stride 1 and extent 1.
+    // Spatial dims padded on the left to 3 (d, h, w) with stride 1, kernel 1 and extent 1.
+    std::int64_t kern[3] = {1, 1, 1}, pb[3] = {0, 0, 0};
     for (std::size_t i = 0; i < sp; ++i) {
       stride_[3 - sp + i] = geo.strides[i];
       in_[3 - sp + i] = x.shape[2 + i];
+      out_[3 - sp + i] = y.shape[2 + i];
+      kern[3 - sp + i] = geo.kernel[i];
+      pb[3 - sp + i] = geo.pads_begin[i];
     }
     subs_ = stride_[0] * stride_[1] * stride_[2];
 
-    Shape t_shape = x.shape;
-    t_shape[1] = mp_;
-    t_md_ = memory::desc(to_dims(t_shape), dt::f32, layout_tag(rank, blk_));
-    Shape tw_shape{mp_, c_};
-    tw_shape.resize(rank, 1);
-    memory::desc src_any(to_dims(x.shape), dt::f32, tag::any);
-    memory::desc w_any(to_dims(tw_shape), dt::f32, tag::any);
-    memory::desc b_md({mp_}, dt::f32, tag::a);
-    const memory::dims ones(sp, 1), zeros(sp, 0);
-    dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, src_any,
-                                      w_any, b_md, t_md_, ones, zeros, zeros, zeros);
-    dnnl::convolution_forward::primitive_desc pd(d, make_attr(n.post), engine());
-    set_primitive(dnnl::convolution_forward(pd), pd.scratchpad_desc(), pd.impl_info_str());
-    impl_ = "qsm:deconv_k=s+" + impl_;
-    conv_scratch_ = scratch_bytes_;
-    t_bytes_ = align_up(t_md_.get_size());
-    scratch_bytes_ = t_bytes_ + conv_scratch_;
-
-    // Per sub-lattice: 1x1 weights [Mp, C, 1...] and bias [Mp]; padding channels are zero.
     const float* wsrc = w.constant->data<float>();  // [C, M, kd, kh, kw]
     const float* bsrc = n.in.size() > 2 && n.in[2] >= 0 ? value(g, n.in[2]).constant->data<float>() : nullptr;
-    std::vector<float> tw(static_cast<std::size_t>(mp_ * c_)), tb(static_cast<std::size_t>(mp_));
-    for (std::int64_t s = 0; s < subs_; ++s) {
-      std::fill(tw.begin(), tw.end(), 0.0f);
-      std::fill(tb.begin(), tb.end(), 0.0f);
-      for (std::int64_t mi = 0; mi < m_; ++mi) {
-        for (std::int64_t ci = 0; ci < c_; ++ci)
-          tw[static_cast<std::size_t>(mi * c_ + ci)] = wsrc[(ci * m_ + mi) * subs_ + s];
-        tb[static_cast<std::size_t>(mi)] = bsrc ? bsrc[mi] : 0.0f;
+    std::vector<float> tb(static_cast<std::size_t>(mp_), 0.0f);
+    for (std::int64_t mi = 0; mi < m_; ++mi) tb[static_cast<std::size_t>(mi)] = bsrc ? bsrc[mi] : 0.0f;
+    const memory::desc b_md({mp_}, dt::f32, tag::a);
+    bias_ = pack(Tensor::view(DType::F32, {mp_}, tb.data()), b_md, b_md);
+    std::size_t conv_scratch = 0;
+    for (std::int64_t si = 0; si < subs_; ++si) {
+      const std::int64_t r[3] = {si / (stride_[1] * stride_[2]), (si / stride_[2]) % stride_[1], si % stride_[2]};
+      Sub sub;
+      Residue res[3];
+      for (int i = 0; i < 3; ++i) {
+        const bool ok = residue_of(r[i], stride_[i], kern[i], pb[i], in_[i], out_[i], res[i]);
+        QSM_ASSERT(ok, "deconvolution sub-lattice outside the supported geometry");
+        sub.r[i] = r[i];
+        sub.q[i] = res[i].q;
       }
-      weights_.push_back(pack(Tensor::view(DType::F32, tw_shape, tw.data()), plain_desc(tw_shape), pd.weights_desc()));
-      biases_.push_back(pack(Tensor::view(DType::F32, {mp_}, tb.data()), b_md, b_md));
+      // The conv over spatial dims of the original rank (the padded leading ones dropped).
+      memory::dims t_dims{n_, mp_}, w_dims{mp_, c_}, pl, pr;
+      for (std::size_t i = 3 - sp; i < 3; ++i) {
+        t_dims.push_back(res[i].q);
+        w_dims.push_back(res[i].taps);
+        pl.push_back(res[i].pl);
+        pr.push_back(res[i].pr);
+      }
+      sub.t_md = memory::desc(t_dims, dt::f32, layout_tag(rank, blk_));
+      const memory::desc src_md = src_md_ ? *src_md_ : memory::desc(to_dims(x.shape), dt::f32, tag::any);
+      const memory::dims ones(sp, 1), zeros(sp, 0);
+      dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, src_md,
+                                        memory::desc(w_dims, dt::f32, tag::any), b_md, sub.t_md, ones, zeros, pl, pr);
+      dnnl::convolution_forward::primitive_desc pd(d, make_attr(n.post), engine());
+      if (!src_md_) {
+        src_md_ = pd.src_desc();
+        impl_ = std::string("qsm:deconv_sublattice+") + pd.impl_info_str();
+      }
+      conv_scratch = std::max(conv_scratch, pd.scratchpad_desc().get_size());
+      t_bytes_ = std::max(t_bytes_, align_up(sub.t_md.get_size()));
+      // W'[m, ci, t'] = W[ci, m, k0 + s·(T − 1 − t')] per axis, zero rows for the padding channels.
+      const std::int64_t td = res[0].taps, th = res[1].taps, tw = res[2].taps;
+      std::vector<float> wt(static_cast<std::size_t>(mp_ * c_ * td * th * tw), 0.0f);
+      for (std::int64_t mi = 0; mi < m_; ++mi)
+        for (std::int64_t ci = 0; ci < c_; ++ci)
+          for (std::int64_t a = 0; a < td; ++a)
+            for (std::int64_t b = 0; b < th; ++b)
+              for (std::int64_t e = 0; e < tw; ++e) {
+                const std::int64_t kd = res[0].k0 + stride_[0] * (td - 1 - a);
+                const std::int64_t kh = res[1].k0 + stride_[1] * (th - 1 - b);
+                const std::int64_t kw = res[2].k0 + stride_[2] * (tw - 1 - e);
+                wt[static_cast<std::size_t>((((mi * c_ + ci) * td + a) * th + b) * tw + e)] =
+                    wsrc[(((ci * m_ + mi) * kern[0] + kd) * kern[1] + kh) * kern[2] + kw];
+              }
+      Shape w_shape(w_dims.begin(), w_dims.end());
+      sub.weights = pack(Tensor::view(DType::F32, w_shape, wt.data()), plain_desc(w_shape), pd.weights_desc());
+      sub.prim = dnnl::convolution_forward(pd);
+      subs_list_.push_back(std::move(sub));
     }
-    src_md_ = pd.src_desc();
+    conv_scratch_ = conv_scratch;
+    scratch_bytes_ = t_bytes_ + conv_scratch_;
     in_binds_.assign(n.in.size(), Bind{-1, {}});  // weights and bias were packed above
-    in_binds_[0] = {DNNL_ARG_SRC, src_md_};
+    in_binds_[0] = {DNNL_ARG_SRC, *src_md_};
     dec.inputs.assign(n.in.size(), Layout{});
-    dec.inputs[0] = to_layout(src_md_, x.shape);
+    dec.inputs[0] = to_layout(*src_md_, x.shape);
     const memory::desc y_md(to_dims(y.shape), dt::f32, layout_tag(rank, blk_));
     dec.outputs = {to_layout(y_md, y.shape)};
     for (const auto& p : n.post) {
@@ -192,52 +243,60 @@ class DeconvKeqSKernel final : public PrimitiveKernel {
       const Tensor& addend = inputs[static_cast<std::size_t>(sum_input_)];
       if (addend.raw() != outputs[0].raw()) std::memcpy(outputs[0].raw(), addend.raw(), y_bytes_);
     }
-    for (std::int64_t s = 0; s < subs_; ++s) {
-      const std::int64_t a = s / (stride_[1] * stride_[2]), b = (s / stride_[2]) % stride_[1], c = s % stride_[2];
-      if (sum_input_ >= 0) transfer(t, y, a, b, c, /*to_y=*/false);
+    for (const Sub& sub : subs_list_) {
+      if (sum_input_ >= 0) transfer(t, y, sub, /*to_y=*/false);
       std::unordered_map<int, memory> args;
-      args.emplace(DNNL_ARG_SRC, memory(src_md_, engine(), inputs[0].raw()));
-      args.emplace(DNNL_ARG_DST, memory(t_md_, engine(), t));
-      args.emplace(DNNL_ARG_WEIGHTS, weights_[static_cast<std::size_t>(s)]);
-      args.emplace(DNNL_ARG_BIAS, biases_[static_cast<std::size_t>(s)]);
+      args.emplace(DNNL_ARG_SRC, memory(*src_md_, engine(), inputs[0].raw()));
+      args.emplace(DNNL_ARG_DST, memory(sub.t_md, engine(), t));
+      args.emplace(DNNL_ARG_WEIGHTS, sub.weights);
+      args.emplace(DNNL_ARG_BIAS, bias_);
       if (conv_scratch_ > 0) {
         memory::desc smd({static_cast<memory::dim>(conv_scratch_)}, dt::u8, tag::a);
         args.emplace(DNNL_ARG_SCRATCHPAD, memory(smd, engine(), ctx.scratch + t_bytes_));
       }
-      prim_.execute(stream(), args);
+      sub.prim.execute(stream(), args);
       stream().wait();
-      transfer(t, y, a, b, c, /*to_y=*/true);
+      transfer(t, y, sub, /*to_y=*/true);
     }
   }
 
  private:
+  struct Sub {
+    std::int64_t r[3] = {0, 0, 0}, q[3] = {1, 1, 1};  // output residues; sub-lattice extents
+    memory::desc t_md;
+    memory weights;
+    dnnl::convolution_forward prim;
+  };
+
   memory pack(const Tensor& plain, const memory::desc& plain_md, const memory::desc& md) {
     return pack_constant(plain, plain_md, md, packed_, packed_bytes_);
   }
 
-  void transfer(float* t, float* y, std::int64_t a, std::int64_t b, std::int64_t c, bool to_y) const {
+  void transfer(float* t, float* y, const Sub& sub, bool to_y) const {
     if (blk_ < 0)
-      transfer_nxc(t, y, a, b, c, to_y);
+      transfer_nxc(t, y, sub, to_y);
     else if (blk_ == 16)
-      transfer_blk<16>(t, y, a, b, c, to_y);
+      transfer_blk<16>(t, y, sub, to_y);
     else
-      transfer_blk<8>(t, y, a, b, c, to_y);
+      transfer_blk<8>(t, y, sub, to_y);
   }
 
   // Y[n][mb][sd·d+a][sh·h+b][sw·w+c][j] <-> T[n][mb][d][h][w][j] (B-channel blocks).
   template <int B>
-  void transfer_blk(float* t, float* y, std::int64_t a, std::int64_t b, std::int64_t c, bool to_y) const {
+  void transfer_blk(float* t, float* y, const Sub& sub, bool to_y) const {
     const std::int64_t mb_count = mp_ / B;
-    const std::int64_t ow = in_[2] * stride_[2], oh = in_[1] * stride_[1], od = in_[0] * stride_[0];
-    const std::int64_t rows = n_ * mb_count * in_[0] * in_[1];
+    const std::int64_t od = out_[0], oh = out_[1], ow = out_[2];
+    const std::int64_t qd = sub.q[0], qh = sub.q[1], qw = sub.q[2];
+    const std::int64_t rows = n_ * mb_count * qd * qh;
     const int real_last = static_cast<int>(m_ - (mb_count - 1) * B);
 #pragma omp parallel for schedule(static)
     for (std::int64_t r = 0; r < rows; ++r) {
-      const std::int64_t h = r % in_[1], d = (r / in_[1]) % in_[0], nmb = r / (in_[1] * in_[0]);
-      float* trow = t + r * in_[2] * B;  // T rows are [n, mb, d, h] in this order too
-      float* yrow = y + ((nmb * od + d * stride_[0] + a) * oh + h * stride_[1] + b) * ow * B + c * B;
+      const std::int64_t h = r % qh, d = (r / qh) % qd, nmb = r / (qh * qd);
+      float* trow = t + r * qw * B;  // T rows are [n, mb, d, h] in this order too
+      float* yrow =
+          y + ((nmb * od + d * stride_[0] + sub.r[0]) * oh + h * stride_[1] + sub.r[1]) * ow * B + sub.r[2] * B;
       const bool pad_block = nmb % mb_count == mb_count - 1 && real_last < B;
-      for (std::int64_t wi = 0; wi < in_[2]; ++wi) {
+      for (std::int64_t wi = 0; wi < qw; ++wi) {
         float* yv = yrow + wi * stride_[2] * B;
         float* tv = trow + wi * B;
         if (!to_y) {
@@ -253,15 +312,17 @@ class DeconvKeqSKernel final : public PrimitiveKernel {
   }
 
   // Y[n][sd·d+a][sh·h+b][sw·w+c][:M] <-> T[n][d][h][w][:M] (channels-last).
-  void transfer_nxc(float* t, float* y, std::int64_t a, std::int64_t b, std::int64_t c, bool to_y) const {
-    const std::int64_t ow = in_[2] * stride_[2], oh = in_[1] * stride_[1], od = in_[0] * stride_[0];
+  void transfer_nxc(float* t, float* y, const Sub& sub, bool to_y) const {
+    const std::int64_t od = out_[0], oh = out_[1], ow = out_[2];
+    const std::int64_t qd = sub.q[0], qh = sub.q[1], qw = sub.q[2];
     const std::size_t px = static_cast<std::size_t>(m_) * sizeof(float);
 #pragma omp parallel for schedule(static)
-    for (std::int64_t r = 0; r < n_ * in_[0] * in_[1]; ++r) {
-      const std::int64_t h = r % in_[1], d = (r / in_[1]) % in_[0], bn = r / (in_[1] * in_[0]);
-      float* trow = t + r * in_[2] * m_;
-      float* yrow = y + ((bn * od + d * stride_[0] + a) * oh + h * stride_[1] + b) * ow * m_ + c * m_;
-      for (std::int64_t wi = 0; wi < in_[2]; ++wi) {
+    for (std::int64_t r = 0; r < n_ * qd * qh; ++r) {
+      const std::int64_t h = r % qh, d = (r / qh) % qd, bn = r / (qh * qd);
+      float* trow = t + r * qw * m_;
+      float* yrow =
+          y + ((bn * od + d * stride_[0] + sub.r[0]) * oh + h * stride_[1] + sub.r[1]) * ow * m_ + sub.r[2] * m_;
+      for (std::int64_t wi = 0; wi < qw; ++wi) {
         float* yv = yrow + wi * stride_[2] * m_;
         float* tv = trow + wi * m_;
         std::memcpy(to_y ? yv : tv, to_y ? tv : yv, px);
@@ -269,22 +330,27 @@ class DeconvKeqSKernel final : public PrimitiveKernel {
     }
   }
 
-  memory::desc src_md_, t_md_;
-  std::vector<memory> weights_, biases_;
+  std::optional<memory::desc> src_md_;
+  std::vector<Sub> subs_list_;
+  memory bias_;
   std::size_t t_bytes_ = 0, conv_scratch_ = 0, y_bytes_ = 0;
   int blk_ = 8;
   int sum_input_ = -1;
   std::int64_t n_ = 0, c_ = 0, m_ = 0, mp_ = 0, subs_ = 1;
-  std::int64_t stride_[3] = {1, 1, 1}, in_[3] = {1, 1, 1};
+  std::int64_t stride_[3] = {1, 1, 1}, in_[3] = {1, 1, 1}, out_[3] = {1, 1, 1};
 };
 
-// Kernel equal to stride in every dim, no pads/dilation/groups, output exactly stride × input.
-bool kernel_is_stride(const graph::ConvGeometry& geo, const Shape& x, const Shape& y) {
+// Every output sub-lattice reached by taps and expressible as a padded stride-1 convolution
+// (no groups or dilation): kernel = stride, and kernels larger than the stride with pads up to
+// the usual (k − 1) / 2 or a cropped end (TF SAME adjoints).
+bool sub_lattices_ok(const graph::ConvGeometry& geo, const Shape& x, const Shape& y) {
   if (geo.group != 1) return false;
   for (std::size_t i = 0; i < geo.kernel.size(); ++i) {
-    if (geo.kernel[i] != geo.strides[i] || geo.dilations[i] != 1 || geo.pads_begin[i] != 0 || geo.pads_end[i] != 0)
-      return false;
-    if (y[i + 2] != geo.strides[i] * x[i + 2]) return false;
+    if (geo.dilations[i] != 1 || geo.strides[i] < 1) return false;
+    for (std::int64_t r = 0; r < geo.strides[i]; ++r) {
+      Residue res;
+      if (!residue_of(r, geo.strides[i], geo.kernel[i], geo.pads_begin[i], x[i + 2], y[i + 2], res)) return false;
+    }
   }
   return true;
 }
@@ -301,7 +367,7 @@ std::unique_ptr<Kernel> make_deconv(const graph::TypedGraph& g, const graph::TNo
   const auto rank = x.shape.size();
   if (rank < 3 || rank > 5 || numel(x.shape) == 0 || numel(y.shape) == 0) return nullptr;
   const auto geo = graph::conv_transpose_geometry(n.node, x.shape, value(g, n.in[1]).shape);
-  if (kernel_is_stride(geo, x.shape, y.shape)) return std::make_unique<DeconvKeqSKernel>(g, n, geo, dec);
+  if (sub_lattices_ok(geo, x.shape, y.shape)) return std::make_unique<DeconvSubLatticeKernel>(g, n, geo, dec);
   return std::make_unique<DeconvKernel>(g, n, geo, dec);
 }
 
