@@ -27,7 +27,13 @@ struct ModelOptions {
   /// Run Concat(axis=1) -> Conv as per-input convs summed in place, so the concatenated tensor
   /// is never built (lower peak). Changes the summation order, so graphs that threshold
   /// computed values (a ReLU derivative, say) can flip rounding-level ties; off = as written.
+  /// Also gates the exact companion rewrite: a Conv read only by a channel Split runs as one
+  /// conv per part.
   bool split_concat_convs = true;
+  /// Values made by at most two cheap ops from the graph's inputs and read only much later (a
+  /// VJP's first ReLU mask) are made again right before that reader, freeing their bytes in
+  /// between: a lower peak for a little more compute; off = computed once, where the file says.
+  bool recompute_cheap_values = true;
   /// Run chains of same-size 3-D convolutions as depth slabs (oneDNN backend): intermediates
   /// hold a few planes instead of whole volumes (lower peak, same arithmetic per voxel).
   bool stream_conv_chains = true;

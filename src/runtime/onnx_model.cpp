@@ -116,6 +116,7 @@ struct OnnxModel::Impl {
     graph::TypedGraph tg = graph::build_typed_graph(model, constants, shapes, dtypes);
     graph::PassOptions po;
     po.split_concat = opts.split_concat_convs;
+    po.recompute = opts.recompute_cheap_values;
     po.stream_chains = opts.stream_conv_chains && opts.backend == Backend::OneDnn;
     po.max_conv_weight_bytes = opts.max_unit_weight_bytes;
     graph::run_passes(tg, po);

@@ -32,6 +32,15 @@ int split_heavy_convs(TypedGraph& g, std::uint64_t max_weight_bytes);
 /// swapped, pads mirrored), which runs on the fast convolution kernels without a scratchpad.
 int transposed_to_direct_convs(TypedGraph& g);
 
+/// Conv whose output only a Split along channels reads becomes one Conv per part (weights and
+/// bias rows split): neither the whole output nor the Split's copy of it is made.
+int split_conv_outputs(TypedGraph& g);
+
+/// A value computed by at most two ops from graph inputs and constants (≤ 64 KiB of them), first
+/// read ≥ min_distance nodes after it is made, is made again right before its first reader, so
+/// its bytes are free in between (cheap rematerialisation). Returns the number of values.
+int recompute_late_values(TypedGraph& g, std::size_t min_distance);
+
 /// Reorders live nodes (topologically) to lower the simulated activation peak, when a greedy
 /// list schedule beats the file's order. Returns the number of nodes that moved.
 int order_for_memory(TypedGraph& g);
@@ -51,6 +60,7 @@ struct PassOptions {
   bool split_concat = true;
   std::uint64_t max_conv_weight_bytes = 0;  // split_heavy_convs bound; 0 = off
   bool reorder = true;                      // order_for_memory
+  bool recompute = true;                    // recompute_late_values
   bool stream_chains = false;               // stream_conv_chains (the backend must run them)
 };
 

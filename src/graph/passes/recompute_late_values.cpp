@@ -1,0 +1,107 @@
+// A value made early from the graph's inputs alone but first read much later holds its bytes
+// over the whole run between: NeXtQSM's VJP takes the ReLU mask of its first full-resolution
+// conv, Greater(conv(chi), 0), at the start of the forward pass and reads it at the very end of
+// the backward pass. Made again right before its first reader, from the inputs (which the caller
+// holds anyway), it costs one more run of that short op chain and frees its bytes for every step
+// between (4.5 MiB of 63 at the VJP twin's 64³ peak). Gradient checkpointing, for the values
+// where recomputing is cheapest: at most two ops deep from the inputs.
+#include <algorithm>
+
+#include "graph/passes/passes.h"
+#include "graph/passes/rewrite_util.h"
+
+namespace qsmcore::graph {
+namespace {
+
+constexpr std::size_t kMaxClonedWeightBytes = std::size_t{64} * 1024;
+
+bool from_inputs(const TypedGraph& g, int v) {
+  const TValue& x = g.values[static_cast<std::size_t>(v)];
+  return x.is_const() || x.graph_input >= 0;
+}
+
+}  // namespace
+
+int recompute_late_values(TypedGraph& g, std::size_t min_distance) {
+  std::vector<int> producer(g.values.size(), -1);
+  for (std::size_t i = 0; i < g.nodes.size(); ++i)
+    if (!g.nodes[i].dead)
+      for (int o : g.nodes[i].out)
+        if (o >= 0) producer[static_cast<std::size_t>(o)] = static_cast<int>(i);
+  // A node whose data inputs are all graph inputs or constants, or made by such nodes.
+  auto leaf_node = [&](const TNode& n) {
+    if (n.dead || n.out.size() != 1 || !n.chain.empty()) return false;
+    return std::all_of(n.in.begin(), n.in.end(), [&](int x) { return x < 0 || from_inputs(g, x); });
+  };
+  int rewrites = 0;
+  std::vector<std::vector<TNode>> replacement(g.nodes.size());
+  const std::size_t n_nodes = g.nodes.size();
+  for (std::size_t i = 0; i < n_nodes; ++i) {
+    const TNode n = g.nodes[i];  // a copy: values are appended below
+    if (n.dead || n.out.size() != 1 || n.out[0] < 0 || !n.chain.empty()) continue;
+    const int v = n.out[0];
+    if (g.values[static_cast<std::size_t>(v)].graph_output >= 0) continue;
+    // Its recipe: n over inputs, or n over the outputs of leaf nodes (each made again too).
+    std::vector<int> parents;
+    bool cheap = true;
+    for (int x : n.in) {
+      if (x < 0 || from_inputs(g, x)) continue;
+      const int p = producer[static_cast<std::size_t>(x)];
+      if (p < 0 || !leaf_node(g.nodes[static_cast<std::size_t>(p)]))
+        cheap = false;
+      else if (std::find(parents.begin(), parents.end(), p) == parents.end())
+        parents.push_back(p);
+    }
+    if (!cheap || (parents.empty() && !leaf_node(n))) continue;
+    // Small constants only: each clone packs its own copy of the weights it reads.
+    std::size_t weights = 0;
+    for (int p : parents)
+      for (int x : g.nodes[static_cast<std::size_t>(p)].in)
+        if (x >= 0 && g.values[static_cast<std::size_t>(x)].is_const())
+          weights += g.values[static_cast<std::size_t>(x)].plain_bytes();
+    for (int x : n.in)
+      if (x >= 0 && g.values[static_cast<std::size_t>(x)].is_const())
+        weights += g.values[static_cast<std::size_t>(x)].plain_bytes();
+    if (weights > kMaxClonedWeightBytes) continue;
+    const auto readers = live_readers(g, v);
+    if (readers.empty() || static_cast<std::size_t>(readers.front()) < i + min_distance) continue;
+    const auto first = static_cast<std::size_t>(readers.front());
+    if (!replacement[first].empty()) continue;
+    // Clones before the first reader; every reader reads the clone.
+    std::vector<TNode> clones;
+    std::vector<std::pair<int, int>> renamed;  // original value -> clone's
+    for (int p : parents) {
+      TNode c = g.nodes[static_cast<std::size_t>(p)];
+      const int o = c.out[0];
+      c.node.name += "/again";
+      c.out[0] = append_partial(g, g.values[static_cast<std::size_t>(o)],
+                                g.values[static_cast<std::size_t>(o)].name + "/again");
+      renamed.emplace_back(o, c.out[0]);
+      clones.push_back(std::move(c));
+    }
+    TNode c = n;
+    c.node.name += "/again";
+    for (int& x : c.in)
+      for (const auto& [from, to] : renamed)
+        if (x == from) x = to;
+    c.out[0] =
+        append_partial(g, g.values[static_cast<std::size_t>(v)], g.values[static_cast<std::size_t>(v)].name + "/again");
+    for (int r : readers) {
+      TNode& reader = g.nodes[static_cast<std::size_t>(r)];
+      std::replace(reader.in.begin(), reader.in.end(), v, c.out[0]);
+      for (auto& sub : reader.chain) std::replace(sub.in.begin(), sub.in.end(), v, c.out[0]);  // a conv chain's layers
+    }
+    clones.push_back(std::move(c));
+    replacement[first] = std::move(clones);
+    g.nodes[i].dead = true;  // read by nobody now (its parents may still be)
+    ++rewrites;
+  }
+  if (rewrites == 0) return 0;
+  for (std::size_t i = 0; i < n_nodes; ++i)  // then the reader itself, as rewired
+    if (!replacement[i].empty()) replacement[i].push_back(g.nodes[i]);
+  splice_replacements(g, replacement);
+  remove_dead_nodes(g);
+  return rewrites;
+}
+
+}  // namespace qsmcore::graph
