@@ -218,7 +218,8 @@ std::pair<std::string, Shape> parse_shape_arg(const std::string& spec) {
     const auto x = spec.find('x', pos);
     const std::string part = spec.substr(pos, x == std::string::npos ? std::string::npos : x - pos);
     if (part.empty() || part.find_first_not_of("0123456789") != std::string::npos)
-      throw Error(ErrorKind::InvalidInput, "--shape '" + spec + "': '" + part + "' is not a dimension");
+      throw Error(ErrorKind::InvalidInput,
+                  std::string("--shape '").append(spec).append("': '").append(part).append("' is not a dimension"));
     s.push_back(std::stoll(part));
     if (x == std::string::npos) break;
     pos = x + 1;
@@ -227,7 +228,40 @@ std::pair<std::string, Shape> parse_shape_arg(const std::string& spec) {
 }
 
 // Plans without running: every step with its kernel and output, then the memory figures.
-void plan(const std::string& path, const std::vector<std::string>& shape_args, const std::string& backend, bool steps) {
+// The arena values live while step `at` runs (made at or before it, read at or after it), the
+// largest first: what a peak step holds. Values sharing bytes (in place) are listed once.
+void print_live_at(const Plan& p, int at) {
+  const auto& steps = p.steps();
+  if (at < 0 || static_cast<std::size_t>(at) >= steps.size())
+    throw Error(ErrorKind::InvalidInput,
+                "--live-at " + std::to_string(at) + ": the plan has " + std::to_string(steps.size()) + " steps");
+  const auto& vals = p.values();
+  std::vector<int> def(vals.size(), -1), last(vals.size(), -1);
+  for (std::size_t s = 0; s < steps.size(); ++s) {
+    for (int v : steps[s].out)
+      if (v >= 0 && def[static_cast<std::size_t>(v)] < 0) def[static_cast<std::size_t>(v)] = static_cast<int>(s);
+    for (int v : steps[s].in)
+      if (v >= 0) last[static_cast<std::size_t>(v)] = static_cast<int>(s);
+  }
+  std::vector<std::size_t> live;
+  for (std::size_t v = 0; v < vals.size(); ++v)
+    if (vals[v].storage == Plan::Storage::Arena && def[v] >= 0 && def[v] <= at && std::max(last[v], def[v]) >= at)
+      live.push_back(v);
+  std::stable_sort(live.begin(), live.end(),
+                   [&](std::size_t a, std::size_t b) { return vals[a].bytes > vals[b].bytes; });
+  std::printf("values live at step %d (%s):\n", at, steps[static_cast<std::size_t>(at)].op_type.c_str());
+  std::printf("  %-40s %-22s %12s %6s %6s\n", "value", "shape", "bytes", "made", "last");
+  std::vector<std::size_t> offsets;
+  for (std::size_t v : live) {
+    if (std::find(offsets.begin(), offsets.end(), vals[v].offset) != offsets.end()) continue;  // in place
+    offsets.push_back(vals[v].offset);
+    std::printf("  %-40s %-22s %12zu %6d %6d\n", vals[v].name.substr(0, 40).c_str(),
+                shape_to_string(vals[v].shape).c_str(), vals[v].bytes, def[v], last[v]);
+  }
+}
+
+void plan(const std::string& path, const std::vector<std::string>& shape_args, const std::string& backend, bool steps,
+          int live_at) {
   ModelOptions opts;
   opts.backend = backend_from_string(backend);
   OnnxModel model = OnnxModel::load(path, opts);
@@ -255,6 +289,7 @@ void plan(const std::string& path, const std::vector<std::string>& shape_args, c
       ++i;
     }
   }
+  if (live_at >= 0) print_live_at(p, live_at);
   const PlanMemory& pm = p.memory();
   std::printf(
       "steps %zu; arena %s, scratch %s, outputs %s, packed weights %s; predicted run peak %s above the resident model "
@@ -283,7 +318,9 @@ void register_onnx_commands(CLI::App& app) {
   plan_cmd->add_option("--shape", *plan_shapes, "NAME=1x1x64x64x64 (repeat per input)")->required();
   plan_cmd->add_option("--backend", *plan_backend, "onednn | reference")->check(CLI::IsMember({"onednn", "reference"}));
   plan_cmd->add_flag("--steps", *plan_steps, "list every step");
-  plan_cmd->callback([=] { plan(*plan_path, *plan_shapes, *plan_backend, *plan_steps); });
+  auto plan_live_at = std::make_shared<int>(-1);
+  plan_cmd->add_option("--live-at", *plan_live_at, "list the values live at this step (e.g. the peak one)");
+  plan_cmd->callback([=] { plan(*plan_path, *plan_shapes, *plan_backend, *plan_steps, *plan_live_at); });
 
   auto* run_cmd = onnx->add_subcommand("run", "Run a model on .npy inputs, writing DIR/<output>.npy");
   auto args = std::make_shared<RunArgs>();
