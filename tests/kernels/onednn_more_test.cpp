@@ -51,7 +51,8 @@ struct Net {
     p.nodes.push_back(node(op, in, out, out[0] + "_" + op, attrs));
   }
   /// Conv with k^d kernel, pads (k-1)/2, bias.
-  void conv(const std::string& x, const std::string& y, std::int64_t c, std::int64_t m, int dims = 3, std::int64_t k = 3) {
+  void conv(const std::string& x, const std::string& y, std::int64_t c, std::int64_t m, int dims = 3,
+            std::int64_t k = 3) {
     Shape w{m, c};
     for (int i = 0; i < dims; ++i) w.push_back(k);
     weight(y + "_w", w);
@@ -72,7 +73,8 @@ OnnxModel load(const Net& n, Backend b) {
 std::vector<std::pair<std::string, std::string>> compare(const Net& net, double rel_tol = 1e-5) {
   std::vector<Tensor> inputs;
   unsigned s = 1000;
-  for (const auto& shape : net.in_shapes) inputs.push_back(Tensor::from_vector(shape, random_values(qsmcore::numel(shape), s++)));
+  for (const auto& shape : net.in_shapes)
+    inputs.push_back(Tensor::from_vector(shape, random_values(qsmcore::numel(shape), s++)));
   OnnxModel ref = load(net, Backend::Reference);
   OnnxModel dnn = load(net, Backend::OneDnn);
   const auto want = ref.run(inputs);
@@ -88,13 +90,15 @@ std::vector<std::pair<std::string, std::string>> compare(const Net& net, double 
     std::int64_t bad = 0, first = -1;
     for (std::int64_t i = 0; i < want[o].numel(); ++i)
       if (!(std::abs(double(a[i]) - double(b[i])) <= tol)) bad++, first = first < 0 ? i : first;
-    EXPECT_EQ(bad, 0) << "output " << o << ": first mismatch at " << first << ": ref " << a[first] << " onednn " << b[first];
+    EXPECT_EQ(bad, 0) << "output " << o << ": first mismatch at " << first << ": ref " << a[first] << " onednn "
+                      << b[first];
   }
   std::vector<std::pair<std::string, std::string>> impls;
   for (const auto& st : dnn.plan_for(net.in_shapes).steps()) {
     // Reorders are recorded under their step name ("reorder:<value>") to tell edges from interior.
     impls.emplace_back(st.op_type == "Reorder" ? st.name : st.op_type, st.kernel->impl_name());
-    if (std::getenv("QSM_TEST_DUMP_PLAN")) std::printf("  %-20s %-28s %s\n", st.op_type.c_str(), st.name.c_str(), st.kernel->impl_name().c_str());
+    if (std::getenv("QSM_TEST_DUMP_PLAN"))
+      std::printf("  %-20s %-28s %s\n", st.op_type.c_str(), st.name.c_str(), st.kernel->impl_name().c_str());
   }
   return impls;
 }
@@ -146,7 +150,9 @@ Net pool_net(const std::string& op, const Shape& x, const std::vector<Proto>& at
 }
 
 TEST(OneDnnPool, MaxPool2Blocked3d) {
-  expect_onednn(compare(pool_net("MaxPool", {1, 3, 8, 10, 6}, {attr_ints("kernel_shape", {2, 2, 2}), attr_ints("strides", {2, 2, 2})})), "MaxPool");
+  expect_onednn(compare(pool_net("MaxPool", {1, 3, 8, 10, 6},
+                                 {attr_ints("kernel_shape", {2, 2, 2}), attr_ints("strides", {2, 2, 2})})),
+                "MaxPool");
 }
 
 TEST(OneDnnPool, MaxPoolPadsCeilMode) {
@@ -157,10 +163,11 @@ TEST(OneDnnPool, MaxPoolPadsCeilMode) {
 }
 
 TEST(OneDnnPool, MaxPoolDilated2dPlain) {
-  expect_onednn(compare(pool_net("MaxPool", {1, 3, 11, 12},
-                                 {attr_ints("kernel_shape", {3, 2}), attr_ints("dilations", {2, 3}), attr_ints("pads", {1, 0, 2, 1})},
-                                 false)),
-                "MaxPool");
+  expect_onednn(
+      compare(pool_net(
+          "MaxPool", {1, 3, 11, 12},
+          {attr_ints("kernel_shape", {3, 2}), attr_ints("dilations", {2, 3}), attr_ints("pads", {1, 0, 2, 1})}, false)),
+      "MaxPool");
 }
 
 TEST(OneDnnPool, MaxPoolWithIndicesDeclines) {
@@ -185,24 +192,27 @@ TEST(OneDnnPool, AveragePoolIncludePad) {
 }
 
 TEST(OneDnnPool, AveragePoolCeilModeExcludePad) {
-  expect_onednn(compare(pool_net("AveragePool", {1, 3, 8, 7},
-                                 {attr_ints("kernel_shape", {3, 3}), attr_ints("strides", {2, 2}), attr_int("ceil_mode", 1)})),
-                "AveragePool");
+  expect_onednn(
+      compare(pool_net("AveragePool", {1, 3, 8, 7},
+                       {attr_ints("kernel_shape", {3, 3}), attr_ints("strides", {2, 2}), attr_int("ceil_mode", 1)})),
+      "AveragePool");
 }
 
 TEST(OneDnnPool, AveragePoolCeilModeIncludePadStillCorrect) {
   // The ceil overflow is not counted by ONNX but would be by oneDNN: declined, still correct.
-  const auto impls = compare(pool_net("AveragePool", {1, 3, 8, 7},
-                                      {attr_ints("kernel_shape", {3, 3}), attr_ints("strides", {2, 2}), attr_int("ceil_mode", 1),
-                                       attr_ints("pads", {1, 1, 1, 1}), attr_int("count_include_pad", 1)}));
+  const auto impls =
+      compare(pool_net("AveragePool", {1, 3, 8, 7},
+                       {attr_ints("kernel_shape", {3, 3}), attr_ints("strides", {2, 2}), attr_int("ceil_mode", 1),
+                        attr_ints("pads", {1, 1, 1, 1}), attr_int("count_include_pad", 1)}));
   expect_ref(impls, "AveragePool");
 }
 
 TEST(OneDnnPool, AveragePoolDilated) {
-  expect_onednn(compare(pool_net("AveragePool", {1, 2, 9, 10},
-                                 {attr_ints("kernel_shape", {2, 3}), attr_ints("dilations", {2, 2}), attr_ints("pads", {1, 1, 1, 1})},
-                                 false)),
-                "AveragePool");
+  expect_onednn(
+      compare(pool_net(
+          "AveragePool", {1, 2, 9, 10},
+          {attr_ints("kernel_shape", {2, 3}), attr_ints("dilations", {2, 2}), attr_ints("pads", {1, 1, 1, 1})}, false)),
+      "AveragePool");
 }
 
 TEST(OneDnnPool, GlobalPools) {
@@ -337,7 +347,7 @@ TEST(OneDnnDeconv, K2S2FastPath3dRelu) {
   expect_onednn(impls, "ConvTranspose");
   for (const auto& [op, impl] : impls) {
     if (op == "ConvTranspose") {
-      EXPECT_NE(impl.find("deconv_k=s"), std::string::npos) << impl;
+      EXPECT_NE(impl.find("deconv_sublattice"), std::string::npos) << impl;
     }
   }
   EXPECT_EQ(count_op(impls, "Relu"), 0);  // fused
@@ -345,9 +355,11 @@ TEST(OneDnnDeconv, K2S2FastPath3dRelu) {
 
 TEST(OneDnnDeconv, K2S2ChannelsNotMultipleOf8Sigmoid) {
   // Sigmoid(0) = 0.5 in the padding lanes must not leak into the output.
-  expect_onednn(compare(deconv_net({2, 3, 3, 4, 5}, 5, {2, 2, 2}, {attr_ints("strides", {2, 2, 2})}, "Sigmoid")), "ConvTranspose");
-  expect_onednn(compare(deconv_net({1, 6, 3, 4, 5}, 13, {2, 2, 2}, {attr_ints("strides", {2, 2, 2})}, "", 1, false, false)),
+  expect_onednn(compare(deconv_net({2, 3, 3, 4, 5}, 5, {2, 2, 2}, {attr_ints("strides", {2, 2, 2})}, "Sigmoid")),
                 "ConvTranspose");
+  expect_onednn(
+      compare(deconv_net({1, 6, 3, 4, 5}, 13, {2, 2, 2}, {attr_ints("strides", {2, 2, 2})}, "", 1, false, false)),
+      "ConvTranspose");
 }
 
 TEST(OneDnnDeconv, K2S2TwoAndOneDim) {
@@ -364,7 +376,8 @@ TEST(OneDnnDeconv, GeneralStridesPadsOutputPadding) {
 }
 
 TEST(OneDnnDeconv, GroupsAndDilation) {
-  expect_onednn(compare(deconv_net({1, 4, 5, 6}, 6, {3, 2}, {attr_ints("dilations", {2, 1}), attr_ints("strides", {1, 2})}, "", 2)),
+  expect_onednn(compare(deconv_net({1, 4, 5, 6}, 6, {3, 2},
+                                   {attr_ints("dilations", {2, 1}), attr_ints("strides", {1, 2})}, "", 2)),
                 "ConvTranspose");
 }
 
@@ -400,9 +413,59 @@ TEST(OneDnnDeconv, KernelEqualsStrideBeyondTwo) {
     expect_onednn(impls, "ConvTranspose");
     for (const auto& [op, impl] : impls)
       if (op == "ConvTranspose") {
-        EXPECT_NE(impl.find("deconv_k=s"), std::string::npos) << impl;
+        EXPECT_NE(impl.find("deconv_sublattice"), std::string::npos) << impl;
       }
   }
+}
+
+/// Expects the step running the ConvTranspose to be (or not) the sub-lattice kernel.
+void expect_sub_lattices(const std::vector<std::pair<std::string, std::string>>& impls, bool want) {
+  int seen = 0;
+  for (const auto& [op, impl] : impls)
+    if (op == "ConvTranspose") {
+      ++seen;
+      EXPECT_EQ(impl.find("deconv_sublattice") != std::string::npos, want) << impl;
+    }
+  EXPECT_EQ(seen, 1);
+}
+
+TEST(OneDnnDeconv, KernelLargerThanStrideRunsAsSubLatticeConvs) {
+  // Each output sub-lattice is a stride-1 conv with the taps reaching it: NeXtQSM's adjoint of a
+  // TF SAME down-sampling (3³/2, end cropped), symmetric pads with output_padding, 5/3,
+  // anisotropic strides, 2-D and 1-D, channels off the block size with a Sigmoid (its 0.5 must
+  // not reach the padding lanes). Oracle: the reference ConvTranspose.
+  struct Case {
+    Shape x;
+    std::int64_t m;
+    std::vector<std::int64_t> k;
+    std::vector<Proto> attrs;
+    std::string act;
+  };
+  const std::vector<Case> cases{
+      {{1, 5, 6, 5, 4}, 18, {3, 3, 3}, {attr_ints("strides", {2, 2, 2}), attr_ints("pads", {0, 0, 0, 1, 1, 1})}, ""},
+      {{1, 3, 4, 5, 3},
+       6,
+       {3, 3, 3},
+       {attr_ints("strides", {2, 2, 2}), attr_ints("pads", {1, 1, 1, 1, 1, 1}), attr_ints("output_padding", {1, 0, 1})},
+       "Relu"},
+      {{1, 4, 3, 4, 2},
+       13,
+       {5, 4, 3},
+       {attr_ints("strides", {3, 2, 1}), attr_ints("pads", {2, 1, 1, 2, 1, 1})},
+       "Sigmoid"},
+      {{2, 4, 6, 7}, 9, {3, 4}, {attr_ints("strides", {2, 2}), attr_ints("pads", {1, 1, 1, 1})}, "Tanh"},
+      {{1, 3, 9}, 4, {5}, {attr_ints("strides", {2}), attr_ints("pads", {2, 2}), attr_ints("output_padding", {1})}, ""},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE("m " + std::to_string(c.m) + " k0 " + std::to_string(c.k[0]));
+    const auto impls = compare(deconv_net(c.x, c.m, c.k, c.attrs, c.act));
+    expect_onednn(impls, "ConvTranspose");
+    expect_sub_lattices(impls, true);
+  }
+  // A kernel smaller than the stride leaves sub-lattices no tap reaches: oneDNN's own kernel.
+  const auto impls = compare(deconv_net({1, 3, 4, 5, 3}, 6, {1, 1, 1}, {attr_ints("strides", {2, 2, 2})}));
+  expect_onednn(impls, "ConvTranspose");
+  expect_sub_lattices(impls, false);
 }
 
 TEST(OneDnnDeconv, KernelEqualsStrideAccumulatesOntoItsSumAddend) {
@@ -425,9 +488,87 @@ TEST(OneDnnDeconv, KernelEqualsStrideAccumulatesOntoItsSumAddend) {
     EXPECT_EQ(count_op(impls, "Relu"), 0);
     for (const auto& [op, impl] : impls)
       if (op == "ConvTranspose") {
-        EXPECT_NE(impl.find("deconv_k=s"), std::string::npos) << impl;
+        EXPECT_NE(impl.find("deconv_sublattice"), std::string::npos) << impl;
       }
   }
+}
+
+// ---- elementwise ops in their producers' layouts ---------------------------------------------
+
+TEST(AnyLayoutElementwise, ReluMaskAndMaskedGradientStayInTheConvLayout) {
+  // A VJP's ReLU adjoint: mask = Greater(p, 0) on one conv output, Where(mask, g, 0) on another,
+  // then a conv; Sign of a third. Run on the conv outputs' own layout (channels-last or blocked,
+  // 13 channels padding a block), with no reorder between the convs. Oracle: the reference
+  // backend (plain layouts throughout).
+  for (std::int64_t m : {16, 13}) {
+    Net n;
+    n.input("x", {1, 3, 6, 5, 4});
+    n.p.initializers.push_back(float_tensor("zero", {1}, {0.0f}));
+    n.conv("x", "p", 3, m);
+    n.conv("x", "g", 3, m);
+    n.add("Greater", {"p", "zero"}, {"mask"});
+    n.add("Where", {"mask", "g", "zero"}, {"w"});
+    n.conv("w", "c", m, m);
+    n.add("Sign", {"c"}, {"s"});
+    n.conv("s", "y", m, 2);
+    n.output("y");
+    SCOPED_TRACE("channels " + std::to_string(m));
+    const auto impls = compare(n);
+    for (const char* op : {"Greater", "Where", "Sign"}) {
+      int seen = 0;
+      for (const auto& [o, impl] : impls)
+        if (o == op) {
+          ++seen;
+          EXPECT_EQ(impl, "ref:any-layout") << op;
+        }
+      EXPECT_EQ(seen, 1) << op;
+    }
+    EXPECT_EQ(interior_reorders(impls), 0);
+  }
+}
+
+TEST(AnyLayoutElementwise, PaddedLayoutOnlyWhereZeroStaysZero) {
+  // oneDNN's own deconvolution (kernel < stride) writes a channel-blocked layout, 13 channels
+  // padded to the block. Greater(p, 0) and Where(·, p, 0) map the zero padding to zero and run
+  // in it; Not(mask) would turn padding into ones, so it runs on a plain copy (a u8 reorder each
+  // way for the mask). Oracle: the reference backend.
+  Net n;
+  n.input("x", {1, 4, 3, 4, 5});
+  n.p.initializers.push_back(float_tensor("zero", {1}, {0.0f}));
+  n.weight("w", {4, 13, 1, 1, 1});
+  n.add("ConvTranspose", {"x", "w"}, {"p"}, {attr_ints("strides", {2, 2, 2})});
+  n.add("Greater", {"p", "zero"}, {"mask"});
+  n.add("Not", {"mask"}, {"off"});
+  n.add("Where", {"off", "p", "zero"}, {"neg"});
+  n.conv("neg", "y", 13, 2);
+  n.output("y");
+  const auto impls = compare(n);
+  for (const auto& [o, impl] : impls) {
+    if (o == "Greater" || o == "Where") {
+      EXPECT_EQ(impl, "ref:any-layout") << o;
+    }
+    if (o == "Not") {
+      EXPECT_EQ(impl, "ref") << o;
+    }
+  }
+}
+
+TEST(AnyLayoutElementwise, BroadcastOtherThanSingleValuesStaysPlain) {
+  // A per-channel operand is not the same function of the flat buffers: the reference kernel
+  // on plain copies runs it, still matching.
+  Net n;
+  n.input("x", {1, 3, 6, 5, 4});
+  n.weight("t", {1, 8, 1, 1, 1});
+  n.conv("x", "p", 3, 8);
+  n.add("Greater", {"p", "t"}, {"mask"});
+  n.add("Where", {"mask", "p", "t"}, {"w"});
+  n.conv("w", "y", 8, 2);
+  n.output("y");
+  const auto impls = compare(n);
+  for (const auto& [o, impl] : impls)
+    if (o == "Greater" || o == "Where") {
+      EXPECT_EQ(impl, "ref") << o;
+    }
 }
 
 // ---- graph rewrites against an independent formulation ---------------------------------------
@@ -436,7 +577,8 @@ TEST(OneDnnDeconv, KernelEqualsStrideAccumulatesOntoItsSumAddend) {
 void expect_same_function(const Net& a, const Net& b, bool split_b = true) {
   std::vector<Tensor> inputs;
   unsigned s = 2000;
-  for (const auto& shape : a.in_shapes) inputs.push_back(Tensor::from_vector(shape, random_values(qsmcore::numel(shape), s++)));
+  for (const auto& shape : a.in_shapes)
+    inputs.push_back(Tensor::from_vector(shape, random_values(qsmcore::numel(shape), s++)));
   qsmcore::ModelOptions o;
   o.threads = 2;
   o.split_concat_convs = split_b;
@@ -559,6 +701,83 @@ TEST(GraphRewrites, ExecutionOrderRunsTheBranchThatFreesFirst) {
   EXPECT_GE(peak, wide);
 }
 
+TEST(GraphRewrites, ConvReadOnlyByAChannelSplitRunsPerPart) {
+  // conv -> Split(axis 1) as one conv per part (weight and bias rows): neither the whole output
+  // nor the Split is left. Sizes given as an input (opset 13+), as an attribute (opset 11) and
+  // implied (equal parts). Oracle: the same file with splitting rewrites off.
+  for (int variant = 0; variant < 3; ++variant) {
+    Net n;
+    n.opset = variant == 1 ? 11 : 17;
+    n.input("x", {1, 3, 6, 5, 4});
+    n.conv("x", "c", 3, 8);
+    std::vector<Proto> attrs{attr_int("axis", 1)};
+    std::vector<std::string> in{"c"};
+    if (variant == 0) {
+      n.p.initializers.push_back(raw_tensor("sizes", 7, {2}, as_bytes(std::vector<std::int64_t>{5, 3})));
+      in.push_back("sizes");
+    } else if (variant == 1) {
+      attrs.push_back(attr_ints("split", {2, 6}));
+    }
+    n.add("Split", in, {"a", "b"}, attrs);
+    n.add("Relu", {"a"}, {"ra"});
+    n.conv("ra", "y1", variant == 0 ? 5 : variant == 1 ? 2 : 4, 2);
+    n.add("Sigmoid", {"b"}, {"y2"});
+    n.output("y1");
+    n.output("y2");
+    SCOPED_TRACE("variant " + std::to_string(variant));
+    expect_same_function(n, n, /*split_b=*/false);
+    OnnxModel m = load(n, Backend::OneDnn);
+    for (const auto& st : m.plan_for(n.in_shapes).steps()) EXPECT_NE(st.op_type, "Split");
+  }
+}
+
+TEST(GraphRewrites, CheapValueReadFarLaterIsMadeAgainThere) {
+  // mask = Greater(conv(x), 0), read only after a long chain: made again from x right before
+  // its reader, so no step in the chain holds it. Oracle: the same file computed once.
+  Net n;
+  const Shape xs{1, 1, 8, 6, 5};
+  n.input("x", xs);
+  n.p.initializers.push_back(float_tensor("zero", {1}, {0.0f}));
+  n.conv("x", "p", 1, 4);
+  n.add("Greater", {"p", "zero"}, {"mask"});
+  n.add("Relu", {"p"}, {"h0"});
+  std::string h = "h0";
+  for (int i = 0; i < 40; ++i) {
+    const std::string c = "c" + std::to_string(i);
+    n.conv(h, c, 4, 4, 3, 1);
+    n.add("Tanh", {c}, {c + "t"});
+    n.add("Sign", {c + "t"}, {c + "s"});  // not a conv post-op: a node of its own
+    h = c + "s";
+  }
+  n.add("Where", {"mask", h, "zero"}, {"y"});
+  n.output("y");
+  std::vector<Tensor> inputs{Tensor::from_vector(xs, random_values(qsmcore::numel(xs), 77))};
+  qsmcore::ModelOptions o;
+  o.threads = 2;
+  const auto bytes = model(graph(n.p), n.opset).bytes;
+  OnnxModel again = OnnxModel::load(bytes, o, "again.onnx");
+  o.recompute_cheap_values = false;
+  OnnxModel once = OnnxModel::load(bytes, o, "once.onnx");
+  const Tensor want = once.run(inputs)[0], got = again.run(inputs)[0];
+  ASSERT_EQ(want.shape(), got.shape());
+  for (std::int64_t i = 0; i < want.numel(); ++i) ASSERT_EQ(got.data<float>()[i], want.data<float>()[i]) << i;
+  // The mask's bytes are live over (almost) the whole chain once, and over a few steps again.
+  const auto mask_steps = [&](OnnxModel& m) {
+    const auto& plan = m.plan_for(n.in_shapes);
+    int first = -1, last = -1, i = 0;
+    for (const auto& st : plan.steps()) {
+      for (int v : st.out)
+        if (v >= 0 && plan.values()[static_cast<std::size_t>(v)].dtype == DType::Bool && first < 0) first = i;
+      for (int v : st.in)
+        if (v >= 0 && plan.values()[static_cast<std::size_t>(v)].dtype == DType::Bool) last = i;
+      ++i;
+    }
+    return last - first;
+  };
+  EXPECT_GT(mask_steps(once), 40);
+  EXPECT_LT(mask_steps(again), 5);
+}
+
 // ---- streamed convolution chains -------------------------------------------------------------
 
 /// Runs `n` with and without depth-slab chains; expects equal outputs (1e-5 of the range), a
@@ -566,7 +785,8 @@ TEST(GraphRewrites, ExecutionOrderRunsTheBranchThatFreesFirst) {
 void expect_chain_matches(const Net& n) {
   std::vector<Tensor> inputs;
   unsigned s = 3000;
-  for (const auto& shape : n.in_shapes) inputs.push_back(Tensor::from_vector(shape, random_values(qsmcore::numel(shape), s++)));
+  for (const auto& shape : n.in_shapes)
+    inputs.push_back(Tensor::from_vector(shape, random_values(qsmcore::numel(shape), s++)));
   qsmcore::ModelOptions o;
   o.threads = 2;
   const auto bytes = model(graph(n.p), n.opset).bytes;
@@ -668,6 +888,136 @@ TEST(ConvChain, UpSamplingMadeAFewPlanesAtATime) {
   }
 }
 
+TEST(ConvChain, PoolingEndsTheChain) {
+  // A U-Net's down-sampling: conv(s) -> MaxPool/AveragePool over disjoint windows. The pooling
+  // is done group by group inside the chain (one conv is then chain enough), so the
+  // full-resolution map is never whole. Windows of 2x2x2 and 3x1x2; depths where slabs end
+  // inside a pooling window.
+  for (const char* op : {"MaxPool", "AveragePool"})
+    for (const auto& k : std::vector<std::vector<std::int64_t>>{{2, 2, 2}, {3, 1, 2}})
+      for (int layers : {1, 2}) {
+        Net n;
+        n.input("x", {1, 3, 42, 10, 8});
+        n.conv("x", "c1", 3, 8);
+        n.add("Relu", {"c1"}, {"r1"});
+        std::string last = "r1";
+        if (layers == 2) {
+          n.conv("r1", "c2", 8, 6, 3, 5);
+          n.add("Relu", {"c2"}, {"r2"});
+          last = "r2";
+        }
+        n.add(op, {last}, {"p"}, {attr_ints("kernel_shape", k), attr_ints("strides", k)});
+        n.conv("p", "y", layers == 2 ? 6 : 8, 2, 3, 1);
+        n.output("y");
+        SCOPED_TRACE(std::string(op) + " " + std::to_string(k[0]) + " after " + std::to_string(layers));
+        expect_chain_matches(n);
+        OnnxModel m = load(n, Backend::OneDnn);
+        for (const auto& st : m.plan_for(n.in_shapes).steps()) EXPECT_NE(st.op_type, op) << "the pooling stayed a step";
+      }
+}
+
+/// The streamed plan's chain step whose output shares the bytes of one of its inputs: that
+/// input's plan value, or -1.
+int chain_output_shares(OnnxModel& m, const std::vector<Shape>& shapes) {
+  const auto& plan = m.plan_for(shapes);
+  const auto& vals = plan.values();
+  using Storage = qsmcore::Plan::Storage;
+  for (const auto& st : plan.steps()) {
+    if (st.op_type != "qsm.ConvChain") continue;
+    const auto& y = vals[static_cast<std::size_t>(st.out[0])];
+    for (int v : st.in)
+      if (v >= 0 && vals[static_cast<std::size_t>(v)].storage == Storage::Arena && y.storage == Storage::Arena &&
+          vals[static_cast<std::size_t>(v)].offset == y.offset)
+        return v;
+  }
+  return -1;
+}
+
+TEST(ConvChain, DecoderWritesOverItsSkip) {
+  // A two-level U-Net whose decoder, conv(cat(up(e), skip)) -> conv, has as many output
+  // channels as the skip, read by nothing after it: output plane z may overwrite skip plane z,
+  // which the first conv has read for the last time one plane earlier. Exact either way; the
+  // plan shares the bytes.
+  Net n;
+  n.input("x", {1, 2, 30, 8, 6});
+  n.conv("x", "s", 2, 4);
+  n.add("Relu", {"s"}, {"skip"});
+  n.add("MaxPool", {"skip"}, {"p"}, {attr_ints("kernel_shape", {2, 2, 2}), attr_ints("strides", {2, 2, 2})});
+  n.conv("p", "e", 4, 8);
+  n.add("Relu", {"e"}, {"er"});
+  n.weight("up_w", {8, 6, 2, 2, 2});
+  n.weight("up_b", {6});
+  n.add("ConvTranspose", {"er", "up_w", "up_b"}, {"u"}, {attr_ints("strides", {2, 2, 2})});
+  n.add("Relu", {"u"}, {"ur"});
+  n.add("Concat", {"ur", "skip"}, {"cat"}, {attr_int("axis", 1)});
+  n.conv("cat", "d1", 10, 8);
+  n.add("Relu", {"d1"}, {"r1"});
+  n.conv("r1", "d2", 8, 4);
+  n.add("Relu", {"d2"}, {"dec"});
+  // An overlapping pooling (not part of a chain) keeps dec an arena tensor.
+  n.add("MaxPool", {"dec"}, {"y"}, {attr_ints("kernel_shape", {3, 3, 3}), attr_ints("pads", {1, 1, 1, 1, 1, 1})});
+  n.output("y");
+  expect_chain_matches(n);
+  OnnxModel m = load(n, Backend::OneDnn);
+  const int shared = chain_output_shares(m, n.in_shapes);
+  ASSERT_GE(shared, 0) << "the decoder's output does not take its skip's bytes";
+  EXPECT_EQ(m.plan_for(n.in_shapes).values()[static_cast<std::size_t>(shared)].shape, (Shape{1, 4, 30, 8, 6}));
+}
+
+TEST(ConvChain, OutputTakesAMidChainResidualsBytes) {
+  // conv -> conv + r -> conv: the residual r (computed before the chain, read by nothing after)
+  // is read at the plane its layer computes, ahead of the last layer, so the output may take
+  // its bytes.
+  Net n;
+  n.input("x", {1, 2, 36, 8, 6});
+  n.conv("x", "a", 2, 8);
+  n.add("Relu", {"a"}, {"r"});
+  n.conv("x", "c1", 2, 8);
+  n.add("Relu", {"c1"}, {"h1"});
+  n.conv("h1", "c2", 8, 8);
+  n.add("Add", {"c2", "r"}, {"s2"});
+  n.add("Relu", {"s2"}, {"h2"});
+  n.conv("h2", "c3", 8, 8);
+  n.add("Relu", {"c3"}, {"h3"});
+  n.add("MaxPool", {"h3"}, {"y"}, {attr_ints("kernel_shape", {3, 3, 3}), attr_ints("pads", {1, 1, 1, 1, 1, 1})});
+  n.output("y");
+  expect_chain_matches(n);
+  OnnxModel m = load(n, Backend::OneDnn);
+  const int shared = chain_output_shares(m, n.in_shapes);
+  ASSERT_GE(shared, 0) << "the chain's output does not take the residual's bytes";
+  EXPECT_EQ(m.plan_for(n.in_shapes).values()[static_cast<std::size_t>(shared)].shape, (Shape{1, 8, 36, 8, 6}));
+}
+
+TEST(ConvChain, ReverseConcatenationConsumesTheOlderPartFirst) {
+  // IR2QSM's encoder: conv(cat(f(x), prev)) -> conv with prev computed long before. Split, the
+  // part over prev runs first (prev and its partial sum alive: 2 tensors) and the part over
+  // f(x) accumulates onto it inside one chain from x to the end, which writes over the partial
+  // sum. In file order the part over f(x) would end the chain making f(x), and the part over
+  // prev would run after it: prev, the partial sum and that chain's windows alive (2⅓).
+  Net n;
+  const Shape full{1, 8, 36, 8, 6};
+  n.input("x", {1, 1, 36, 8, 6});
+  n.input("p0", full);
+  n.conv("p0", "pc", 8, 8);  // prev: an arena tensor made before the encoder
+  n.add("Relu", {"pc"}, {"prev"});
+  n.conv("x", "e1", 1, 8);
+  n.add("Relu", {"e1"}, {"f1"});
+  n.conv("f1", "e2", 8, 8);
+  n.add("Relu", {"e2"}, {"f2"});
+  n.add("Concat", {"f2", "prev"}, {"cat"}, {attr_int("axis", 1)});
+  n.conv("cat", "e3", 16, 8);
+  n.add("Relu", {"e3"}, {"f3"});
+  n.conv("f3", "e4", 8, 8);
+  n.add("Relu", {"e4"}, {"y"});
+  n.output("y");
+  expect_chain_matches(n);
+  OnnxModel m = load(n, Backend::OneDnn);
+  const auto& live = m.plan_for(n.in_shapes).live_bytes();
+  const std::size_t one = static_cast<std::size_t>(qsmcore::numel(full)) * sizeof(float);
+  const auto peak = *std::max_element(live.begin(), live.end());
+  EXPECT_LT(peak, 11 * one / 5) << "more than prev and one partial sum alive at once";
+}
+
 // ---- a U-Net-like chain: blocked layouts end to end ------------------------------------------
 
 TEST(OneDnnChain, ConvPoolDeconvConcatStaysBlocked) {
@@ -756,15 +1106,18 @@ TEST(OneDnnMatMul, GemmVariants) {
     Net n;
     n.input("a", v.ta ? Shape{11, 7} : Shape{7, 11});
     const Shape bs = v.tb ? Shape{9, 11} : Shape{11, 9};
-    if (v.b_const) n.weight("b", bs);
-    else n.input("b", bs);
+    if (v.b_const)
+      n.weight("b", bs);
+    else
+      n.input("b", bs);
     std::vector<std::string> in{"a", "b"};
     if (!v.c.empty()) {
       n.weight("c", v.c);
       in.push_back("c");
     }
-    n.add("Gemm", in, {"y"},
-          {attr_int("transA", v.ta), attr_int("transB", v.tb), attr_float("alpha", v.alpha), attr_float("beta", v.beta)});
+    n.add(
+        "Gemm", in, {"y"},
+        {attr_int("transA", v.ta), attr_int("transB", v.tb), attr_float("alpha", v.alpha), attr_float("beta", v.beta)});
     n.output("y");
     expect_onednn(compare(n), "Gemm");
   }
@@ -790,14 +1143,15 @@ Net resize_net(const std::vector<float>& scales, const std::vector<Proto>& attrs
 TEST(OneDnnResize, LinearHalfPixel) {
   expect_onednn(compare(resize_net({1, 1, 2, 2, 2}, {attr_string("mode", "linear")})), "Resize");
   expect_onednn(compare(resize_net({1, 1, 1.5f, 2, 0.5f}, {attr_string("mode", "linear")}, false)), "Resize");
-  expect_onednn(compare(resize_net({1, 1, 2, 3, 2},
-                                   {attr_string("mode", "linear"), attr_string("coordinate_transformation_mode", "pytorch_half_pixel")})),
-                "Resize");
+  expect_onednn(
+      compare(resize_net({1, 1, 2, 3, 2}, {attr_string("mode", "linear"),
+                                           attr_string("coordinate_transformation_mode", "pytorch_half_pixel")})),
+      "Resize");
 }
 
 TEST(OneDnnResize, NearestIntegerFactors) {
-  expect_onednn(compare(resize_net({1, 1, 2, 2, 2},
-                                   {attr_string("coordinate_transformation_mode", "asymmetric"), attr_string("nearest_mode", "floor")})),
+  expect_onednn(compare(resize_net({1, 1, 2, 2, 2}, {attr_string("coordinate_transformation_mode", "asymmetric"),
+                                                     attr_string("nearest_mode", "floor")})),
                 "Resize");
   expect_onednn(compare(resize_net({1, 1, 3, 2, 4}, {}, false)), "Resize");
   expect_onednn(compare(resize_net({1, 1, 2, 3, 1}, {attr_string("nearest_mode", "round_prefer_ceil")})), "Resize");
@@ -805,7 +1159,8 @@ TEST(OneDnnResize, NearestIntegerFactors) {
 
 TEST(OneDnnResize, UnmatchedVariantsDecline) {
   expect_ref(compare(resize_net({1, 1, 1.5f, 2, 2}, {})), "Resize");
-  expect_ref(compare(resize_net({1, 1, 2, 2, 2}, {attr_string("mode", "linear"), attr_string("coordinate_transformation_mode", "align_corners")})),
+  expect_ref(compare(resize_net({1, 1, 2, 2, 2}, {attr_string("mode", "linear"),
+                                                  attr_string("coordinate_transformation_mode", "align_corners")})),
              "Resize");
 }
 
