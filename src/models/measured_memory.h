@@ -28,19 +28,19 @@ struct MeasuredMemory {
 inline constexpr std::array<MeasuredMemory, 20> kMeasuredMemory{{
     // bfrnet: 4 shape(s), fit residual 0 B, onednn, 2 thread(s)
     {"bfrnet", NetworkMemory{.resident_bytes = 112900ull, .load_peak_bytes = 112900ull,
-                   .inference_fixed_bytes = 83182592ull, .inference_bytes_per_voxel = 890ull},
+                   .inference_fixed_bytes = 83089100ull, .inference_bytes_per_voxel = 827ull},
      std::nullopt},
     // xqsm: 4 shape(s), fit residual 0 B, onednn, 2 thread(s)
     {"xqsm", NetworkMemory{.resident_bytes = 64260ull, .load_peak_bytes = 64260ull,
-                   .inference_fixed_bytes = 21953412ull, .inference_bytes_per_voxel = 456ull},
-     457ull},
-    // qsmnet: 4 shape(s), fit residual 2468217 B, onednn, 2 thread(s)
+                   .inference_fixed_bytes = 21905924ull, .inference_bytes_per_voxel = 424ull},
+     425ull},
+    // qsmnet: 4 shape(s), fit residual 2467781 B, onednn, 2 thread(s)
     {"qsmnet", NetworkMemory{.resident_bytes = 60932ull, .load_peak_bytes = 60932ull,
-                   .inference_fixed_bytes = 404406772ull, .inference_bytes_per_voxel = 223ull},
+                   .inference_fixed_bytes = 404393332ull, .inference_bytes_per_voxel = 223ull},
      245ull},
-    // qsmnet-plus: 4 shape(s), fit residual 2468217 B, onednn, 2 thread(s)
+    // qsmnet-plus: 4 shape(s), fit residual 2467781 B, onednn, 2 thread(s)
     {"qsmnet-plus", NetworkMemory{.resident_bytes = 60932ull, .load_peak_bytes = 60932ull,
-                   .inference_fixed_bytes = 404406772ull, .inference_bytes_per_voxel = 223ull},
+                   .inference_fixed_bytes = 404393332ull, .inference_bytes_per_voxel = 223ull},
      245ull},
     // qsmgan: 1 shape(s), fit residual 0 B, onednn, 2 thread(s)
     {"qsmgan", NetworkMemory{.resident_bytes = 22540ull, .load_peak_bytes = 22540ull,
@@ -50,49 +50,49 @@ inline constexpr std::array<MeasuredMemory, 20> kMeasuredMemory{{
     {"lpcnn", NetworkMemory{.resident_bytes = 17284ull, .load_peak_bytes = 17284ull,
                    .inference_fixed_bytes = 2880580ull, .inference_bytes_per_voxel = 179ull},
      180ull},
-    // ir2qsm: 4 shape(s), fit residual 1745 B, onednn, 2 thread(s)
+    // ir2qsm: 4 shape(s), fit residual 0 B, onednn, 2 thread(s)
     {"ir2qsm", NetworkMemory{.resident_bytes = 100980ull, .load_peak_bytes = 100980ull,
-                   .inference_fixed_bytes = 41228132ull, .inference_bytes_per_voxel = 241ull},
-     241ull},
+                   .inference_fixed_bytes = 41229668ull, .inference_bytes_per_voxel = 165ull},
+     166ull},
     // autoqsm: 1 shape(s), fit residual 0 B, onednn, 2 thread(s)
     {"autoqsm", NetworkMemory{.resident_bytes = 5524ull, .load_peak_bytes = 5524ull,
                    .inference_fixed_bytes = 0ull, .inference_bytes_per_voxel = 143ull},
      std::nullopt},
-    // iqsm: 4 shape(s), fit residual 436 B, onednn, 2 thread(s)
+    // iqsm: 4 shape(s), fit residual 0 B, onednn, 2 thread(s)
     {"iqsm", NetworkMemory{.resident_bytes = 31284ull, .load_peak_bytes = 31284ull,
-                   .inference_fixed_bytes = 18270972ull, .inference_bytes_per_voxel = 208ull},
+                   .inference_fixed_bytes = 18264700ull, .inference_bytes_per_voxel = 204ull},
      std::nullopt},
     // iqsm-plus: 4 shape(s), fit residual 0 B, onednn, 2 thread(s)
     {"iqsm-plus", NetworkMemory{.resident_bytes = 63924ull, .load_peak_bytes = 63924ull,
-                   .inference_fixed_bytes = 18538940ull, .inference_bytes_per_voxel = 212ull},
+                   .inference_fixed_bytes = 18532220ull, .inference_bytes_per_voxel = 212ull},
      std::nullopt},
-    // iqfm: 4 shape(s), fit residual 436 B, onednn, 2 thread(s)
+    // iqfm: 4 shape(s), fit residual 0 B, onednn, 2 thread(s)
     {"iqfm", NetworkMemory{.resident_bytes = 31284ull, .load_peak_bytes = 31284ull,
-                   .inference_fixed_bytes = 18270972ull, .inference_bytes_per_voxel = 208ull},
+                   .inference_fixed_bytes = 18264700ull, .inference_bytes_per_voxel = 204ull},
      std::nullopt},
-    // nextqsm: 4 shape(s), fit residual 654 B, onednn, 2 thread(s)
+    // nextqsm: 4 shape(s), fit residual 0 B, onednn, 2 thread(s)
     {"nextqsm", NetworkMemory{.resident_bytes = 36540ull, .load_peak_bytes = 36540ull,
-                   .inference_fixed_bytes = 113225268ull, .inference_bytes_per_voxel = 452ull},
-     453ull},
+                   .inference_fixed_bytes = 113078900ull, .inference_bytes_per_voxel = 242ull},
+     242ull},
     // modl-qsm: 4 shape(s), fit residual 14 B, onednn, 2 thread(s)
     {"modl-qsm", NetworkMemory{.resident_bytes = 10376ull, .load_peak_bytes = 10376ull,
                    .inference_fixed_bytes = 2884040ull, .inference_bytes_per_voxel = 195ull},
      196ull},
-    // susep-net: 4 shape(s), fit residual 3703 B, onednn, 2 thread(s)
+    // susep-net: 4 shape(s), fit residual 14 B, onednn, 2 thread(s)
     {"susep-net", NetworkMemory{.resident_bytes = 124040ull, .load_peak_bytes = 124040ull,
-                   .inference_fixed_bytes = 211510520ull, .inference_bytes_per_voxel = 508ull},
+                   .inference_fixed_bytes = 211487672ull, .inference_bytes_per_voxel = 508ull},
      std::nullopt},
-    // r2primenet: 4 shape(s), fit residual 867 B, onednn, 2 thread(s)
+    // r2primenet: 4 shape(s), fit residual 14 B, onednn, 2 thread(s)
     {"r2primenet", NetworkMemory{.resident_bytes = 17284ull, .load_peak_bytes = 17284ull,
-                   .inference_fixed_bytes = 91355180ull, .inference_bytes_per_voxel = 238ull},
+                   .inference_fixed_bytes = 91342636ull, .inference_bytes_per_voxel = 238ull},
      std::nullopt},
-    // chi-sepnet: 4 shape(s), fit residual 867 B, onednn, 2 thread(s)
+    // chi-sepnet: 4 shape(s), fit residual 14 B, onednn, 2 thread(s)
     {"chi-sepnet", NetworkMemory{.resident_bytes = 13960ull, .load_peak_bytes = 13960ull,
-                   .inference_fixed_bytes = 91362096ull, .inference_bytes_per_voxel = 258ull},
+                   .inference_fixed_bytes = 91349552ull, .inference_bytes_per_voxel = 258ull},
      std::nullopt},
     // hd-bet: 4 shape(s), fit residual 37754 B, onednn, 2 thread(s)
     {"hd-bet", NetworkMemory{.resident_bytes = 53000ull, .load_peak_bytes = 53000ull,
-                   .inference_fixed_bytes = 124154248ull, .inference_bytes_per_voxel = 397ull},
+                   .inference_fixed_bytes = 124136968ull, .inference_bytes_per_voxel = 397ull},
      std::nullopt},
     // rs2-net: 1 shape(s), fit residual 0 B, onednn, 2 thread(s)
     {"rs2-net", NetworkMemory{.resident_bytes = 1017564ull, .load_peak_bytes = 1017564ull,
@@ -100,11 +100,11 @@ inline constexpr std::array<MeasuredMemory, 20> kMeasuredMemory{{
      std::nullopt},
     // synthseg: 4 shape(s), fit residual 0 B, onednn, 2 thread(s)
     {"synthseg", NetworkMemory{.resident_bytes = 32368ull, .load_peak_bytes = 32368ull,
-                   .inference_fixed_bytes = 54119168ull, .inference_bytes_per_voxel = 532ull},
+                   .inference_fixed_bytes = 54106752ull, .inference_bytes_per_voxel = 444ull},
      std::nullopt},
     // synthseg-2.0: 4 shape(s), fit residual 0 B, onednn, 2 thread(s)
     {"synthseg-2.0", NetworkMemory{.resident_bytes = 32468ull, .load_peak_bytes = 32468ull,
-                   .inference_fixed_bytes = 54122244ull, .inference_bytes_per_voxel = 536ull},
+                   .inference_fixed_bytes = 54109828ull, .inference_bytes_per_voxel = 448ull},
      std::nullopt},
 }};
 
