@@ -1,0 +1,92 @@
+// `qsm onnx plan --live-at STEP`: the values a step holds. Checked against the same command's
+// own step listing (every value listed is made at or before the step and read at or after it)
+// and against the plan's live column at the busiest step (the values account for all of it but
+// that step's scratch); a step beyond the plan is refused naming the plan's length.
+#include <gtest/gtest.h>
+
+#include <sstream>
+
+#include "cli/cli_test_util.h"
+#include "support/test_data.h"
+
+namespace {
+
+using qsmtest::run_qsm;
+
+struct Row {
+  std::size_t bytes = 0;
+  int made = -1, last = -1;
+};
+
+// Rows of the --live-at listing: "  NAME SHAPE BYTES MADE LAST".
+std::vector<Row> live_rows(const std::string& out) {
+  std::vector<Row> rows;
+  std::istringstream in(out);
+  std::string line;
+  bool on = false;
+  while (std::getline(in, line)) {
+    if (line.rfind("  value ", 0) == 0) {
+      on = true;
+      continue;
+    }
+    if (!on || line.rfind("  ", 0) != 0) {
+      on = false;
+      continue;
+    }
+    std::istringstream f(line);
+    std::string name, shape;
+    Row r;
+    f >> name >> shape >> r.bytes >> r.made >> r.last;
+    if (f) rows.push_back(r);
+  }
+  return rows;
+}
+
+TEST(OnnxPlanCmd, LiveAtListsWhatTheBusiestStepHolds) {
+  const std::string twins = qsmtest::data_dir("QSM_TWINS_DIR");
+  QSM_REQUIRE_DATA(twins, "QSM_TWINS_DIR");
+  qsmtest::ScratchDir scratch;
+  const std::string model = twins + "/xqsm.onnx";
+  const std::vector<std::string> base{"onnx", "plan", model, "--shape", "field=1x1x32x32x32"};
+  auto args = base;
+  args.push_back("--steps");
+  const auto steps = run_qsm(args, {}, scratch.path());
+  ASSERT_EQ(steps.status, 0) << steps.err;
+  // The busiest step by the live column (bytes) of --steps, and its scratch.
+  std::istringstream in(steps.out);
+  std::string line;
+  int busiest = -1;
+  double most = -1, scratch_mib = 0;
+  while (std::getline(in, line)) {
+    std::istringstream f(line);
+    int i;
+    std::string op, kernel, shape, live, mib1, scratch_s, mib2;
+    std::size_t bytes;
+    if (!(f >> i >> op >> kernel >> shape >> bytes >> live >> mib1 >> scratch_s >> mib2)) continue;
+    if (std::stod(live) > most) most = std::stod(live), busiest = i, scratch_mib = std::stod(scratch_s);
+  }
+  ASSERT_GE(busiest, 0) << steps.out;
+  args = base;
+  args.insert(args.end(), {"--live-at", std::to_string(busiest)});
+  const auto r = run_qsm(args, {}, scratch.path());
+  ASSERT_EQ(r.status, 0) << r.err;
+  const auto rows = live_rows(r.out);
+  ASSERT_FALSE(rows.empty()) << r.out;
+  double listed = 0;
+  for (const auto& row : rows) {
+    EXPECT_LE(row.made, busiest);
+    EXPECT_GE(std::max(row.last, row.made), busiest);
+    listed += static_cast<double>(row.bytes) / (1 << 20);
+  }
+  // The live column is rounded to 0.1 MiB.
+  EXPECT_NEAR(listed + scratch_mib, most, 0.11) << r.out;
+
+  args = base;
+  args.insert(args.end(), {"--live-at", "100000"});
+  const auto bad = run_qsm(args, {}, scratch.path());
+  EXPECT_NE(bad.status, 0);
+  EXPECT_NE(bad.err.find("--live-at 100000"), std::string::npos) << bad.err;
+  EXPECT_NE(bad.err.find("steps"), std::string::npos) << bad.err;
+}
+
+}  // namespace
