@@ -46,7 +46,9 @@ int recompute_late_values(TypedGraph& g, std::size_t min_distance) {
     bool cheap = true;
     for (int x : n.in) {
       if (x < 0 || from_inputs(g, x)) continue;
-      const int p = producer[static_cast<std::size_t>(x)];
+      // Values appended by this pass (clones rewired into later readers) have no entry: such a
+      // reader is not made again in turn.
+      const int p = static_cast<std::size_t>(x) < producer.size() ? producer[static_cast<std::size_t>(x)] : -1;
       if (p < 0 || !leaf_node(g.nodes[static_cast<std::size_t>(p)]))
         cheap = false;
       else if (std::find(parents.begin(), parents.end(), p) == parents.end())
