@@ -29,7 +29,8 @@ void set_row_slice(TValue& out, const TValue& w, std::int64_t r0, std::int64_t r
   });
 }
 
-/// The part sizes of a Split along axis 1 of an f32 tensor, or empty.
+/// The part sizes of a Split along axis 1 of an f32 tensor (typing already resolved them into
+/// the outputs' shapes), or empty; also empty when an output is unused.
 std::vector<std::int64_t> channel_parts(const TypedGraph& g, const TNode& s) {
   if (s.dead || s.node.op_type != "Split" || s.in.empty() || s.in[0] < 0) return {};
   const TValue& x = g.values[static_cast<std::size_t>(s.in[0])];
@@ -38,21 +39,10 @@ std::vector<std::int64_t> channel_parts(const TypedGraph& g, const TNode& s) {
   if (axis < 0) axis += rank;
   if (axis != 1 || rank < 3 || x.dtype != DType::F32) return {};
   std::vector<std::int64_t> parts;
-  if (s.in.size() > 1 && s.in[1] >= 0) {
-    const TValue& sv = g.values[static_cast<std::size_t>(s.in[1])];
-    if (!sv.is_const() || !sv.constant || sv.dtype != DType::I64) return {};
-    const auto* p = sv.constant->data<std::int64_t>();
-    parts.assign(p, p + sv.constant->numel());
-  } else if (s.node.attrs.has("split")) {
-    parts = s.node.attrs.get_ints("split");
-  } else {
-    const auto n = static_cast<std::int64_t>(s.out.size());
-    if (n == 0 || x.shape[1] % n != 0) return {};
-    parts.assign(static_cast<std::size_t>(n), x.shape[1] / n);
+  for (int o : s.out) {
+    if (o < 0) return {};
+    parts.push_back(g.values[static_cast<std::size_t>(o)].shape[1]);
   }
-  std::int64_t total = 0;
-  for (std::int64_t p : parts) total += p;
-  if (parts.size() != s.out.size() || total != x.shape[1]) return {};
   return parts;
 }
 
@@ -81,10 +71,6 @@ int split_conv_outputs(TypedGraph& g) {
     std::int64_t r0 = 0;
     for (std::size_t k = 0; k < parts.size(); ++k) {
       const int out = split.out[k];
-      if (out < 0) {  // an unused part: no conv
-        r0 += parts[k];
-        continue;
-      }
       TNode n = conv;
       n.node.name = conv.node.name + "/part" + std::to_string(k);
       TValue wk;
@@ -102,7 +88,6 @@ int split_conv_outputs(TypedGraph& g) {
       convs.push_back(std::move(n));
       r0 += parts[k];
     }
-    if (convs.empty()) continue;
     g.nodes[static_cast<std::size_t>(ci)].dead = true;
     replacement[si] = std::move(convs);
     ++rewrites;

@@ -156,7 +156,7 @@ class DeconvSubLatticeKernel final : public PrimitiveKernel {
       kern[3 - sp + i] = geo.kernel[i];
       pb[3 - sp + i] = geo.pads_begin[i];
     }
-    subs_ = stride_[0] * stride_[1] * stride_[2];
+    const std::int64_t subs = stride_[0] * stride_[1] * stride_[2];
 
     const float* wsrc = w.constant->data<float>();  // [C, M, kd, kh, kw]
     const float* bsrc = n.in.size() > 2 && n.in[2] >= 0 ? value(g, n.in[2]).constant->data<float>() : nullptr;
@@ -165,7 +165,7 @@ class DeconvSubLatticeKernel final : public PrimitiveKernel {
     const memory::desc b_md({mp_}, dt::f32, tag::a);
     bias_ = pack(Tensor::view(DType::F32, {mp_}, tb.data()), b_md, b_md);
     std::size_t conv_scratch = 0;
-    for (std::int64_t si = 0; si < subs_; ++si) {
+    for (std::int64_t si = 0; si < subs; ++si) {
       const std::int64_t r[3] = {si / (stride_[1] * stride_[2]), (si / stride_[2]) % stride_[1], si % stride_[2]};
       Sub sub;
       Residue res[3];
@@ -336,7 +336,7 @@ class DeconvSubLatticeKernel final : public PrimitiveKernel {
   std::size_t t_bytes_ = 0, conv_scratch_ = 0, y_bytes_ = 0;
   int blk_ = 8;
   int sum_input_ = -1;
-  std::int64_t n_ = 0, c_ = 0, m_ = 0, mp_ = 0, subs_ = 1;
+  std::int64_t n_ = 0, c_ = 0, m_ = 0, mp_ = 0;
   std::int64_t stride_[3] = {1, 1, 1}, in_[3] = {1, 1, 1}, out_[3] = {1, 1, 1};
 };
 
