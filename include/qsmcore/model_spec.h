@@ -47,6 +47,9 @@ struct WeightFile {
   std::string_view url{};     // "" = not hosted
   std::string_view sha256{};  // lowercase hex; "" = unknown (the file cannot be checked)
   std::uint64_t bytes = 0;    // 0 = unknown
+  // Ships with qsmcore itself (the source tree's models/ folder, or share/qsmcore/models beside
+  // an installed binary): found without any variable or download.
+  bool shipped = false;
 
   bool is_hosted() const { return !url.empty() && !sha256.empty(); }
   friend bool operator==(const WeightFile&, const WeightFile&) = default;
@@ -101,7 +104,7 @@ struct ModelSpec {
   std::optional<NetworkMemory> memory{};                // absent until measured
 
   /// Available and every file has a URL and a hash (the reference code's test, stricter than
-  /// its documentation's).
+  /// its documentation's), or ships with qsmcore and has a hash.
   bool is_available() const;
   /// Sum of the known file sizes.
   std::uint64_t total_bytes() const;

@@ -4,12 +4,14 @@
 // A weight file is looked for, in this order (models.md §3 [O]):
 //   1. $QSM_MODEL_DIR_<ID>/<file>  (ID upper-cased, every character but A-Z/0-9 -> '_')
 //   2. $QSM_MODEL_DIR/<file>
-//   3. the cache: $QSM_MODEL_CACHE, else $XDG_CACHE_HOME/qsmcore/models,
+//   3. for a file that ships with qsmcore (our own trained network): the source tree's models/
+//      folder, or share/qsmcore/models beside an installed binary
+//   4. the cache: $QSM_MODEL_CACHE, else $XDG_CACHE_HOME/qsmcore/models,
 //      else $HOME/.cache/qsmcore/models
-//   4. QSM.rs's caches, read-only, so weights QSMxT already downloaded are reused:
+//   5. QSM.rs's caches, read-only, so weights QSMxT already downloaded are reused:
 //      $XDG_CACHE_HOME/qsm-rs/models, $HOME/.cache/qsm-rs/models, ./.qsm-rs-models
-//   5. a download into the cache, if allowed.
-// Every file used is SHA-256 checked unless verification is turned off. A mismatch in 1 or 2 is
+//   6. a download into the cache, if allowed.
+// Every file used is SHA-256 checked unless verification is turned off. A mismatch in 1, 2 or 3 is
 // an error (the user put that file there); in the cache it is re-downloaded; a mismatching
 // QSM.rs copy is passed over.
 #pragma once
@@ -43,6 +45,7 @@ const ModelSpec& require_model(std::string_view id);
 enum class WeightSource : std::uint8_t {
   ModelDirForId,  // $QSM_MODEL_DIR_<ID>
   ModelDir,       // $QSM_MODEL_DIR
+  Shipped,        // in qsmcore's own models/ folder (a file marked `shipped`)
   Cache,          // qsmcore's cache (also where downloads go)
   QsmRsCache,     // a QSM.rs cache folder, never written
   Download,       // fetched now into the cache

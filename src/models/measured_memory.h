@@ -25,7 +25,7 @@ struct MeasuredMemory {
   std::optional<std::uint64_t> tile_bytes_per_voxel;  // only for networks run tiled
 };
 
-inline constexpr std::array<MeasuredMemory, 20> kMeasuredMemory{{
+inline constexpr std::array<MeasuredMemory, 21> kMeasuredMemory{{
     // bfrnet: 4 shape(s), fit residual 0 B, onednn, 2 thread(s)
     {"bfrnet", NetworkMemory{.resident_bytes = 112900ull, .load_peak_bytes = 112900ull,
                    .inference_fixed_bytes = 83089100ull, .inference_bytes_per_voxel = 827ull},
@@ -106,6 +106,10 @@ inline constexpr std::array<MeasuredMemory, 20> kMeasuredMemory{{
     {"synthseg-2.0", NetworkMemory{.resident_bytes = 32468ull, .load_peak_bytes = 32468ull,
                    .inference_fixed_bytes = 54109828ull, .inference_bytes_per_voxel = 448ull},
      std::nullopt},
+    // qsmcore-invnet: 4 shape(s), fit residual 14 B, onednn, 2 thread(s)
+    {"qsmcore-invnet", NetworkMemory{.resident_bytes = 1588ull, .load_peak_bytes = 1588ull,
+                   .inference_fixed_bytes = 2398964ull, .inference_bytes_per_voxel = 135ull},
+     135ull},
 }};
 
 constexpr const MeasuredMemory* find_measured_memory(std::string_view id) {

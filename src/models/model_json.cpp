@@ -16,7 +16,8 @@ nlohmann::json string_list(std::span<const std::string_view> items) {
 }  // namespace
 
 void to_json(nlohmann::json& j, const WeightFile& file) {
-  j = {{"name", file.name}, {"url", file.url}, {"sha256", file.sha256}, {"bytes", file.bytes}};
+  j = {{"name", file.name}, {"url", file.url}, {"sha256", file.sha256}, {"bytes", file.bytes},
+       {"shipped", file.shipped}};
 }
 
 void to_json(nlohmann::json& j, const NetworkMemory& m) {

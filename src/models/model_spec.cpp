@@ -79,7 +79,7 @@ std::uint64_t TileCost::bytes(std::array<std::size_t, 3> patch) const {
 
 bool ModelSpec::is_available() const {
   return status == WeightStatus::Available && !files.empty() &&
-         std::all_of(files.begin(), files.end(), [](const WeightFile& f) { return f.is_hosted(); });
+         std::all_of(files.begin(), files.end(), [](const WeightFile& f) { return f.is_hosted() || (f.shipped && !f.sha256.empty()); });
 }
 
 std::uint64_t ModelSpec::total_bytes() const {

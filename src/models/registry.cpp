@@ -102,6 +102,12 @@ constexpr WeightFile kSynthsegFiles[] = {
 // Its weights come with FreeSurfer or the UCL download; nothing is known about the file.
 constexpr WeightFile kSynthseg2Files[] = {{"synthseg-2.0.onnx", "", "", 0}};
 
+// qsmcore's own network, trained here on synthetic data only (tools/train, models/qsmcore-invnet.md):
+// it ships in the repository, so it is never downloaded. Size and hash: tools/train/export.py.
+constexpr WeightFile kInvnetFiles[] = {
+    {"qsmcore-invnet.onnx", "", "91159ae14cb3d5552de4cb6b13e71a78a18b02ed6df40c6f815479d19623cddb", 1'366'544,
+     true}};
+
 #undef QSM_HOSTED
 
 // Attaches the measured memory, if the measurement table has the network.
@@ -284,6 +290,13 @@ constexpr ModelSpec kModels[] = {
               .source = "https://github.com/BBillot/SynthSeg", .license = "Apache-2.0",
               .files = kSynthseg2Files, .inputs = kImage, .outputs = kUnetPrediction,
               .size_divisor = 32, .pad_multiple = cube(32)}),
+    measured({.id = "qsmcore-invnet", .name = "qsmcore InvNet", .stage = DipoleInversion,
+              .status = Available, .origin = PyTorch,
+              .description = "qsmcore's own dipole inversion, trained on synthetic heads: a compact "
+                             "3-D U-Net that corrects a TKD estimate (B0 up to 35 deg off z)",
+              .paper = "qsmcore model card, models/qsmcore-invnet.md", .source = "tools/train",
+              .license = "same as qsmcore", .files = kInvnetFiles, .inputs = kFieldMask,
+              .outputs = kChi, .size_divisor = 4, .pad_multiple = cube(4), .tiled = true}),
 };
 
 // A measurement row for an id the registry does not have would be silently ignored.

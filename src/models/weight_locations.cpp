@@ -1,5 +1,6 @@
 // Where weight files may be (models.md §3 [O]): the user's folders, qsmcore's cache, QSM.rs's
-// caches. Only the environment decides; nothing here touches the file system.
+// caches, and for our own network the folders qsmcore ships it in. Only the environment and
+// where the running binary is decide; nothing here checks that a file exists.
 #include <cctype>
 #include <cstdlib>
 #include <optional>
@@ -46,6 +47,21 @@ Folder cache_folder() {
   return {working_folder() / ".qsmcore-models", "./.qsmcore-models"};
 }
 
+// Where qsmcore's own weights are: share/qsmcore/models beside an installed binary
+// (<prefix>/bin/qsm), then the source tree this library was built from (QSM_SHIPPED_MODELS_DIR,
+// set by CMake), so a build run from its checkout needs no variable.
+std::vector<Folder> shipped_folders() {
+  std::vector<Folder> folders;
+  std::error_code ec;
+  const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (!ec && exe.has_parent_path())
+    folders.push_back({exe.parent_path().parent_path() / "share" / "qsmcore" / "models", "installed with qsm"});
+#ifdef QSM_SHIPPED_MODELS_DIR
+  folders.push_back({QSM_SHIPPED_MODELS_DIR, "qsmcore's source tree"});
+#endif
+  return folders;
+}
+
 }  // namespace
 
 std::string model_dir_env_var(std::string_view id) {
@@ -64,6 +80,7 @@ const char* to_string(WeightSource source) {
   switch (source) {
     case WeightSource::ModelDirForId: return "model folder";
     case WeightSource::ModelDir: return "$QSM_MODEL_DIR";
+    case WeightSource::Shipped: return "shipped with qsmcore";
     case WeightSource::Cache: return "cache";
     case WeightSource::QsmRsCache: return "QSM.rs cache";
     case WeightSource::Download: return "download";
@@ -82,6 +99,8 @@ std::vector<WeightLocation> weight_locations(const ModelSpec& spec, const Weight
   const std::string per_model = model_dir_env_var(spec.id);
   if (auto dir = env_path(per_model.c_str())) add(*dir, WeightSource::ModelDirForId, "$" + per_model);
   if (auto dir = env_path("QSM_MODEL_DIR")) add(*dir, WeightSource::ModelDir, "$QSM_MODEL_DIR");
+  if (file.shipped)
+    for (const Folder& f : shipped_folders()) add(f.path, WeightSource::Shipped, f.origin);
   const Folder cache = cache_folder();
   add(cache.path, WeightSource::Cache, cache.origin);
   // QSM.rs's own $QSM_MODEL_CACHE is ours too, so only its default folders are added.

@@ -108,6 +108,10 @@ ResolvedWeight resolve_weight(const ModelSpec& spec, const WeightFile& file, con
       case WeightSource::ModelDir:
         throw Error(ErrorKind::Checksum, mismatch_text(place.path, file, actual) + " (found through " +
                                              place.origin + "; replace or remove that file)");
+      case WeightSource::Shipped:
+        throw Error(ErrorKind::Checksum, mismatch_text(place.path, file, actual) + " (" + place.origin +
+                                             ": the file qsmcore ships differs from its registry entry; "
+                                             "restore it from the repository)");
       case WeightSource::Cache:
         if (!options.allow_download || file.url.empty())
           throw Error(ErrorKind::Checksum, mismatch_text(place.path, file, actual) +

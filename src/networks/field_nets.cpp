@@ -1,9 +1,11 @@
-// BFRnet, xQSM, QSMnet/QSMnet+, IR2QSM: one field in, one map out; whole volume padded to the
-// network's multiple, or core/halo tiles on that padded frame (models.md §4–§5).
+// BFRnet, xQSM, QSMnet/QSMnet+, IR2QSM, qsmcore-invnet: a field in, one map out; whole volume
+// padded to the network's multiple, or core/halo tiles on that padded frame (models.md §4–§5).
 #include <algorithm>
+#include <cmath>
 
 #include "networks/wrappers.h"
 #include "qsmcore/error.h"
+#include "qsmcore/physics.h"
 
 namespace qsmcore::networks {
 
@@ -41,7 +43,22 @@ struct FieldRecipe {
   bool mask_input = false;
   bool background = false;  // BFRnet: the output is the background field
   bool tiled = false;
+  // qsmcore-invnet: channels [TKD χ, masked field, mask] (tools/train/model.py). TKD is global
+  // (an FFT over the whole volume), so it is computed once before tiling; tiles then see the
+  // same prior the whole-volume run does.
+  bool tkd_prior = false;
 };
+
+// The TKD estimate the network corrects, exactly as it was trained on (tools/train/synth.py
+// tkd(): threshold 0.19, D(0) = 0, unpadded, b̂ from the inputs, masked).
+Volume tkd_prior(Context& c, const Volume& field, const Volume& mask) {
+  const Vec3 b = b0_direction(c.in, field);
+  const double tilt = std::acos(std::min(1.0, std::abs(b[2]))) * 180.0 / 3.14159265358979323846;
+  if (tilt > 35.0)
+    c.warn(c.id() + " was trained with B0 up to 35 degrees from voxel z; this volume's B0 is " +
+           std::to_string(static_cast<int>(std::lround(tilt))) + " degrees off");
+  return tkd(field, mask, b, TkdOptions{});
+}
 
 void run_field_net(Context& c, const FieldRecipe& r) {
   const Volume& grid = *c.in.field;
@@ -67,9 +84,12 @@ void run_field_net(Context& c, const FieldRecipe& r) {
   c.load(static_cast<int>(std::max<std::int64_t>(1, c.pool() / workers)));
   const Box patch = tiles.empty() ? frame : tiles.front().patch;
   Context::Reservation res;
-  res.shapes = {{{1, 1, patch.size[0], patch.size[1], patch.size[2]}}};
-  res.wrapper_fixed = 2 * grid.voxels() * 8 + 4096;
-  res.wrapper_per_tile = patch.voxels() * 4 + 4096;
+  res.shapes = {{{1, r.tkd_prior ? 3 : 1, patch.size[0], patch.size[1], patch.size[2]}}};
+  // field + output; with the TKD prior also the prior and, while it is made, TKD's masked copy,
+  // FFT buffer, spectrum and kernel (≤ 4 more volumes of f64).
+  res.wrapper_fixed = (r.tkd_prior ? 7 : 2) * grid.voxels() * 8 + 4096;
+  const std::int64_t channels = r.tkd_prior ? 3 : 1;
+  res.wrapper_per_tile = channels * patch.voxels() * 4 + 4096;
   res.in_flight = workers;
   res.tiles = std::max<std::int64_t>(n, 1);
   res.tileable = r.tiled;
@@ -80,6 +100,7 @@ void run_field_net(Context& c, const FieldRecipe& r) {
 
   c.stage("prepare");
   Volume f = field_ppm(c.in);
+  const Volume prior = r.tkd_prior ? tkd_prior(c, f, *mask) : Volume{};
   Volume out = make_like(grid);
   c.stage(tiled ? "tiles" : "inference");
   std::int64_t finished = 0;
@@ -87,12 +108,19 @@ void run_field_net(Context& c, const FieldRecipe& r) {
       0, n, in_flight,
       [&](std::int64_t t) {
         const auto& tile = tiles[static_cast<std::size_t>(t)];
-        Tensor x = f32_tensor({1, 1, tile.patch.size[0], tile.patch.size[1], tile.patch.size[2]});
-        tiling::pack_box(f.data(), dims, tile.patch, tiling::kXYZ, tiling::Fill::Zero, x.data<float>(),
+        const Box& p = tile.patch;
+        Tensor x = f32_tensor({1, channels, p.size[0], p.size[1], p.size[2]});
+        float* const field_channel = x.data<float>() + (r.tkd_prior ? p.voxels() : 0);
+        tiling::pack_box(f.data(), dims, p, tiling::kXYZ, tiling::Fill::Zero, field_channel,
                          [&](double v, std::int64_t i) {
                            if (r.mask_input && !inside(mask, i)) return 0.0;
                            return (v - r.in.mean) / r.in.std;
                          });
+        if (r.tkd_prior) {
+          tiling::pack_box(prior.data(), dims, p, tiling::kXYZ, tiling::Fill::Zero, x.data<float>());
+          tiling::pack_box(mask->data(), dims, p, tiling::kXYZ, tiling::Fill::Zero, x.data<float>() + 2 * p.voxels(),
+                           [](double v, std::int64_t) { return v != 0.0 ? 1.0 : 0.0; });
+        }
         return std::vector<Tensor>{x};
       },
       [&](std::int64_t t, std::vector<Tensor>& y) {
@@ -132,6 +160,15 @@ void run_qsmnet(Context& c, bool plus) {
   const Vec3& v = c.in.field->voxel_mm();
   if (std::abs(v[0] - 1) > 0.05 || std::abs(v[1] - 1) > 0.05 || std::abs(v[2] - 1) > 0.05)
     c.warn(c.id() + " was trained on 1 mm isotropic voxels; this volume has " + describe_grid(*c.in.field));
+  run_field_net(c, r);
+}
+
+void run_qsmcore_invnet(Context& c) {
+  FieldRecipe r;
+  r.rule = tiling::PadRule::CentredFloor;
+  r.mask_input = true;
+  r.tiled = true;
+  r.tkd_prior = true;
   run_field_net(c, r);
 }
 

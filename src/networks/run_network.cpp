@@ -24,7 +24,7 @@ NetworkNeeds network_needs(const ModelSpec& spec) {
     n.field = n.mask = true;
     n.field_kind = "total field";
   } else if (id == "xqsm" || id == "qsmnet" || id == "qsmnet-plus" || id == "qsmgan" || id == "lpcnn" ||
-             id == "ir2qsm" || id == "modl-qsm") {
+             id == "ir2qsm" || id == "modl-qsm" || id == "qsmcore-invnet") {
     local();
   } else if (id == "iqsm" || id == "iqsm-plus" || id == "iqfm") {
     n.field = n.mask = n.te = n.b0 = true;
@@ -89,6 +89,8 @@ NetworkRun run_network(const ModelSpec& spec, const std::vector<std::string>& mo
     run_hdbet(c);
   else if (id == "rs2-net")
     run_rs2net(c);
+  else if (id == "qsmcore-invnet")
+    run_qsmcore_invnet(c);
   else if (id == "synthseg" || id == "synthseg-2.0")
     run_synthseg(c);
   c.finish();

@@ -13,6 +13,7 @@ void run_bfrnet(Context& c);
 void run_xqsm(Context& c);
 void run_qsmnet(Context& c, bool plus);
 void run_ir2qsm(Context& c);
+void run_qsmcore_invnet(Context& c);
 // patch_nets.cpp: fixed patches.
 void run_qsmgan(Context& c);
 void run_autoqsm(Context& c);

@@ -32,6 +32,7 @@ struct FactFile {
   std::string name;
   std::uint64_t bytes = 0;
   std::string sha256;  // "" for '-'
+  bool shipped = false;
 };
 
 struct Facts {
@@ -59,8 +60,9 @@ std::vector<Facts> read_facts_table() {
     for (std::size_t i = 0; i < cells.size(); ++i) facts.field[header[i]] = cells[i];
     for (const std::string& file : split(facts.field.at("files"), ';')) {
       const std::vector<std::string> parts = split(file, ':');
-      if (parts.size() != 3) throw std::runtime_error("bad file entry " + file);
-      facts.files.push_back({parts[0], std::stoull(parts[1]), parts[2] == "-" ? "" : parts[2]});
+      if (parts.size() != 3 && !(parts.size() == 4 && parts[3] == "shipped"))
+        throw std::runtime_error("bad file entry " + file);
+      facts.files.push_back({parts[0], std::stoull(parts[1]), parts[2] == "-" ? "" : parts[2], parts.size() == 4});
     }
     rows.push_back(std::move(facts));
   }
@@ -80,7 +82,7 @@ std::string joined(const std::array<std::uint32_t, 3>& values) {
 TEST(Registry, FactsTableHasEveryModelInRegistryOrder) {
   const std::vector<Facts> facts = read_facts_table();
   ASSERT_EQ(facts.size(), all_models().size());
-  ASSERT_EQ(facts.size(), 20u);
+  ASSERT_EQ(facts.size(), 21u);
   for (std::size_t i = 0; i < facts.size(); ++i)
     EXPECT_EQ(all_models()[i].id, facts[i].field.at("id")) << "position " << i;
 }
@@ -101,7 +103,11 @@ TEST(Registry, EveryFieldMatchesTheFactsTable) {
     EXPECT_EQ(joined(spec->pad_multiple), row.field.at("pad_multiple"));
     EXPECT_EQ(spec->tiled ? "yes" : "no", row.field.at("tiled"));
     EXPECT_EQ(spec->license, row.field.at("license"));
-    EXPECT_EQ(spec->source, "https://github.com/" + row.field.at("source"));
+    const std::string& source = row.field.at("source");
+    if (source.starts_with("repo:"))
+      EXPECT_EQ(spec->source, source.substr(5));
+    else
+      EXPECT_EQ(spec->source, "https://github.com/" + source);
     EXPECT_EQ(spec->paper, row.field.at("paper"));
     EXPECT_FALSE(spec->description.empty());
     ASSERT_EQ(spec->files.size(), row.files.size());
@@ -110,7 +116,8 @@ TEST(Registry, EveryFieldMatchesTheFactsTable) {
       EXPECT_EQ(file.name, row.files[i].name);
       EXPECT_EQ(file.bytes, row.files[i].bytes);
       EXPECT_EQ(file.sha256, row.files[i].sha256);
-      if (spec->status == WeightStatus::Available)
+      EXPECT_EQ(file.shipped, row.files[i].shipped);
+      if (spec->status == WeightStatus::Available && !file.shipped)
         EXPECT_EQ(file.url, std::string(kModelHostingBaseUrl) + row.files[i].name);
       else
         EXPECT_EQ(file.url, "");
@@ -159,7 +166,9 @@ TEST(Registry, AvailableModelsHaveUrlHashAndSizeOnEveryFile) {
     EXPECT_TRUE(spec.is_available());
     ASSERT_FALSE(spec.files.empty());
     for (const WeightFile& file : spec.files) {
-      EXPECT_TRUE(file.url.starts_with("https://")) << file.url;
+      if (!file.shipped) {
+        EXPECT_TRUE(file.url.starts_with("https://")) << file.url;
+      }
       EXPECT_TRUE(io::is_sha256_hex(file.sha256)) << file.sha256;
       EXPECT_GT(file.bytes, 0u);
     }

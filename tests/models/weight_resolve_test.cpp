@@ -256,5 +256,35 @@ TEST_F(WeightResolve, RewrittenFileIsHashedAgain) {
   EXPECT_EQ(weight_file_sha256(path), io::sha256_hex("EEEE"));
 }
 
+// qsmcore's own network ships in the repository: found with no variable set and no download, by
+// its registry hash; the user's folders still come first, and a shipped file that differs from the
+// registry is an error naming it.
+TEST_F(WeightResolve, ShippedNetworkIsFoundWithoutAnyVariable) {
+  const ModelSpec& spec = require_model("qsmcore-invnet");
+  ASSERT_TRUE(spec.files[0].shipped);
+  EXPECT_TRUE(spec.is_available());
+  const ResolvedWeight r = resolve_weight(spec, spec.files[0], local_only());
+  EXPECT_EQ(r.source, WeightSource::Shipped);
+  EXPECT_TRUE(r.verified);
+  EXPECT_EQ(r.sha256, spec.files[0].sha256);
+  EXPECT_EQ(r.path, std::filesystem::path(QSM_SOURCE_DIR) / "models" / "qsmcore-invnet.onnx");
+  EXPECT_EQ(std::filesystem::file_size(r.path), spec.files[0].bytes);
+
+  env_.set("QSM_MODEL_DIR", (root_.path() / "mine").string());
+  write_file(root_.path() / "mine" / "qsmcore-invnet.onnx", kGood);
+  EXPECT_TRUE(contains(error_of([&] { resolve_weight(spec, spec.files[0], local_only()); }, ErrorKind::Checksum),
+                       "found through $QSM_MODEL_DIR"));
+}
+
+TEST_F(WeightResolve, ShippedFileThatDiffersFromTheRegistryIsAnError) {
+  ModelSpec spec = require_model("qsmcore-invnet");
+  const std::string wrong(64, 'a');
+  const WeightFile files[] = {{spec.files[0].name, "", wrong, spec.files[0].bytes, true}};
+  spec.files = files;
+  const std::string e = error_of([&] { resolve_weight(spec, files[0], local_only()); }, ErrorKind::Checksum);
+  EXPECT_TRUE(contains(e, "qsmcore-invnet.onnx")) << e;
+  EXPECT_TRUE(contains(e, "differs from its registry entry")) << e;
+}
+
 }  // namespace
 }  // namespace qsmcore

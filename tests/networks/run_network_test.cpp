@@ -142,7 +142,8 @@ TEST_P(EveryNetwork, RunsEndToEndOnItsTwin) {
 INSTANTIATE_TEST_SUITE_P(Registry, EveryNetwork,
                          ::testing::Values("bfrnet", "xqsm", "qsmnet", "qsmnet-plus", "qsmgan", "lpcnn", "ir2qsm",
                                            "autoqsm", "iqsm", "iqsm-plus", "iqfm", "nextqsm", "modl-qsm", "susep-net",
-                                           "r2primenet", "chi-sepnet", "hd-bet", "rs2-net", "synthseg", "synthseg-2.0"),
+                                           "r2primenet", "chi-sepnet", "hd-bet", "rs2-net", "synthseg", "synthseg-2.0",
+                                           "qsmcore-invnet"),
                          [](const auto& info) {
                            std::string s = info.param;
                            for (char& c : s)
@@ -152,7 +153,7 @@ INSTANTIATE_TEST_SUITE_P(Registry, EveryNetwork,
 
 TEST(Networks, EveryRegistryNetworkHasAWrapper) {
   for (const auto& spec : all_models()) EXPECT_NO_THROW(network_needs(spec)) << spec.id;
-  EXPECT_EQ(all_models().size(), 20u);
+  EXPECT_EQ(all_models().size(), 21u);
 }
 
 TEST(Networks, TiledMatchesWholeVolumeWhenTheHaloCoversTheReceptiveField) {

@@ -6,10 +6,10 @@ import math
 import torch
 
 MODULES = ["octave", "qsmnet", "qsmgan", "prox", "ir2qsm", "autoqsm", "iqsm", "nextqsm", "susep",
-           "chisepnet", "hdbet", "rs2net", "synthseg"]
+           "chisepnet", "hdbet", "rs2net", "synthseg", "invnet"]
 ORDER = ["bfrnet", "xqsm", "qsmnet", "qsmnet-plus", "qsmgan", "lpcnn", "ir2qsm", "autoqsm", "iqsm", "iqsm-plus",
          "iqfm", "nextqsm", "modl-qsm", "susep-net", "r2primenet", "chi-sepnet", "hd-bet", "rs2-net", "synthseg",
-         "synthseg-2.0"]
+         "synthseg-2.0", "qsmcore-invnet"]
 
 
 def all_twins():
