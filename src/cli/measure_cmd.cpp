@@ -6,7 +6,9 @@
 // twins' manifest (--twins-dir) or the registry's weight lookup (no download).
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -31,6 +33,7 @@ struct MeasureArgs {
   std::vector<std::string> skip;
   std::string twins_dir;
   std::string emit_table;
+  std::vector<std::string> only;
   std::string backend = "onednn";
   int threads = 1;
   bool all = false;
@@ -109,6 +112,12 @@ std::vector<std::vector<std::vector<Shape>>> explicit_points(const std::string& 
   return points;
 }
 
+std::string read_text_file(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw Error(ErrorKind::Io, "cannot read " + path);
+  return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
+}
+
 nlohmann::json read_manifest(const std::string& dir) {
   const std::string path = dir + "/manifest.json";
   std::ifstream f(path);
@@ -167,6 +176,7 @@ void measure_all(const MeasureArgs& a) {
   std::vector<MeasuredRow> rows;
   for (const ModelSpec& spec : all_models()) {
     const std::vector<std::string> files = twin_files(manifest, a.twins_dir, std::string(spec.id));
+    if (!a.only.empty() && std::find(a.only.begin(), a.only.end(), spec.id) == a.only.end()) continue;
     if (std::find(a.skip.begin(), a.skip.end(), spec.id) != a.skip.end()) {
       std::fprintf(stderr, "%s: skipped (--skip)\n", std::string(spec.id).c_str());
       continue;
@@ -189,9 +199,13 @@ void measure_all(const MeasureArgs& a) {
                       std::to_string(a.threads);
     for (const auto& id : a.skip) how += " --skip " + id;
     how += "  (DIR from tools/twins/make --full)";
-    const std::string text = measured_memory_header(rows, how);
+    // With --only, the other networks keep the rows the table has now (measured earlier).
+    std::map<std::string, std::string> kept;
+    if (!a.only.empty() && std::filesystem::exists(a.emit_table)) kept = table_row_blocks(read_text_file(a.emit_table));
+    const std::string text = measured_memory_header(rows, how, kept);
     io::write_file_atomically(a.emit_table, std::as_bytes(std::span(text.data(), text.size())));
-    std::printf("wrote %s (%zu networks)\n", a.emit_table.c_str(), rows.size());
+    std::printf("wrote %s (%zu network(s) measured now%s)\n", a.emit_table.c_str(), rows.size(),
+                kept.empty() ? "" : ", the other rows kept from the table");
   }
 }
 
@@ -243,6 +257,8 @@ void register_measure_command(CLI::App& app) {
   cmd->add_flag("--all", a->all, "measure every registry network that has a twin in --twins-dir");
   cmd->add_option("--emit-table", a->emit_table, "with --all: write the registry's generated table here");
   cmd->add_option("--skip", a->skip, "with --all: registry ids to leave out (repeat)");
+  cmd->add_option("--only", a->only,
+                  "with --all: measure only these ids (repeat); --emit-table keeps the table's other rows");
   cmd->add_option("--backend", a->backend, "onednn | reference")->check(CLI::IsMember({"onednn", "reference"}));
   cmd->add_option("--threads", a->threads, "threads (default 1: the table is single-threaded)")
       ->check(CLI::Range(1, 1024));
