@@ -1,14 +1,15 @@
 // qsm demo: the whole pipeline on a numerical head, end to end, in seconds.
 //  1. the analytic head phantom (physics.md §4.3): ground-truth χ and the brain mask;
 //  2. its local field, simulated as qsm-forward does (physics.md §3 step 1, on χ·mask);
-//  3. two reconstructions of χ from that field: the xQSM network through run_network (the same
-//     path `qsm run xqsm` takes), and a classical TKD inversion;
+//  3. reconstructions of χ from that field: a dipole-inversion network through run_network (the
+//     same path `qsm run ID` takes) — by default qsmcore-invnet, the network qsmcore trains
+//     itself on synthetic heads and ships (tools/train, models/qsmcore-invnet.md) — and the
+//     classical TKD, at its usual threshold and at the threshold that scores best here;
 //  4. QSM-CI's metrics of each against the ground truth (physics.md §5), the network run's
 //     predicted and measured peak memory, NIfTI volumes, PNG previews and demo.json.
-// The xQSM file is normally the architecture twin tools/demo.sh generates: the published
-// architecture with random weights. Its χ is then noise-like and its metrics mean nothing; the
-// run proves the pipeline (I/O, padding, the engine, memory accounting), and the demo says so.
-// With the published weights (SHA-256 matches the registry) the metrics are real.
+// `--model` takes another registry id (its weights looked up locally, never downloaded) or an
+// ONNX file; a file whose SHA-256 is not the registry's (e.g. an architecture twin with random
+// weights) is run and labelled as such: its metrics are then not meaningful.
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -43,7 +44,8 @@ struct DemoArgs {
   std::string out = "qsm-demo";
   int size = 128;
   int threads = 0;
-  std::string model;  // the xQSM ONNX file; "" = the registry's resolution (local files only)
+  std::string model = "qsmcore-invnet";  // a registry id or an ONNX file
+  std::string network;                   // the recipe for a --model file ("" = from its hash or name)
   std::string backend = "onednn";
   std::string residency = "full";
   bool quiet = false;
@@ -74,79 +76,134 @@ nlohmann::json metrics_json(const Scored& s) {
           {"mad_ppm", m.mad},         {"cc", m.cc},     {"gxe", m.gxe},   {"roi_voxels", m.roi_voxels}};
 }
 
-void demo(const DemoArgs& a) {
-  const auto t_start = Clock::now();
-  const ModelSpec& spec = require_model("xqsm");
+// What the demo runs and what its weights are: the user is told plainly when they are not
+// trained ones.
+enum class Weights { Shipped, Published, Unverified };
 
-  // The xQSM file first: a missing one should fail before seconds of simulation.
-  std::string model_path = a.model;
-  if (model_path.empty()) {
+struct DemoNetwork {
+  const ModelSpec* spec = nullptr;
+  std::string path;
+  std::string sha;
+  Weights weights = Weights::Unverified;
+  std::string label;  // the row name in the table
+};
+
+// The recipe for a file: --network, else the registry entry whose file has this hash, else the
+// entry named like the file (xqsm.onnx -> xqsm).
+const ModelSpec& recipe_for_file(const std::string& path, const std::string& sha, const std::string& network) {
+  if (!network.empty()) return require_model(network);
+  for (const ModelSpec& spec : all_models())
+    for (const WeightFile& f : spec.files)
+      if (!f.sha256.empty() && f.sha256 == sha) return spec;
+  if (const ModelSpec* spec = find_model(fs::path(path).stem().string())) return *spec;
+  throw Error(ErrorKind::InvalidInput, "--model " + path +
+                                           ": not a registry network's file (by hash or name); say which recipe "
+                                           "runs it with --network ID");
+}
+
+DemoNetwork choose_network(const DemoArgs& a) {
+  DemoNetwork n;
+  if (const ModelSpec* spec = find_model(a.model)) {
+    if (spec->files.size() != 1)
+      throw Error(ErrorKind::InvalidInput, "qsm demo runs one-file networks; '" + a.model + "' has several");
     FetchOptions f;
-    f.allow_download = false;  // a demo never downloads on its own; `qsm fetch xqsm` does
-    f.verify = false;          // the twin is expected here; published or not is said below
+    f.allow_download = false;  // a demo never downloads on its own; `qsm fetch ID` does
+    f.verify = false;          // hashed below: a twin under the registry's name is labelled, not refused
     try {
-      model_path = resolve_weights(spec, f).at(0).path.string();
+      n.path = resolve_weights(*spec, f).at(0).path.string();
     } catch (const Error& e) {
-      throw Error(ErrorKind::NotFound, std::string("qsm demo needs an xQSM ONNX file: ") + e.what() +
-                                           "\nRun `bash tools/demo.sh` (it generates the xQSM architecture twin), "
-                                           "pass --model FILE, or `qsm fetch xqsm` for the published weights.");
+      throw Error(ErrorKind::NotFound, "qsm demo --model " + a.model + ": " + e.what() + "\n`qsm fetch " + a.model +
+                                           "` gets the published weights, or pass --model FILE.");
     }
-  } else if (!fs::is_regular_file(model_path)) {
-    throw Error(ErrorKind::NotFound, "--model " + model_path + ": no such file");
+    n.spec = spec;
+  } else if (fs::is_regular_file(a.model)) {
+    n.path = a.model;
+  } else {
+    throw Error(ErrorKind::NotFound, "--model " + a.model + ": no such file, and not a registry id");
   }
-  const std::string sha = weight_file_sha256(model_path);
-  const bool published = !spec.files.empty() && !spec.files[0].sha256.empty() && sha == spec.files[0].sha256;
+  n.sha = weight_file_sha256(n.path);
+  if (n.spec == nullptr) n.spec = &recipe_for_file(n.path, n.sha, a.network);
+  if (n.spec->stage != ModelStage::DipoleInversion || n.spec->files.size() != 1)
+    throw Error(ErrorKind::InvalidInput, "qsm demo reconstructs χ from a local field; '" + std::string(n.spec->id) +
+                                             "' is not a one-file dipole-inversion network");
+  const WeightFile& file = n.spec->files[0];
+  const bool matches = !file.sha256.empty() && n.sha == file.sha256;
+  n.weights = !matches ? Weights::Unverified : file.shipped ? Weights::Shipped : Weights::Published;
+  n.label = std::string(n.spec->name) + (matches ? "" : " (twin)");
+  return n;
+}
 
-  const fs::path dir(a.out);
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec) throw Error(ErrorKind::Io, "cannot create " + a.out + ": " + ec.message());
+std::string weights_note(const DemoNetwork& n) {
+  switch (n.weights) {
+    case Weights::Shipped:
+      return "trained by qsmcore on synthetic heads only (models/qsmcore-invnet.md); SHA-256 matches the registry";
+    case Weights::Published:
+      return "the published weights (SHA-256 matches the registry)";
+    case Weights::Unverified:
+      break;
+  }
+  return "NOT trained weights the registry knows (e.g. an untrained architecture twin with random weights): "
+         "its metrics are not meaningful; the run proves the pipeline";
+}
 
-  // ---- 1–2: phantom and its local field ---------------------------------------------------------
+// TKD at the usual threshold, and at the threshold of a small sweep that scores best against
+// the ground truth (a fair, generous baseline: a user without a ground truth cannot pick it).
+struct TkdResult {
+  double threshold = 0.0;
+  Volume chi;
+  Scored scored;
+  double seconds = 0.0;
+};
+TkdResult run_tkd(const Phantom& ph, const Vec3& b0_dir, double threshold) {
+  const auto t = Clock::now();
+  TkdOptions o;
+  o.threshold = threshold;
+  TkdResult r{threshold, tkd(ph.local_field, ph.mask, b0_dir, o), {}, 0.0};
+  r.seconds = seconds_since(t);
+  r.scored = score(r.chi, ph.chi, ph.mask);
+  return r;
+}
+TkdResult best_tkd(const Phantom& ph, const Vec3& b0_dir) {
+  std::optional<TkdResult> best;
+  for (double t : {0.05, 0.08, 0.1, 0.125, 0.15, 0.175, 0.2, 0.25, 0.3, 0.4}) {
+    TkdResult r = run_tkd(ph, b0_dir, t);
+    if (r.scored.m && (!best || r.scored.m->nrmse < best->scored.m->nrmse)) best = std::move(r);
+  }
+  if (!best) throw Error(ErrorKind::Internal, "TKD could not be scored at any threshold");
+  return std::move(*best);
+}
+
+struct DemoResults {
   PhantomOptions po;
-  po.dims = {a.size, a.size, a.size};
-  po.voxel_mm = {1.0, 1.0, 1.0};
-  po.te_s = {0.02};       // one echo: the demo reconstructs from the local field, not the phase
-  po.background = false;  // background sources only shape the total field, unused here
-  po.validate();
-  ProgressBar bar(a.quiet);
-  bar.update(0.0, "simulating the phantom");
-  const auto t_sim = Clock::now();
-  const Phantom ph = make_head_phantom(po);
-  const double sim_seconds = seconds_since(t_sim);
+  Phantom ph;
+  double sim_seconds = 0.0;
+  DemoNetwork net;
+  NetworkRun run;
+  Volume chi_net;
+  Scored s_net;
+  double net_seconds = 0.0;
+  TkdResult tkd_usual, tkd_best;
+};
 
-  // ---- 3a: xQSM through run_network ---------------------------------------------------------------
+NetworkRun run_demo_network(const DemoArgs& a, const DemoResults& d, ProgressBar& bar) {
   NetworkInputs in;
-  in.field = &ph.local_field;
-  in.mask = &ph.mask;
+  in.field = &d.ph.local_field;
+  in.mask = &d.ph.mask;
   in.field_unit = FieldUnit::Ppm;
-  in.b0_tesla = po.b0_t;
-  in.b0_dir = po.b0_dir;
+  in.b0_tesla = d.po.b0_t;
+  in.b0_dir = d.po.b0_dir;
   NetworkOptions opts;
   opts.model.backend = backend_from_string(a.backend);
   opts.model.threads = a.threads;
   opts.model.residency = parse_residency(a.residency);
-  if (bar.enabled()) opts.progress = [&bar](double f, const std::string& stage) { bar.update(f, "xQSM: " + stage); };
-  const auto t_net = Clock::now();
-  NetworkRun net = run_network(spec, {model_path}, in, opts);
-  const double net_seconds = seconds_since(t_net);
-  if (net.outputs.empty()) throw Error(ErrorKind::Internal, "xqsm returned no output");
-  const NetworkOutput* chi_out = net.find("chi");
-  const Volume& chi_xqsm = chi_out != nullptr ? chi_out->volume : net.outputs[0].volume;
+  const std::string name(d.net.spec->name);
+  if (bar.enabled())
+    opts.progress = [&bar, name](double f, const std::string& stage) { bar.update(f, name + ": " + stage); };
+  return run_network(*d.net.spec, {d.net.path}, in, opts);
+}
 
-  // ---- 3b: TKD ----------------------------------------------------------------------------------------
-  bar.update(1.0, "TKD");
-  const auto t_tkd = Clock::now();
-  TkdOptions tkd_opts;  // threshold 0.19, D(0) = 0, no padding
-  const Volume chi_tkd = tkd(ph.local_field, ph.mask, po.b0_dir, tkd_opts);
-  const double tkd_seconds = seconds_since(t_tkd);
-
-  // ---- 4: metrics and files -----------------------------------------------------------------------------
-  bar.update(1.0, "metrics");
-  const Scored s_xqsm = score(chi_xqsm, ph.chi, ph.mask);
-  const Scored s_tkd = score(chi_tkd, ph.chi, ph.mask);
-  bar.finish();
-
+void write_outputs(const DemoArgs& a, const DemoResults& d) {
+  const fs::path dir(a.out);
   StagedOutputs staged;
   const auto nii = [&](const char* name, const Volume& v, io::NiftiStore store, const std::string& what) {
     io::NiftiWriteOptions w;
@@ -164,99 +221,155 @@ void demo(const DemoArgs& a) {
     io::write_png_preview(staged.stage(path), v, p);
     return path;
   };
+  const bool trained = d.net.weights != Weights::Unverified;
   nlohmann::json files;
-  files["chi_true"] = nii("chi_true", ph.chi, io::NiftiStore::F32, "ground-truth chi (ppm)");
-  files["local_field"] = nii("local_field", ph.local_field, io::NiftiStore::F32, "local field (ppm)");
-  files["mask"] = nii("mask", ph.mask, io::NiftiStore::U8, "brain mask");
-  files["chi_xqsm"] = nii("chi_xqsm", chi_xqsm, io::NiftiStore::F32, "chi by xQSM (ppm)");
-  files["chi_tkd"] = nii("chi_tkd", chi_tkd, io::NiftiStore::F32, "chi by TKD (ppm)");
-  // χ maps share one window (−0.1..0.2 ppm) so they can be compared by eye; the network's own
-  // output gets its percentiles too, since a random-weight twin may be far outside it.
-  files["chi_true_png"] = png("chi_true", ph.chi, -0.1, 0.2);
-  files["chi_tkd_png"] = png("chi_tkd", chi_tkd, -0.1, 0.2);
-  files["chi_xqsm_png"] = png("chi_xqsm", chi_xqsm, std::nullopt, std::nullopt);
-  files["local_field_png"] = png("local_field", ph.local_field, std::nullopt, std::nullopt);
+  files["chi_true"] = nii("chi_true", d.ph.chi, io::NiftiStore::F32, "ground-truth chi (ppm)");
+  files["local_field"] = nii("local_field", d.ph.local_field, io::NiftiStore::F32, "local field (ppm)");
+  files["mask"] = nii("mask", d.ph.mask, io::NiftiStore::U8, "brain mask");
+  files["chi_network"] = nii("chi_network", d.chi_net, io::NiftiStore::F32, "chi by " + d.net.label + " (ppm)");
+  files["chi_tkd"] = nii("chi_tkd", d.tkd_usual.chi, io::NiftiStore::F32, "chi by TKD (ppm)");
+  // χ maps share one window (−0.1..0.2 ppm) so they can be compared by eye; an untrained
+  // twin's output gets its own percentiles, since it may be far outside it.
+  files["chi_true_png"] = png("chi_true", d.ph.chi, -0.1, 0.2);
+  files["chi_tkd_png"] = png("chi_tkd", d.tkd_usual.chi, -0.1, 0.2);
+  files["chi_network_png"] =
+      trained ? png("chi_network", d.chi_net, -0.1, 0.2) : png("chi_network", d.chi_net, std::nullopt, std::nullopt);
+  files["local_field_png"] = png("local_field", d.ph.local_field, std::nullopt, std::nullopt);
 
   nlohmann::json j;
   j["command"] = "qsm demo";
-  j["phantom"] = {{"dims", po.dims},
-                  {"voxel_mm", po.voxel_mm},
-                  {"b0_tesla", po.b0_t},
-                  {"b0_dir", po.b0_dir},
+  j["phantom"] = {{"dims", d.po.dims},
+                  {"voxel_mm", d.po.voxel_mm},
+                  {"b0_tesla", d.po.b0_t},
+                  {"b0_dir", d.po.b0_dir},
                   {"forward_model", "qsm-forward: chi*mask padded to 2N with the corner voxel, D(0) = 1/3"},
-                  {"simulate_seconds", sim_seconds}};
-  j["xqsm"] = {{"model_path", model_path},
-               {"sha256", sha},
-               {"published_weights", published},
-               {"note", published ? "published xQSM weights (SHA-256 matches the registry)"
-                                  : "NOT the published weights (e.g. the architecture twin with random weights): "
-                                    "its metrics are not meaningful; the run proves the pipeline"},
-               {"seconds", net_seconds},
-               {"predicted_peak_bytes", net.predicted_peak_bytes},
-               {"measured_peak_bytes", net.measured_peak_bytes},
-               {"tiles", net.tiles},
-               {"tiles_in_flight", net.tiles_in_flight},
-               {"warnings", net.warnings},
-               {"metrics", metrics_json(s_xqsm)}};
-  j["xqsm"]["stages"] = nlohmann::json::array();
-  for (const StageTime& s : net.stages) j["xqsm"]["stages"].push_back({{"stage", s.stage}, {"seconds", s.seconds}});
-  j["tkd"] = {{"threshold", tkd_opts.threshold}, {"seconds", tkd_seconds}, {"metrics", metrics_json(s_tkd)}};
+                  {"simulate_seconds", d.sim_seconds}};
+  j["network"] = {{"id", d.net.spec->id},
+                  {"name", d.net.spec->name},
+                  {"model_path", d.net.path},
+                  {"sha256", d.net.sha},
+                  {"weights", d.net.weights == Weights::Shipped     ? "shipped"
+                              : d.net.weights == Weights::Published ? "published"
+                                                                    : "unverified"},
+                  {"trained_weights", trained},
+                  {"note", weights_note(d.net)},
+                  {"seconds", d.net_seconds},
+                  {"predicted_peak_bytes", d.run.predicted_peak_bytes},
+                  {"measured_peak_bytes", d.run.measured_peak_bytes},
+                  {"tiles", d.run.tiles},
+                  {"tiles_in_flight", d.run.tiles_in_flight},
+                  {"warnings", d.run.warnings},
+                  {"metrics", metrics_json(d.s_net)}};
+  j["network"]["stages"] = nlohmann::json::array();
+  for (const StageTime& s : d.run.stages)
+    j["network"]["stages"].push_back({{"stage", s.stage}, {"seconds", s.seconds}});
+  j["tkd"] = {{"threshold", d.tkd_usual.threshold},
+              {"seconds", d.tkd_usual.seconds},
+              {"metrics", metrics_json(d.tkd_usual.scored)}};
+  j["tkd_best"] = {{"threshold", d.tkd_best.threshold},
+                   {"chosen", "lowest NRMSE against the ground truth over a sweep of thresholds"},
+                   {"metrics", metrics_json(d.tkd_best.scored)}};
   j["metrics_definition"] = "QSM-CI (physics.md §5) against the ground-truth chi, ROI = brain mask; NRMSE in percent";
   j["process_peak_rss_bytes"] = process_peak_rss();
   j["files"] = files;
   const std::string summary_path = (dir / "demo.json").string();
-  j["total_seconds"] = seconds_since(t_start);
   const std::string text = j.dump(2) + "\n";
   io::write_file_atomically(staged.stage(summary_path), std::as_bytes(std::span(text)));
   staged.commit();
+}
 
-  // ---- what the user sees --------------------------------------------------------------------------------
+void print_summary(const DemoArgs& a, const DemoResults& d) {
   std::printf("qsm demo: head phantom %s, B0 %.0f T along z; local field simulated as qsm-forward (%.1f s)\n",
-              describe_grid(ph.chi).c_str(), po.b0_t, sim_seconds);
-  std::printf("\n  %-16s %9s %8s %8s %9s\n", "reconstruction", "NRMSE %", "HFEN", "XSIM", "time s");
-  const auto row = [](const char* name, const Scored& s, double t) {
+              describe_grid(d.ph.chi).c_str(), d.po.b0_t, d.sim_seconds);
+  std::printf("\n  %-28s %9s %8s %8s %9s\n", "reconstruction", "NRMSE %", "HFEN", "XSIM", "time s");
+  const auto row = [](const std::string& name, const Scored& s, double t) {
     if (s.m)
-      std::printf("  %-16s %9.1f %8.3f %8.3f %9.2f\n", name, s.m->nrmse, s.m->hfen, s.m->xsim, t);
+      std::printf("  %-28s %9.1f %8.3f %8.3f %9.2f\n", name.c_str(), s.m->nrmse, s.m->hfen, s.m->xsim, t);
     else
-      std::printf("  %-16s %9s %8s %8s %9.2f   (%s)\n", name, "n/a", "n/a", "n/a", t, s.why.c_str());
+      std::printf("  %-28s %9s %8s %8s %9.2f   (%s)\n", name.c_str(), "n/a", "n/a", "n/a", t, s.why.c_str());
   };
-  row(published ? "xQSM" : "xQSM (twin)", s_xqsm, net_seconds);
-  row("TKD (t = 0.19)", s_tkd, tkd_seconds);
-  std::printf("  metrics as QSM-CI computes them, against the ground-truth χ inside the brain mask\n\n");
-  if (published)
-    std::printf("xQSM: the published weights (SHA-256 matches the registry).\n");
-  else
+  char usual[64], best[64];
+  std::snprintf(usual, sizeof usual, "TKD (t = %.2f)", d.tkd_usual.threshold);
+  std::snprintf(best, sizeof best, "TKD (best t = %.3g)", d.tkd_best.threshold);
+  row(d.net.label, d.s_net, d.net_seconds);
+  row(usual, d.tkd_usual.scored, d.tkd_usual.seconds);
+  row(best, d.tkd_best.scored, d.tkd_best.seconds);
+  std::printf(
+      "  metrics as QSM-CI computes them, against the ground-truth χ inside the brain mask;\n"
+      "  TKD's best threshold is chosen with the ground truth, which a real scan does not have\n\n");
+  std::printf("%s: %s.\n", d.net.label.c_str(), weights_note(d.net).c_str());
+  if (d.net.weights == Weights::Unverified)
     std::printf(
-        "xQSM: NOT the published network (the SHA-256 of %s differs from the registry's).\n"
-        "  It is the xQSM architecture with random weights, so its χ and metrics are not meaningful; the run\n"
-        "  proves the pipeline: NIfTI I/O, padding, the ONNX engine and memory accounting.\n"
-        "  `qsm fetch xqsm` gets the published weights.\n",
-        model_path.c_str());
-  std::printf("xQSM memory: predicted peak %s, measured %s (engine accounting); process peak RSS %s\n",
-              mib(net.predicted_peak_bytes).c_str(), mib(net.measured_peak_bytes).c_str(),
+        "  The SHA-256 of %s differs from the registry's. An architecture twin has random weights,\n"
+        "  so its χ and metrics are not meaningful; the run proves the pipeline: NIfTI I/O,\n"
+        "  padding, the ONNX engine and memory accounting.\n",
+        d.net.path.c_str());
+  std::printf("%s memory: predicted peak %s, measured %s (engine accounting); process peak RSS %s\n",
+              d.net.label.c_str(), mib(d.run.predicted_peak_bytes).c_str(), mib(d.run.measured_peak_bytes).c_str(),
               mib(process_peak_rss()).c_str());
-  for (const std::string& w : net.warnings) std::printf("xQSM warning: %s\n", w.c_str());
-  std::printf("wrote %s/: chi_true, local_field, mask, chi_xqsm, chi_tkd (.nii.gz and .png), demo.json\n",
+  for (const std::string& w : d.run.warnings) std::printf("%s warning: %s\n", d.net.label.c_str(), w.c_str());
+  std::printf("wrote %s/: chi_true, local_field, mask, chi_network, chi_tkd (.nii.gz and .png), demo.json\n",
               a.out.c_str());
+}
+
+void demo(const DemoArgs& a) {
+  DemoResults d;
+  d.net = choose_network(a);  // a missing file should fail before seconds of simulation
+  std::error_code ec;
+  fs::create_directories(a.out, ec);
+  if (ec) throw Error(ErrorKind::Io, "cannot create " + a.out + ": " + ec.message());
+
+  d.po.dims = {a.size, a.size, a.size};
+  d.po.voxel_mm = {1.0, 1.0, 1.0};
+  d.po.te_s = {0.02};       // one echo: the demo reconstructs from the local field, not the phase
+  d.po.background = false;  // background sources only shape the total field, unused here
+  d.po.validate();
+  ProgressBar bar(a.quiet);
+  bar.update(0.0, "simulating the phantom");
+  const auto t_sim = Clock::now();
+  d.ph = make_head_phantom(d.po);
+  d.sim_seconds = seconds_since(t_sim);
+
+  const auto t_net = Clock::now();
+  d.run = run_demo_network(a, d, bar);
+  d.net_seconds = seconds_since(t_net);
+  if (d.run.outputs.empty()) throw Error(ErrorKind::Internal, std::string(d.net.spec->id) + " returned no output");
+  NetworkOutput* chi_out = &d.run.outputs[0];
+  for (NetworkOutput& o : d.run.outputs)
+    if (o.name == "chi") chi_out = &o;
+  d.chi_net = std::move(chi_out->volume);
+
+  bar.update(1.0, "TKD");
+  d.tkd_usual = run_tkd(d.ph, d.po.b0_dir, TkdOptions{}.threshold);
+  d.tkd_best = best_tkd(d.ph, d.po.b0_dir);
+  bar.update(1.0, "metrics");
+  d.s_net = score(d.chi_net, d.ph.chi, d.ph.mask);
+  bar.finish();
+  write_outputs(a, d);
+  print_summary(a, d);
 }
 
 }  // namespace
 
 void register_demo_command(CLI::App& app) {
   auto* cmd = app.add_subcommand(
-      "demo", "Head phantom -> local field -> xQSM (run_network) and TKD -> metrics, memory, NIfTI/PNG/JSON");
+      "demo", "Head phantom -> local field -> a dipole-inversion network (run_network) and TKD -> metrics, memory");
   cmd->footer(
-      "The xQSM file is looked up like `qsm run xqsm` does (QSM_MODEL_DIR_XQSM, QSM_MODEL_DIR, the caches; never "
-      "downloaded) unless --model names it. tools/demo.sh generates the xQSM architecture twin (random weights) "
-      "for it: its metrics are then not meaningful, the run proves the pipeline.");
+      "By default the network is qsmcore-invnet, which qsmcore trains on synthetic heads and ships. --model takes "
+      "another registry id (weights looked up like `qsm run ID` does; never downloaded) or an ONNX file; a file whose "
+      "SHA-256 is not the registry's (e.g. the xQSM architecture twin with random weights: tools/twins/make --only "
+      "xqsm) is run and "
+      "labelled untrained: its metrics are then not meaningful.");
   auto args = std::make_shared<DemoArgs>();
   cmd->add_option("--out", args->out, "output folder (default qsm-demo, created if missing)");
   cmd->add_option("--size", args->size, "edge of the cubic phantom in 1 mm voxels (default 128)")
       ->check(CLI::Range(16, 512));
   cmd->add_option("--threads", args->threads, "threads (default: all cores)");
-  cmd->add_option("--residency", args->residency, "where xQSM's weights live: full | layerwise[:…] | stream[:…]")
+  cmd->add_option("--residency", args->residency, "where the network's weights live: full | layerwise[:…] | stream[:…]")
       ->capture_default_str();
-  cmd->add_option("--model", args->model, "the xQSM ONNX file to run (default: the registry's lookup)");
+  cmd->add_option("--model", args->model, "registry id or ONNX file of the network (default qsmcore-invnet)");
+  cmd->add_option("--network", args->network,
+                  "the registry recipe that runs a --model file (default: by hash or name)");
   cmd->add_option("--backend", args->backend, "onednn | reference")->check(CLI::IsMember({"onednn", "reference"}));
   cmd->add_flag("--quiet", args->quiet, "no progress bar");
   cmd->callback([args] { demo(*args); });

@@ -105,7 +105,7 @@ constexpr WeightFile kSynthseg2Files[] = {{"synthseg-2.0.onnx", "", "", 0}};
 // qsmcore's own network, trained here on synthetic data only (tools/train, models/qsmcore-invnet.md):
 // it ships in the repository, so it is never downloaded. Size and hash: tools/train/export.py.
 constexpr WeightFile kInvnetFiles[] = {
-    {"qsmcore-invnet.onnx", "", "91159ae14cb3d5552de4cb6b13e71a78a18b02ed6df40c6f815479d19623cddb", 1'366'544,
+    {"qsmcore-invnet.onnx", "", "6cee5b8743bb987432ab68406c8c531db949aa3204887b6e05b3fd83c29e602f", 1'366'544,
      true}};
 
 #undef QSM_HOSTED
