@@ -88,6 +88,29 @@ TEST(QsmDemo, ATwinIsLabelledUntrainedAndTkdRecoversTheGroundTruth) {
   EXPECT_EQ(chi.dims(), (Dims3{48, 48, 48}));
 }
 
+TEST(QsmDemo, ARegistryIdRunsTheWeightsItsLookupFinds) {
+  // `--model xqsm` looks the weights up as `qsm run xqsm` does (here through QSM_MODEL_DIR_XQSM,
+  // never a download): with the published file that would be the real xQSM; the twin found
+  // there is labelled by its hash.
+  const std::string twins = qsmtest::data_dir("QSM_TWINS_DIR");
+  QSM_REQUIRE_DATA(twins, "QSM_TWINS_DIR");
+  qsmtest::ScratchDir work;
+  const std::string out = work.file("demo");
+  const auto r = qsmtest::run_qsm({"demo", "--out", out, "--size", "32", "--threads", "2", "--model", "xqsm"},
+                                  {"HOME=" + work.file("home"), "QSM_MODEL_DIR_XQSM=" + twins}, work.path());
+  ASSERT_EQ(r.status, 0) << r.out << r.err;
+  const auto j = nlohmann::json::parse(qsmtest::read_text(out + "/demo.json"));
+  EXPECT_EQ(j.at("network").at("id"), "xqsm");
+  EXPECT_EQ(j.at("network").at("weights"), "unverified");
+  EXPECT_TRUE(fs::equivalent(j.at("network").at("model_path").get<std::string>(), fs::path(twins) / "xqsm.onnx"));
+  // Without the variable nothing is found, and the message says how to get the weights.
+  const auto missing = qsmtest::run_qsm({"demo", "--out", work.file("d2"), "--size", "32", "--model", "xqsm"},
+                                        {"HOME=" + work.file("home")}, work.path());
+  EXPECT_NE(missing.status, 0);
+  EXPECT_NE(missing.err.find("qsm fetch xqsm"), std::string::npos) << missing.err;
+  EXPECT_FALSE(fs::exists(work.file("d2")));
+}
+
 TEST(QsmDemo, MissingModelFileIsNamed) {
   qsmtest::ScratchDir work;
   const auto r = qsmtest::run_qsm({"demo", "--out", work.file("d"), "--size", "32", "--model", work.file("no.onnx")},
