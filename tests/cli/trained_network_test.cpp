@@ -96,6 +96,10 @@ void expect_beats_tkd(const Head& h, const Volume& chi, const char* what) {
               what, net.nrmse, net.xsim, net.hfen, t, tkd_m.nrmse, tkd_m.xsim, tkd_m.hfen);
   EXPECT_LT(net.nrmse, tkd_m.nrmse);
   EXPECT_GT(net.xsim, tkd_m.xsim);
+  // Stated bounds (models/qsmcore-invnet.md: 27.8–29.2 % and 0.690–0.713 on these heads), with
+  // room for a retrained network of the same quality; TKD's best is 33.7–37.3 % / 0.641–0.672.
+  EXPECT_LT(net.nrmse, 33.0);
+  EXPECT_GT(net.xsim, 0.67);
 }
 
 class TrainedNetwork : public ::testing::Test {
