@@ -21,7 +21,9 @@ Backend backend_from_string(const std::string& s);  // "onednn" | "reference"
 
 struct ModelOptions {
   Backend backend = Backend::OneDnn;
-  int threads = 0;              // 0 = all cores
+  /// Threads of every kernel, from plan creation on, in whatever thread runs or rebuilds it.
+  /// 0 = the CPUs this process may use (usable_cpus(): affinity, cgroup quota, SLURM).
+  int threads = 0;
   std::int64_t mem_budget = 0;  // bytes; 0 = unlimited. A plan whose peak exceeds it is refused
                                 // before anything of the run is allocated.
   /// Run Concat(axis=1) -> Conv as per-input convs summed in place, so the concatenated tensor
@@ -48,6 +50,10 @@ struct ModelOptions {
   LayerWeightResidency residency;
 };
 
+/// `o` with threads 0 replaced by what this process may use (qsmcore/process_limits.h);
+/// OnnxModel::load and run_network apply it.
+ModelOptions with_process_defaults(ModelOptions o);
+
 /// A graph input or output as declared in the file (dims: -1 = dynamic, with its name in params).
 struct ValueDesc {
   std::string name;
@@ -72,6 +78,14 @@ struct PlanMemory {
   /// Predicted peak above the resident model and plan for one run (arena, scratch included, +
   /// outputs + the streamed weights' window).
   std::int64_t run_peak_bytes() const { return arena_bytes + io_bytes + weight_window_bytes; }
+};
+
+/// OpenMP threads the kernels of the last run got, as observed (not as asked): when its plan's
+/// kernels were created (oneDNN primitives keep that count) and in the thread that ran them.
+/// 0 before the first run.
+struct KernelThreads {
+  int created = 0;
+  int run = 0;
 };
 
 class Plan;  // internal (src/runtime/plan.h)
@@ -106,6 +120,8 @@ class OnnxModel {
   /// The residency report of the current plan as JSON (residency.md §8): policy, admission
   /// figures, per-unit bytes, tier counters, transfers, prefetch and weight-store counters.
   std::string residency_report_json() const;
+  /// Threads the last run's kernels got (see KernelThreads).
+  KernelThreads kernel_threads() const;
   /// Drops cached plans (and their packed weights).
   void clear_plans();
 

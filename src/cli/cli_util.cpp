@@ -103,4 +103,8 @@ std::string mib(std::int64_t bytes) {
   return buf;
 }
 
+const char* const kThreadsHelp =
+    "threads of every kernel (default: the CPUs this process may use: affinity mask, cgroup CPU quota, "
+    "SLURM_CPUS_PER_TASK)";
+
 }  // namespace qsmcore::cli

@@ -31,4 +31,7 @@ std::int64_t process_peak_rss();
 /// "12.3 MiB".
 std::string mib(std::int64_t bytes);
 
+/// What --threads' help says (one text for every command that has it).
+extern const char* const kThreadsHelp;
+
 }  // namespace qsmcore::cli

@@ -253,7 +253,7 @@ void register_demo_command(CLI::App& app) {
   cmd->add_option("--out", args->out, "output folder (default qsm-demo, created if missing)");
   cmd->add_option("--size", args->size, "edge of the cubic phantom in 1 mm voxels (default 128)")
       ->check(CLI::Range(16, 512));
-  cmd->add_option("--threads", args->threads, "threads (default: all cores)");
+  cmd->add_option("--threads", args->threads, kThreadsHelp)->check(CLI::NonNegativeNumber);
   cmd->add_option("--residency", args->residency, "where xQSM's weights live: full | layerwise[:…] | stream[:…]")
       ->capture_default_str();
   cmd->add_option("--model", args->model, "the xQSM ONNX file to run (default: the registry's lookup)");

@@ -190,6 +190,8 @@ void run(const RunArgs& a) {
     j["model"] = a.model;
     j["backend"] = to_string(model.options().backend);
     j["threads"] = model.options().threads;
+    const KernelThreads kt = model.kernel_threads();
+    j["kernel_threads"] = {{"created", kt.created}, {"run", kt.run}};
     j["batch"] = a.batch;
     j["load_seconds"] = load_s;
     j["first_run_seconds"] = run_s;
@@ -328,7 +330,7 @@ void register_onnx_commands(CLI::App& app) {
   run_cmd->add_option("--in", args->ins, "NAME=FILE.npy (repeat per input)")->required();
   run_cmd->add_option("--out", args->out_dir, "output folder")->required();
   run_cmd->add_option("--backend", args->backend, "onednn | reference")->check(CLI::IsMember({"onednn", "reference"}));
-  run_cmd->add_option("--threads", args->threads, "threads (default: all cores)");
+  run_cmd->add_option("--threads", args->threads, kThreadsHelp)->check(CLI::NonNegativeNumber);
   run_cmd->add_option("--repeat", args->repeat, "run K times; prints the median of the runs after the first")
       ->check(CLI::Range(1, 1000));
   run_cmd->add_option("--mem-budget", args->mem_budget,

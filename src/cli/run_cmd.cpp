@@ -381,7 +381,7 @@ void register_run_command(CLI::App& app) {
   cmd->add_option("--tile", args->tile,
                   "CORE[,HALO]: tile core N or XxYxZ voxels and halo (default: the network's); 0 = whole volume");
   cmd->add_option("--mem-budget", args->mem_budget, "refuse a run whose predicted peak exceeds this (e.g. 4GiB)");
-  cmd->add_option("--threads", args->threads, "threads (default: all cores)");
+  cmd->add_option("--threads", args->threads, kThreadsHelp)->check(CLI::NonNegativeNumber);
   cmd->add_option("--residency", args->residency,
                   "where weights live: full | layerwise[:depth=N,host=BYTES] | "
                   "stream[:device=BYTES,host=BYTES,lookahead=N,queue=N,evict=lru|lfu] (tiles then run "

@@ -4,10 +4,10 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
-#include <thread>
 
 #include "qsmcore/error.h"
 #include "qsmcore/memory.h"
+#include "qsmcore/process_limits.h"
 #include "tiling/tiles.h"
 
 namespace qsmcore::networks {
@@ -15,8 +15,8 @@ namespace qsmcore::networks {
 Context::Context(const ModelSpec& s, const std::vector<std::string>& paths, const NetworkInputs& i,
                  const NetworkOptions& o, NetworkRun& r)
     : spec(s), in(i), opts(o), run(r), paths_(paths) {
-  pool_ =
-      opts.model.threads > 0 ? opts.model.threads : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  // Threads 0: the CPUs this process may use (not the machine's count).
+  pool_ = opts.model.threads > 0 ? opts.model.threads : usable_cpus();
   baseline_ = memory_current();
   reset_memory_peak();
 }

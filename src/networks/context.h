@@ -25,7 +25,7 @@ class Context {
   NetworkRun& run;
 
   std::string id() const { return std::string(spec.id); }
-  /// Threads the caller allows (0 resolved to the cores).
+  /// Threads the caller allows (0 resolved to the CPUs this process may use).
   int pool() const { return pool_; }
   /// Loads every file of the network with `threads` intra-op threads per run.
   void load(int threads);
