@@ -19,13 +19,20 @@ enum class Backend { OneDnn, Reference };
 const char* to_string(Backend b);
 Backend backend_from_string(const std::string& s);  // "onednn" | "reference"
 
+/// ModelOptions::mem_budget: what the process may use (process_mem_budget()).
+inline constexpr std::int64_t kAutoMemBudget = -1;
+
 struct ModelOptions {
   Backend backend = Backend::OneDnn;
   /// Threads of every kernel, from plan creation on, in whatever thread runs or rebuilds it.
   /// 0 = the CPUs this process may use (usable_cpus(): affinity, cgroup quota, SLURM).
   int threads = 0;
-  std::int64_t mem_budget = 0;  // bytes; 0 = unlimited. A plan whose peak exceeds it is refused
-                                // before anything of the run is allocated.
+  /// Bytes; 0 = unlimited; kAutoMemBudget = what the process may use (process_mem_budget()). A
+  /// plan whose peak exceeds it is refused before anything of the run is allocated.
+  std::int64_t mem_budget = kAutoMemBudget;
+  /// Where mem_budget came from, named when a run is refused ("--mem-budget", or the limit the
+  /// automatic budget was read from; filled by with_process_defaults).
+  std::string mem_budget_source;
   /// Run Concat(axis=1) -> Conv as per-input convs summed in place, so the concatenated tensor
   /// is never built (lower peak). Changes the summation order, so graphs that threshold
   /// computed values (a ReLU derivative, say) can flip rounding-level ties; off = as written.
@@ -50,8 +57,8 @@ struct ModelOptions {
   LayerWeightResidency residency;
 };
 
-/// `o` with threads 0 replaced by what this process may use (qsmcore/process_limits.h);
-/// OnnxModel::load and run_network apply it.
+/// `o` with threads 0 and mem_budget kAutoMemBudget replaced by what this process may use
+/// (qsmcore/process_limits.h); OnnxModel::load and run_network apply it.
 ModelOptions with_process_defaults(ModelOptions o);
 
 /// A graph input or output as declared in the file (dims: -1 = dynamic, with its name in params).

@@ -43,7 +43,8 @@ struct DemoArgs {
   std::string out = "qsm-demo";
   int size = 128;
   int threads = 0;
-  std::string model;  // the xQSM ONNX file; "" = the registry's resolution (local files only)
+  std::string mem_budget;  // "" = what the process may use, "none", or a byte size
+  std::string model;       // the xQSM ONNX file; "" = the registry's resolution (local files only)
   std::string backend = "onednn";
   std::string residency = "full";
   bool quiet = false;
@@ -125,6 +126,7 @@ void demo(const DemoArgs& a) {
   NetworkOptions opts;
   opts.model.backend = backend_from_string(a.backend);
   opts.model.threads = a.threads;
+  apply_mem_budget(a.mem_budget, opts.model);
   opts.model.residency = parse_residency(a.residency);
   if (bar.enabled()) opts.progress = [&bar](double f, const std::string& stage) { bar.update(f, "xQSM: " + stage); };
   const auto t_net = Clock::now();
@@ -254,6 +256,7 @@ void register_demo_command(CLI::App& app) {
   cmd->add_option("--size", args->size, "edge of the cubic phantom in 1 mm voxels (default 128)")
       ->check(CLI::Range(16, 512));
   cmd->add_option("--threads", args->threads, kThreadsHelp)->check(CLI::NonNegativeNumber);
+  cmd->add_option("--mem-budget", args->mem_budget, kMemBudgetHelp);
   cmd->add_option("--residency", args->residency, "where xQSM's weights live: full | layerwise[:…] | stream[:…]")
       ->capture_default_str();
   cmd->add_option("--model", args->model, "the xQSM ONNX file to run (default: the registry's lookup)");

@@ -8,7 +8,6 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
-#include "cli/byte_size.h"
 #include "cli/cli_util.h"
 #include "cli/commands.h"
 #include "io/atomic_file.h"
@@ -76,7 +75,7 @@ struct RunArgs {
   int threads = 0;
   int repeat = 1;
   int batch = 1;           // input sets run layer-major through run_batch
-  std::string mem_budget;  // "2GiB", "500MB", bytes; "" = none
+  std::string mem_budget;  // "2GiB", "500MB", bytes; "none"; "" = what the process may use
   std::string residency = "full";
   std::string report;      // JSON file ("" = none)
   bool layerwise = false;  // no depth-slab conv chains
@@ -87,7 +86,8 @@ void run(const RunArgs& a) {
   opts.backend = backend_from_string(a.backend);
   opts.threads = a.threads;
   opts.stream_conv_chains = !a.layerwise;
-  if (!a.mem_budget.empty()) opts.mem_budget = parse_byte_size(a.mem_budget, "--mem-budget");
+  apply_mem_budget(a.mem_budget, opts);
+  opts = with_process_defaults(opts);  // so that what is printed is what the run used
   opts.residency = parse_residency(a.residency);
   reset_memory_peak();
   const auto t0 = std::chrono::steady_clock::now();
@@ -179,9 +179,11 @@ void run(const RunArgs& a) {
   }
   std::printf("resident model %s; plan %s\n", mib(resident).c_str(), mib(plan_bytes).c_str());
   if (predicted_peak >= 0) {
-    std::printf("peak memory: predicted %s, measured %s (accounted)%s%s; process peak RSS %s\n",
-                mib(predicted_peak).c_str(), mib(measured_peak).c_str(), opts.mem_budget > 0 ? ", budget " : "",
-                opts.mem_budget > 0 ? mib(opts.mem_budget).c_str() : "", mib(process_hwm_bytes()).c_str());
+    const std::string budget =
+        opts.mem_budget > 0 ? ", budget " + mib(opts.mem_budget) + " from " + opts.mem_budget_source : "";
+    std::printf("peak memory: predicted %s, measured %s (accounted)%s; process peak RSS %s\n",
+                mib(predicted_peak).c_str(), mib(measured_peak).c_str(), budget.c_str(),
+                mib(process_hwm_bytes()).c_str());
   }
   for (const auto& [name, t] : outputs)
     std::printf("wrote %s/%s.npy %s\n", a.out_dir.c_str(), file_stem(name).c_str(), shape_to_string(t.shape()).c_str());
@@ -192,6 +194,8 @@ void run(const RunArgs& a) {
     j["threads"] = model.options().threads;
     const KernelThreads kt = model.kernel_threads();
     j["kernel_threads"] = {{"created", kt.created}, {"run", kt.run}};
+    j["mem_budget_bytes"] = opts.mem_budget;
+    j["mem_budget_source"] = opts.mem_budget_source;
     j["batch"] = a.batch;
     j["load_seconds"] = load_s;
     j["first_run_seconds"] = run_s;
@@ -333,8 +337,7 @@ void register_onnx_commands(CLI::App& app) {
   run_cmd->add_option("--threads", args->threads, kThreadsHelp)->check(CLI::NonNegativeNumber);
   run_cmd->add_option("--repeat", args->repeat, "run K times; prints the median of the runs after the first")
       ->check(CLI::Range(1, 1000));
-  run_cmd->add_option("--mem-budget", args->mem_budget,
-                      "refuse a run whose predicted peak exceeds this (2GiB, 500MB, bytes), before allocating it");
+  run_cmd->add_option("--mem-budget", args->mem_budget, kMemBudgetHelp);
   run_cmd
       ->add_option("--residency", args->residency,
                    "where weights live: full | layerwise[:depth=N,host=BYTES,device=BYTES] | "

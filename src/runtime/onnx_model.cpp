@@ -167,9 +167,10 @@ struct OnnxModel::Impl {
   std::string refusal(const Shape& shape, std::int64_t held, std::int64_t run) const {
     std::string s = model.path + ": a run at input shape " + shape_to_string(shape) + " needs " +
                     std::to_string(held + run) + " bytes (model and plans " + std::to_string(held) + " + run " +
-                    std::to_string(run) + "), above the budget of " + std::to_string(opts.mem_budget) + " bytes";
+                    std::to_string(run) + "), above the budget of " + std::to_string(opts.mem_budget) + " bytes" +
+                    (opts.mem_budget_source.empty() ? "" : " from " + opts.mem_budget_source);
     const std::int64_t room = opts.mem_budget - held;
-    if (room <= 0) return s + "; the loaded model alone fills the budget";
+    if (room <= 0) return s + "; nothing would fit: the loaded model and plans alone fill the budget";
     const double fraction = static_cast<double>(room) / static_cast<double>(run);
     const double voxels = fraction * static_cast<double>(numel(shape));
     return s + "; at most about " + std::to_string(static_cast<std::int64_t>(voxels)) + " input elements (" +

@@ -1,7 +1,8 @@
-// The qsm command keeps to the CPUs it is given. `--threads 1` is checked by what the operating
-// system counted for the child process (user + system CPU time against wall time: one busy
-// thread cannot use more CPU time than wall time), `--threads 2` by the thread counts the run's
-// report says its kernels got.
+// The qsm command keeps to the CPUs and the memory it is given. `--threads 1` is checked by
+// what the operating system counted for the child process (user + system CPU time against wall
+// time: one busy thread cannot use more CPU time than wall time), `--threads 2` by the thread
+// counts the run's report says its kernels got. The default memory budget is checked by a run
+// under a SLURM allocation far too small: refused, naming SLURM_MEM_PER_NODE, writing nothing.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <spawn.h>
@@ -138,6 +139,22 @@ TEST_F(QsmLimits, TwoThreadsReachTheKernels) {
   // thread found a core of its own is a question of the machine's load, not of the engine.
   EXPECT_EQ(report.at("kernel_threads").at("created"), 2);
   EXPECT_EQ(report.at("kernel_threads").at("run"), 2);
+}
+
+TEST_F(QsmLimits, DefaultBudgetFollowsSlurmAndRefusesBeforeWriting) {
+  const std::string out = work_.file("refused");
+  const ChildRun r = spawn_qsm({"onnx", "run", model(), "--in", "x=" + work_.file("x.npy"), "--out", out},
+                               {"SLURM_MEM_PER_NODE=8"}, work_.path());
+  EXPECT_NE(r.status, 0) << r.out << r.err;
+  EXPECT_NE(r.err.find("SLURM_MEM_PER_NODE"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("would fit"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(fs::path(out) / "y11.npy"));
+  // --mem-budget none turns the automatic budget off: the same run then succeeds.
+  const ChildRun ok = spawn_qsm({"onnx", "run", model(), "--in", "x=" + work_.file("x.npy"), "--out", out,
+                                 "--mem-budget", "none", "--threads", "2"},
+                                {"SLURM_MEM_PER_NODE=8"}, work_.path());
+  EXPECT_EQ(ok.status, 0) << ok.out << ok.err;
+  EXPECT_TRUE(fs::exists(fs::path(out) / "y11.npy"));
 }
 
 }  // namespace

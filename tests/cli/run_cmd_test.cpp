@@ -313,6 +313,17 @@ TEST_F(QsmRun, BudgetTooSmallIsRefusedAndWritesNothing) {
   expect_refused(args, {"xqsm", "predicted peak", "above the budget of 2097152 bytes"});
 }
 
+TEST_F(QsmRun, DefaultBudgetComesFromSlurmAndRefusesBeforeWriting) {
+  QSM_REQUIRE_DATA(twins_, "QSM_TWINS_DIR");
+  // No --mem-budget: the budget is the job's allocation, here 8 MiB (below the reserve).
+  env_.push_back("SLURM_MEM_PER_NODE=8");
+  auto args = xqsm_args(file("field.nii.gz"), file("mask.nii.gz"));
+  args[args.size() - 4] = file("new/chi.nii.gz");  // a folder that a refused run must not leave behind
+  args.insert(args.end(), {"--report", file("r.json")});
+  expect_refused(args, {"xqsm", "budget", "from SLURM_MEM_PER_NODE"});
+  EXPECT_FALSE(fs::exists(file("new/chi.nii.gz")));
+}
+
 TEST_F(QsmRun, TileOptionReachesTheNetwork) {
   QSM_REQUIRE_DATA(twins_, "QSM_TWINS_DIR");
   // Relative paths this time, from the scratch folder: the report still gives absolute ones.

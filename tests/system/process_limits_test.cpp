@@ -10,6 +10,8 @@
 #include <map>
 #include <string>
 
+#include "qsmcore/process_limits.h"
+
 namespace qsmcore::system {
 namespace {
 
@@ -196,6 +198,21 @@ TEST(ProcessLimits, AffinityMaskBoundsTheCpus) {
   f.env["SLURM_CPUS_PER_TASK"] = std::to_string(allowed + 4);  // more than the mask: the mask binds
   EXPECT_EQ(cpu_limit(f.sources).value, allowed);
   EXPECT_EQ(cpu_limit(f.sources).source, "affinity mask");
+}
+
+TEST(ProcessLimits, ProcessBudgetNamesItsSourceAndKeepsTheReserve) {
+  ::setenv("SLURM_MEM_PER_NODE", "1024", 1);
+  const MemBudget b = process_mem_budget();
+  ::unsetenv("SLURM_MEM_PER_NODE");
+  EXPECT_LE(b.bytes, static_cast<std::int64_t>(kGiB - memory_reserve(kGiB)));
+  if (b.bytes == static_cast<std::int64_t>(kGiB - memory_reserve(kGiB))) {
+    EXPECT_NE(b.source.find("SLURM_MEM_PER_NODE"), std::string::npos) << b.source;
+  }
+  ::setenv("SLURM_MEM_PER_NODE", "8", 1);  // below the reserve: every run refused, never "unlimited"
+  const MemBudget tiny = process_mem_budget();
+  ::unsetenv("SLURM_MEM_PER_NODE");
+  EXPECT_EQ(tiny.bytes, 1);
+  EXPECT_NE(tiny.source.find("SLURM_MEM_PER_NODE"), std::string::npos) << tiny.source;
 }
 
 }  // namespace
