@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdio>
 #include <filesystem>
 #include <system_error>
@@ -57,8 +58,10 @@ std::string StagedOutputs::stage(const std::string& final_path) {
       throw Error(ErrorKind::InvalidInput, final_path + ": the same output file is named twice");
   const fs::path p(final_path);
   const std::string name = p.filename().string();
-  const std::string temp =
-      (p.parent_path() / ("." + name + ".qsm-" + std::to_string(::getpid()) + ".tmp" + extension_of(name))).string();
+  static std::atomic<unsigned> counter{0};  // two sets of one process staging the same name
+  const std::string temp = (p.parent_path() / ("." + name + ".qsm-" + std::to_string(::getpid()) + "-" +
+                                               std::to_string(counter++) + ".tmp" + extension_of(name)))
+                               .string();
   files_.emplace_back(temp, final_path);
   return temp;
 }

@@ -16,8 +16,8 @@ class StagedOutputs {
   StagedOutputs(const StagedOutputs&) = delete;
   StagedOutputs& operator=(const StagedOutputs&) = delete;
 
-  /// Reserves `final_path` and returns the temporary to write it to: ".NAME.qsm-PID.tmp.EXT"
-  /// in the same folder, keeping the extension (.nii.gz, .png, .json) so writers that choose
+  /// Reserves `final_path` and returns the temporary to write it to: ".NAME.qsm-PID-N.tmp.EXT"
+  /// in the same folder (N: unique within the process), keeping the extension (.nii.gz, .png, .json) so writers that choose
   /// the format by extension still do. Error{InvalidInput} when the same path is staged twice.
   std::string stage(const std::string& final_path);
   /// Renames every staged file over its final name (each rename is atomic), in staging order.
