@@ -213,6 +213,10 @@ nlohmann::json report_json(const RunArgs& a, const OnnxModel& model, const RunFi
 }
 
 void run(const RunArgs& a) {
+  // Output places are checked before the model is read; the outputs and the report are written
+  // as one set at the end (staged, renamed together), so a failure leaves none of them.
+  require_parent_folder((std::filesystem::path(a.out_dir) / "x").string(), "--out");
+  if (!a.report.empty()) require_parent_folder(a.report, "--report");
   ModelOptions opts;
   opts.backend = backend_from_string(a.backend);
   opts.threads = a.threads;
@@ -229,9 +233,6 @@ void run(const RunArgs& a) {
   const std::map<std::string, Tensor> inputs = read_inputs(a, model);
   const std::map<std::string, Tensor> outputs = run_model(a, model, inputs, f);
 
-  // The outputs and the report are written as one set (staged, renamed together), so a
-  // failure leaves none of them.
-  std::filesystem::create_directories(a.out_dir);
   StagedOutputs staged;
   for (const auto& [name, t] : outputs)
     io::write_npy(staged.stage((std::filesystem::path(a.out_dir) / (file_stem(name) + ".npy")).string()), t);

@@ -92,10 +92,7 @@ void run_phantom(const PhantomArgs& a) {
   const Phantom p = make_head_phantom(o);
   namespace fs = std::filesystem;
   const fs::path dir(a.out);
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec) throw Error(ErrorKind::Io, "cannot create " + a.out + ": " + ec.message());
-  StagedOutputs staged;
+  StagedOutputs staged;  // creates the folder when the first file is staged
   const auto write = [&](const char* name, const Volume& v, io::NiftiStore store, const char* what) {
     io::NiftiWriteOptions w;
     w.store = store;

@@ -3,8 +3,9 @@
 // is written: options, required inputs (network_needs), each file (readable, complete, 3-D,
 // finite: read_nifti), one grid for all inputs, TE/B0 where the units need them. The weights
 // are then resolved like `qsm fetch` does (QSM_MODEL_DIR_<ID>, QSM_MODEL_DIR, the caches, a
-// download), the network runs with a progress bar on a terminal, and the outputs, the preview
-// and the report are written as one set (staged temporaries renamed at the end).
+// download), the network runs with its progress on stderr (a bar on a terminal, plain lines in
+// a log), and the outputs, the preview and the report are written as one set (staged
+// temporaries renamed at the end, missing folders made).
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
