@@ -49,7 +49,7 @@ struct TileRequest {
 };
 
 struct NetworkOptions {
-  ModelOptions model;  // backend, threads, mem_budget (the engine's options; 0 = unlimited)
+  ModelOptions model;  // backend, threads, mem_budget (the engine's options; by default what the process may use)
   std::optional<TileRequest> tile;
   /// Where the recipe uses TTA: SynthSeg's left/right flip averaging (on in its recipe) and
   /// HD-BET's 8-flip mirroring (off in its recipe: enabled only with `hdbet_mirroring` too).

@@ -19,11 +19,20 @@ enum class Backend { OneDnn, Reference };
 const char* to_string(Backend b);
 Backend backend_from_string(const std::string& s);  // "onednn" | "reference"
 
+/// ModelOptions::mem_budget: what the process may use (process_mem_budget()).
+inline constexpr std::int64_t kAutoMemBudget = -1;
+
 struct ModelOptions {
   Backend backend = Backend::OneDnn;
-  int threads = 0;              // 0 = all cores
-  std::int64_t mem_budget = 0;  // bytes; 0 = unlimited. A plan whose peak exceeds it is refused
-                                // before anything of the run is allocated.
+  /// Threads of every kernel, from plan creation on, in whatever thread runs or rebuilds it.
+  /// 0 = the CPUs this process may use (usable_cpus(): affinity, cgroup quota, SLURM).
+  int threads = 0;
+  /// Bytes; 0 = unlimited; kAutoMemBudget = what the process may use (process_mem_budget()). A
+  /// plan whose peak exceeds it is refused before anything of the run is allocated.
+  std::int64_t mem_budget = kAutoMemBudget;
+  /// Where mem_budget came from, named when a run is refused ("--mem-budget", or the limit the
+  /// automatic budget was read from; filled by with_process_defaults).
+  std::string mem_budget_source;
   /// Run Concat(axis=1) -> Conv as per-input convs summed in place, so the concatenated tensor
   /// is never built (lower peak). Changes the summation order, so graphs that threshold
   /// computed values (a ReLU derivative, say) can flip rounding-level ties; off = as written.
@@ -47,6 +56,10 @@ struct ModelOptions {
   /// are bitwise identical under every policy. Non-resident policies need a model file.
   LayerWeightResidency residency;
 };
+
+/// `o` with threads 0 and mem_budget kAutoMemBudget replaced by what this process may use
+/// (qsmcore/process_limits.h); OnnxModel::load and run_network apply it.
+ModelOptions with_process_defaults(ModelOptions o);
 
 /// A graph input or output as declared in the file (dims: -1 = dynamic, with its name in params).
 struct ValueDesc {
@@ -72,6 +85,14 @@ struct PlanMemory {
   /// Predicted peak above the resident model and plan for one run (arena, scratch included, +
   /// outputs + the streamed weights' window).
   std::int64_t run_peak_bytes() const { return arena_bytes + io_bytes + weight_window_bytes; }
+};
+
+/// OpenMP threads the kernels of the last run got, as observed (not as asked): when its plan's
+/// kernels were created (oneDNN primitives keep that count) and in the thread that ran them.
+/// 0 before the first run.
+struct KernelThreads {
+  int created = 0;
+  int run = 0;
 };
 
 class Plan;  // internal (src/runtime/plan.h)
@@ -106,6 +127,8 @@ class OnnxModel {
   /// The residency report of the current plan as JSON (residency.md §8): policy, admission
   /// figures, per-unit bytes, tier counters, transfers, prefetch and weight-store counters.
   std::string residency_report_json() const;
+  /// Threads the last run's kernels got (see KernelThreads).
+  KernelThreads kernel_threads() const;
   /// Drops cached plans (and their packed weights).
   void clear_plans();
 

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <sstream>
 
+#include "cli/byte_size.h"
 #include "qsmcore/error.h"
 #include "qsmcore/memory.h"
 
@@ -101,6 +102,26 @@ std::string mib(std::int64_t bytes) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.1f MiB", static_cast<double>(bytes) / (1024.0 * 1024.0));
   return buf;
+}
+
+const char* const kThreadsHelp =
+    "threads of every kernel (default: the CPUs this process may use: affinity mask, cgroup CPU quota, "
+    "SLURM_CPUS_PER_TASK)";
+
+const char* const kMemBudgetHelp =
+    "refuse a run whose predicted peak exceeds this, before allocating it (2GiB, 500MB, bytes; none = no "
+    "budget). Default: what this process may use (cgroup memory limit, SLURM_MEM_PER_NODE or "
+    "SLURM_MEM_PER_CPU, else MemAvailable) less a reserve of 64 MiB + 5 %";
+
+void apply_mem_budget(const std::string& text, ModelOptions& o) {
+  if (text.empty()) return;  // ModelOptions' default: the automatic budget
+  if (text == "none") {
+    o.mem_budget = 0;
+    o.mem_budget_source.clear();
+    return;
+  }
+  o.mem_budget = parse_byte_size(text, "--mem-budget");
+  o.mem_budget_source = "--mem-budget";
 }
 
 }  // namespace qsmcore::cli

@@ -31,4 +31,14 @@ std::int64_t process_peak_rss();
 /// "12.3 MiB".
 std::string mib(std::int64_t bytes);
 
+/// What --threads' help says (one text for every command that has it).
+extern const char* const kThreadsHelp;
+
+/// What --mem-budget's help says about its default and "none" (one text for every command).
+extern const char* const kMemBudgetHelp;
+
+/// Sets o.mem_budget from --mem-budget as typed: "" leaves the automatic budget (what the process
+/// may use, qsmcore/process_limits.h), "none" turns budgeting off, anything else is a byte size.
+void apply_mem_budget(const std::string& text, ModelOptions& o);
+
 }  // namespace qsmcore::cli

@@ -46,6 +46,7 @@ struct DemoArgs {
   int threads = 0;
   std::string model = "qsmcore-invnet";  // a registry id or an ONNX file
   std::string network;                   // the recipe for a --model file ("" = from its hash or name)
+  std::string mem_budget;                // "" = what the process may use, "none", or a byte size
   std::string backend = "onednn";
   std::string residency = "full";
   bool quiet = false;
@@ -195,6 +196,7 @@ NetworkRun run_demo_network(const DemoArgs& a, const DemoResults& d, ProgressBar
   NetworkOptions opts;
   opts.model.backend = backend_from_string(a.backend);
   opts.model.threads = a.threads;
+  apply_mem_budget(a.mem_budget, opts.model);
   opts.model.residency = parse_residency(a.residency);
   const std::string name(d.net.spec->name);
   if (bar.enabled())
@@ -364,7 +366,8 @@ void register_demo_command(CLI::App& app) {
   cmd->add_option("--out", args->out, "output folder (default qsm-demo, created if missing)");
   cmd->add_option("--size", args->size, "edge of the cubic phantom in 1 mm voxels (default 128)")
       ->check(CLI::Range(16, 512));
-  cmd->add_option("--threads", args->threads, "threads (default: all cores)");
+  cmd->add_option("--threads", args->threads, kThreadsHelp)->check(CLI::NonNegativeNumber);
+  cmd->add_option("--mem-budget", args->mem_budget, kMemBudgetHelp);
   cmd->add_option("--residency", args->residency, "where the network's weights live: full | layerwise[:…] | stream[:…]")
       ->capture_default_str();
   cmd->add_option("--model", args->model, "registry id or ONNX file of the network (default qsmcore-invnet)");

@@ -8,9 +8,9 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
-#include "cli/byte_size.h"
 #include "cli/cli_util.h"
 #include "cli/commands.h"
+#include "cli/staged_outputs.h"
 #include "io/atomic_file.h"
 #include "io/npy.h"
 #include "onnx/reader.h"
@@ -76,25 +76,20 @@ struct RunArgs {
   int threads = 0;
   int repeat = 1;
   int batch = 1;           // input sets run layer-major through run_batch
-  std::string mem_budget;  // "2GiB", "500MB", bytes; "" = none
+  std::string mem_budget;  // "2GiB", "500MB", bytes; "none"; "" = what the process may use
   std::string residency = "full";
   std::string report;      // JSON file ("" = none)
   bool layerwise = false;  // no depth-slab conv chains
 };
 
-void run(const RunArgs& a) {
-  ModelOptions opts;
-  opts.backend = backend_from_string(a.backend);
-  opts.threads = a.threads;
-  opts.stream_conv_chains = !a.layerwise;
-  if (!a.mem_budget.empty()) opts.mem_budget = parse_byte_size(a.mem_budget, "--mem-budget");
-  opts.residency = parse_residency(a.residency);
-  reset_memory_peak();
-  const auto t0 = std::chrono::steady_clock::now();
-  OnnxModel model = OnnxModel::load(a.model, opts);
-  const std::int64_t load_peak = memory_peak();
-  const auto t1 = std::chrono::steady_clock::now();
-  const std::int64_t resident = memory_current();
+// What a run measured, for the summary and the report.
+struct RunFigures {
+  double load_s = 0, run_s = 0, median_s = -1;
+  std::vector<double> times;
+  std::int64_t load_peak = 0, resident = 0, plan_bytes = 0, predicted_peak = -1, measured_peak = 0, weights_peak = 0;
+};
+
+std::map<std::string, Tensor> read_inputs(const RunArgs& a, const OnnxModel& model) {
   std::map<std::string, Tensor> inputs;
   for (const auto& spec : a.ins) {
     const auto eq = spec.find('=');
@@ -106,6 +101,12 @@ void run(const RunArgs& a) {
     throw Error(ErrorKind::InvalidInput, a.model + ": the model's input is '" + model.inputs()[0].name + "', not '" +
                                              inputs.begin()->first + "'");
   }
+  return inputs;
+}
+
+// Runs the model once (plan + run) and then repeat - 1 times more; fills the run's figures.
+std::map<std::string, Tensor> run_model(const RunArgs& a, OnnxModel& model, const std::map<std::string, Tensor>& inputs,
+                                        RunFigures& f) {
   std::vector<Shape> shapes;
   for (const auto& d : model.inputs()) {
     auto it = inputs.find(d.name);
@@ -115,12 +116,10 @@ void run(const RunArgs& a) {
   const auto t2 = std::chrono::steady_clock::now();
   // Plan first, so the run's peak is predicted from what the plan holds and then measured over
   // the run alone (the run refuses before allocating when the prediction is over the budget).
-  std::int64_t predicted_peak = -1;
-  std::int64_t plan_bytes = 0;
   if (shapes.size() == model.inputs().size()) {
     const std::int64_t run_bytes = model.plan_memory(shapes).run_peak_bytes();  // builds the plan
-    plan_bytes = memory_current() - before_plan;
-    predicted_peak = memory_current() + run_bytes;
+    f.plan_bytes = memory_current() - before_plan;
+    f.predicted_peak = memory_current() + run_bytes;
   }
   reset_memory_peak();
   // --batch N: N copies of the inputs run layer-major (each weight unit fetched once per batch).
@@ -142,69 +141,110 @@ void run(const RunArgs& a) {
     return named;
   };
   auto outputs = run_once();
-  const std::int64_t measured_peak = memory_peak();
-  const auto t3 = std::chrono::steady_clock::now();
+  f.measured_peak = memory_peak();
+  f.run_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t2).count();
   // Further runs reuse the plan: their median is the steady-state time.
-  std::vector<double> times{std::chrono::duration<double>(t3 - t2).count()};
-  const std::int64_t weights_peak_first = memory_counters().peak[static_cast<std::size_t>(MemCategory::Weights)];
+  f.times = {f.run_s};
+  const auto weights = static_cast<std::size_t>(MemCategory::Weights);
+  const std::int64_t weights_peak_first = memory_counters().peak[weights];
   for (int r = 1; r < a.repeat; ++r) {
     const auto s0 = std::chrono::steady_clock::now();
     outputs = run_once();
-    times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - s0).count());
+    f.times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - s0).count());
   }
-  const std::int64_t weights_peak = std::max<std::int64_t>(
-      weights_peak_first, memory_counters().peak[static_cast<std::size_t>(MemCategory::Weights)]);
-  std::filesystem::create_directories(a.out_dir);
-  for (const auto& [name, t] : outputs)
-    io::write_npy((std::filesystem::path(a.out_dir) / (file_stem(name) + ".npy")).string(), t);
-  const double load_s = std::chrono::duration<double>(t1 - t0).count();
-  const double run_s = std::chrono::duration<double>(t3 - t2).count();
-  std::printf("backend %s, %d thread(s)\n", to_string(model.options().backend), model.options().threads);
-  std::printf("residency %s\n", to_string(opts.residency).c_str());
-  std::printf("load %.3f s, first run (plan + run) %.3f s%s\n", load_s, run_s,
-              a.batch > 1 ? (", batches of " + std::to_string(a.batch) + " input sets, layer-major").c_str() : "");
-  double median = -1.0;
-  if (a.repeat > 1) {
-    std::vector<double> later(times.begin() + 1, times.end());
+  f.weights_peak = std::max({weights_peak_first, memory_counters().peak[weights], f.load_peak});
+  if (f.times.size() > 1) {
+    std::vector<double> later(f.times.begin() + 1, f.times.end());
     std::sort(later.begin(), later.end());
-    median = later[later.size() / 2];
-    std::printf("median of %zu planned runs: %.3f s\n", later.size(), median);
+    f.median_s = later[later.size() / 2];
   }
-  std::printf("weight memory peak %s (accounted, load and runs)\n", mib(std::max(weights_peak, load_peak)).c_str());
-  if (shapes.size() == model.inputs().size()) {
+  return outputs;
+}
+
+void print_summary(const RunArgs& a, OnnxModel& model, const std::map<std::string, Tensor>& inputs,
+                   const RunFigures& f) {
+  const ModelOptions& opts = model.options();
+  std::printf("backend %s, %d thread(s)\n", to_string(opts.backend), opts.threads);
+  std::printf("residency %s\n", to_string(opts.residency).c_str());
+  std::printf("load %.3f s, first run (plan + run) %.3f s%s\n", f.load_s, f.run_s,
+              a.batch > 1 ? (", batches of " + std::to_string(a.batch) + " input sets, layer-major").c_str() : "");
+  if (f.median_s >= 0) std::printf("median of %zu planned runs: %.3f s\n", f.times.size() - 1, f.median_s);
+  std::printf("weight memory peak %s (accounted, load and runs)\n", mib(f.weights_peak).c_str());
+  if (f.predicted_peak >= 0) {
+    std::vector<Shape> shapes;
+    for (const auto& d : model.inputs()) shapes.push_back(inputs.at(d.name).shape());
     const PlanMemory pm = model.plan_memory(shapes);
     std::printf("predicted run memory %s (arena %s, scratch %s, outputs %s; packed weights %s)\n",
                 mib(pm.run_peak_bytes()).c_str(), mib(pm.arena_bytes).c_str(), mib(pm.scratch_bytes).c_str(),
                 mib(pm.io_bytes).c_str(), mib(pm.packed_weight_bytes).c_str());
   }
-  std::printf("resident model %s; plan %s\n", mib(resident).c_str(), mib(plan_bytes).c_str());
-  if (predicted_peak >= 0) {
-    std::printf("peak memory: predicted %s, measured %s (accounted)%s%s; process peak RSS %s\n",
-                mib(predicted_peak).c_str(), mib(measured_peak).c_str(), opts.mem_budget > 0 ? ", budget " : "",
-                opts.mem_budget > 0 ? mib(opts.mem_budget).c_str() : "", mib(process_hwm_bytes()).c_str());
+  std::printf("resident model %s; plan %s\n", mib(f.resident).c_str(), mib(f.plan_bytes).c_str());
+  if (f.predicted_peak >= 0) {
+    const std::string budget =
+        opts.mem_budget > 0 ? ", budget " + mib(opts.mem_budget) + " from " + opts.mem_budget_source : "";
+    std::printf("peak memory: predicted %s, measured %s (accounted)%s; process peak RSS %s\n",
+                mib(f.predicted_peak).c_str(), mib(f.measured_peak).c_str(), budget.c_str(),
+                mib(process_hwm_bytes()).c_str());
   }
+}
+
+nlohmann::json report_json(const RunArgs& a, const OnnxModel& model, const RunFigures& f) {
+  const ModelOptions& opts = model.options();
+  nlohmann::json j;
+  j["model"] = a.model;
+  j["backend"] = to_string(opts.backend);
+  j["threads"] = opts.threads;
+  const KernelThreads kt = model.kernel_threads();
+  j["kernel_threads"] = {{"created", kt.created}, {"run", kt.run}};
+  j["mem_budget_bytes"] = opts.mem_budget;
+  j["mem_budget_source"] = opts.mem_budget_source;
+  j["batch"] = a.batch;
+  j["load_seconds"] = f.load_s;
+  j["first_run_seconds"] = f.run_s;
+  j["run_seconds"] = f.times;
+  if (f.median_s >= 0) j["median_run_seconds"] = f.median_s;
+  j["load_peak_bytes"] = f.load_peak;
+  j["predicted_peak_bytes"] = f.predicted_peak;
+  j["measured_peak_bytes"] = f.measured_peak;
+  j["weights_peak_bytes"] = f.weights_peak;
+  j["process_peak_rss_bytes"] = process_hwm_bytes();
+  j["residency"] = nlohmann::json::parse(model.residency_report_json());
+  return j;
+}
+
+void run(const RunArgs& a) {
+  // Output places are checked before the model is read; the outputs and the report are written
+  // as one set at the end (staged, renamed together), so a failure leaves none of them.
+  require_parent_folder((std::filesystem::path(a.out_dir) / "x").string(), "--out");
+  if (!a.report.empty()) require_parent_folder(a.report, "--report");
+  ModelOptions opts;
+  opts.backend = backend_from_string(a.backend);
+  opts.threads = a.threads;
+  opts.stream_conv_chains = !a.layerwise;
+  apply_mem_budget(a.mem_budget, opts);
+  opts.residency = parse_residency(a.residency);
+  RunFigures f;
+  reset_memory_peak();
+  const auto t0 = std::chrono::steady_clock::now();
+  OnnxModel model = OnnxModel::load(a.model, opts);
+  f.load_peak = memory_peak();
+  f.load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  f.resident = memory_current();
+  const std::map<std::string, Tensor> inputs = read_inputs(a, model);
+  const std::map<std::string, Tensor> outputs = run_model(a, model, inputs, f);
+
+  StagedOutputs staged;
+  for (const auto& [name, t] : outputs)
+    io::write_npy(staged.stage((std::filesystem::path(a.out_dir) / (file_stem(name) + ".npy")).string()), t);
+  print_summary(a, model, inputs, f);
+  if (!a.report.empty()) {
+    const std::string text = report_json(a, model, f).dump(2) + "\n";
+    io::write_file_atomically(staged.stage(a.report), std::as_bytes(std::span(text.data(), text.size())));
+  }
+  staged.commit();
   for (const auto& [name, t] : outputs)
     std::printf("wrote %s/%s.npy %s\n", a.out_dir.c_str(), file_stem(name).c_str(), shape_to_string(t.shape()).c_str());
-  if (!a.report.empty()) {
-    nlohmann::json j;
-    j["model"] = a.model;
-    j["backend"] = to_string(model.options().backend);
-    j["threads"] = model.options().threads;
-    j["batch"] = a.batch;
-    j["load_seconds"] = load_s;
-    j["first_run_seconds"] = run_s;
-    j["run_seconds"] = times;
-    if (median >= 0) j["median_run_seconds"] = median;
-    j["load_peak_bytes"] = load_peak;
-    j["predicted_peak_bytes"] = predicted_peak;
-    j["measured_peak_bytes"] = measured_peak;
-    j["weights_peak_bytes"] = std::max(weights_peak, load_peak);
-    j["process_peak_rss_bytes"] = process_hwm_bytes();
-    j["residency"] = nlohmann::json::parse(model.residency_report_json());
-    const std::string text = j.dump(2) + "\n";
-    io::write_file_atomically(a.report, std::as_bytes(std::span(text.data(), text.size())));
-    std::printf("wrote %s\n", a.report.c_str());
-  }
+  if (!a.report.empty()) std::printf("wrote %s\n", a.report.c_str());
 }
 
 // "input=1x1x64x64x64" -> (name, shape)
@@ -328,11 +368,10 @@ void register_onnx_commands(CLI::App& app) {
   run_cmd->add_option("--in", args->ins, "NAME=FILE.npy (repeat per input)")->required();
   run_cmd->add_option("--out", args->out_dir, "output folder")->required();
   run_cmd->add_option("--backend", args->backend, "onednn | reference")->check(CLI::IsMember({"onednn", "reference"}));
-  run_cmd->add_option("--threads", args->threads, "threads (default: all cores)");
+  run_cmd->add_option("--threads", args->threads, kThreadsHelp)->check(CLI::NonNegativeNumber);
   run_cmd->add_option("--repeat", args->repeat, "run K times; prints the median of the runs after the first")
       ->check(CLI::Range(1, 1000));
-  run_cmd->add_option("--mem-budget", args->mem_budget,
-                      "refuse a run whose predicted peak exceeds this (2GiB, 500MB, bytes), before allocating it");
+  run_cmd->add_option("--mem-budget", args->mem_budget, kMemBudgetHelp);
   run_cmd
       ->add_option("--residency", args->residency,
                    "where weights live: full | layerwise[:depth=N,host=BYTES,device=BYTES] | "

@@ -1,7 +1,8 @@
 // qsm phantom: writes the analytic head phantom (physics.md §4.3) simulated as qsm-forward does
 // (§3): chi, total_field, local_field, mask (.nii.gz), magnitude and phase (one frame per echo)
 // and phantom.json with every parameter. All options are checked before anything is written;
-// each file is written atomically.
+// the files are written as one set (staged temporaries renamed together at the end), so a
+// failure leaves none of them and a reader never sees a mix of two runs.
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -10,6 +11,7 @@
 #include <sstream>
 
 #include "cli/commands.h"
+#include "cli/staged_outputs.h"
 #include "io/atomic_file.h"
 #include "io/nifti.h"
 #include "io/png_preview.h"
@@ -90,16 +92,13 @@ void run_phantom(const PhantomArgs& a) {
   const Phantom p = make_head_phantom(o);
   namespace fs = std::filesystem;
   const fs::path dir(a.out);
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec) throw Error(ErrorKind::Io, "cannot create " + a.out + ": " + ec.message());
-
+  StagedOutputs staged;  // creates the folder when the first file is staged
   const auto write = [&](const char* name, const Volume& v, io::NiftiStore store, const char* what) {
     io::NiftiWriteOptions w;
     w.store = store;
     w.description = std::string("qsm phantom: ") + what;
-    io::write_nifti((dir / (std::string(name) + ".nii.gz")).string(), v, w);
-    if (a.preview) io::write_png_preview((dir / (std::string(name) + ".png")).string(), v);
+    io::write_nifti(staged.stage((dir / (std::string(name) + ".nii.gz")).string()), v, w);
+    if (a.preview) io::write_png_preview(staged.stage((dir / (std::string(name) + ".png")).string()), v);
   };
   write("chi", p.chi, io::NiftiStore::F32, "chi (ppm)");
   write("total_field", p.total_field, io::NiftiStore::F32, "total field (ppm)");
@@ -127,7 +126,8 @@ void run_phantom(const PhantomArgs& a) {
   j["Units"] = {{"chi", "ppm"}, {"total_field", "ppm"}, {"local_field", "ppm"}, {"phase", "rad"}};
   j["ForwardModel"] = "qsm-forward: 2N grid padded with the corner voxel, D(0) = 1/3";
   const std::string text = j.dump(2) + "\n";
-  io::write_file_atomically(dir / "phantom.json", std::as_bytes(std::span(text)));
+  io::write_file_atomically(staged.stage((dir / "phantom.json").string()), std::as_bytes(std::span(text)));
+  staged.commit();
   std::printf("phantom %s written to %s (%zu echoes)\n", describe_grid(p.chi).c_str(), a.out.c_str(), o.te_s.size());
 }
 

@@ -3,8 +3,9 @@
 // is written: options, required inputs (network_needs), each file (readable, complete, 3-D,
 // finite: read_nifti), one grid for all inputs, TE/B0 where the units need them. The weights
 // are then resolved like `qsm fetch` does (QSM_MODEL_DIR_<ID>, QSM_MODEL_DIR, the caches, a
-// download), the network runs with a progress bar on a terminal, and the outputs, the preview
-// and the report are written as one set (staged temporaries renamed at the end).
+// download), the network runs with its progress on stderr (a bar on a terminal, plain lines in
+// a log), and the outputs, the preview and the report are written as one set (staged
+// temporaries renamed at the end, missing folders made).
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -14,7 +15,6 @@
 #include <string>
 #include <vector>
 
-#include "cli/byte_size.h"
 #include "cli/cli_util.h"
 #include "cli/commands.h"
 #include "cli/progress.h"
@@ -92,7 +92,8 @@ void run(const RunArgs& a) {
   NetworkOptions opts;
   opts.model.backend = backend_from_string(a.backend);
   opts.model.threads = a.threads;
-  if (!a.mem_budget.empty()) opts.model.mem_budget = parse_byte_size(a.mem_budget, "--mem-budget");
+  apply_mem_budget(a.mem_budget, opts.model);
+  opts.model = with_process_defaults(opts.model);  // the report records what the run used
   opts.model.residency = parse_residency(a.residency);
   if (!a.tile.empty()) opts.tile = parse_tile(a.tile);
   opts.test_time_flips = !a.no_flips;
@@ -314,6 +315,7 @@ void run(const RunArgs& a) {
     o["tile"] =
         opts.tile ? nlohmann::json{{"core", opts.tile->core}, {"halo", opts.tile->halo}} : nlohmann::json(nullptr);
     o["mem_budget_bytes"] = opts.model.mem_budget;
+    o["mem_budget_source"] = opts.model.mem_budget_source;
     o["threads"] = opts.model.threads;
     o["backend"] = to_string(opts.model.backend);
     o["residency"] = to_string(opts.model.residency);
@@ -380,8 +382,8 @@ void register_run_command(CLI::App& app) {
   cmd->add_option("--out", args->out, "output .nii.gz (or .nii); several outputs get _NAME suffixes")->required();
   cmd->add_option("--tile", args->tile,
                   "CORE[,HALO]: tile core N or XxYxZ voxels and halo (default: the network's); 0 = whole volume");
-  cmd->add_option("--mem-budget", args->mem_budget, "refuse a run whose predicted peak exceeds this (e.g. 4GiB)");
-  cmd->add_option("--threads", args->threads, "threads (default: all cores)");
+  cmd->add_option("--mem-budget", args->mem_budget, kMemBudgetHelp);
+  cmd->add_option("--threads", args->threads, kThreadsHelp)->check(CLI::NonNegativeNumber);
   cmd->add_option("--residency", args->residency,
                   "where weights live: full | layerwise[:depth=N,host=BYTES] | "
                   "stream[:device=BYTES,host=BYTES,lookahead=N,queue=N,evict=lru|lfu] (tiles then run "

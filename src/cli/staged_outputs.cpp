@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdio>
 #include <filesystem>
 #include <system_error>
@@ -29,6 +30,22 @@ void remove_quietly(const std::string& path) {
   fs::remove(path, ec);
 }
 
+// Creates `folder` and its missing parents, appending each one it made (outermost first).
+void make_folders(const fs::path& folder, std::vector<std::string>& made) {
+  std::vector<fs::path> missing;
+  std::error_code ec;
+  for (fs::path p = folder; !p.empty() && !fs::is_directory(p, ec); p = p.parent_path()) {
+    missing.push_back(p);
+    if (p == p.parent_path()) break;
+  }
+  for (auto it = missing.rbegin(); it != missing.rend(); ++it) {
+    if (fs::create_directory(*it, ec))
+      made.push_back(it->string());
+    else if (std::error_code ec2; !fs::is_directory(*it, ec2))  // made meanwhile by someone else: fine
+      throw Error(ErrorKind::Io, "cannot create the folder " + it->string() + ": " + ec.message());
+  }
+}
+
 }  // namespace
 
 std::string with_suffix(const std::string& path, const std::string& suffix) {
@@ -40,15 +57,22 @@ std::string with_suffix(const std::string& path, const std::string& suffix) {
 }
 
 void require_parent_folder(const std::string& path, const std::string& option) {
-  const fs::path parent = fs::path(path).parent_path();
   std::error_code ec;
-  if (!parent.empty() && !fs::is_directory(parent, ec))
-    throw Error(ErrorKind::InvalidInput, option + " " + path + ": the folder " + parent.string() + " does not exist");
+  for (fs::path p = fs::path(path).parent_path(); !p.empty(); p = p.parent_path()) {
+    if (fs::is_directory(p, ec)) return;
+    if (fs::exists(p, ec))
+      throw Error(ErrorKind::InvalidInput, option + " " + path + ": " + p.string() + " is not a folder");
+    if (p == p.parent_path()) return;
+  }
 }
 
 StagedOutputs::~StagedOutputs() {
   if (committed_) return;
   for (const auto& [temp, final_path] : files_) remove_quietly(temp);
+  for (auto it = made_folders_.rbegin(); it != made_folders_.rend(); ++it) {
+    std::error_code ec;
+    fs::remove(*it, ec);  // only if empty: never what someone else put there meanwhile
+  }
 }
 
 std::string StagedOutputs::stage(const std::string& final_path) {
@@ -56,9 +80,12 @@ std::string StagedOutputs::stage(const std::string& final_path) {
     if (fs::path(f.second).lexically_normal() == fs::path(final_path).lexically_normal())
       throw Error(ErrorKind::InvalidInput, final_path + ": the same output file is named twice");
   const fs::path p(final_path);
+  make_folders(p.parent_path(), made_folders_);
   const std::string name = p.filename().string();
-  const std::string temp =
-      (p.parent_path() / ("." + name + ".qsm-" + std::to_string(::getpid()) + ".tmp" + extension_of(name))).string();
+  static std::atomic<unsigned> counter{0};  // two sets of one process staging the same name
+  const std::string temp = (p.parent_path() / ("." + name + ".qsm-" + std::to_string(::getpid()) + "-" +
+                                               std::to_string(counter++) + ".tmp" + extension_of(name)))
+                               .string();
   files_.emplace_back(temp, final_path);
   return temp;
 }

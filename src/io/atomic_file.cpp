@@ -1,13 +1,15 @@
-// POSIX implementation of AtomicFile: open + flock on the temporary, fsync + rename + fsync of
-// the folder on commit, unlink on discard.
+// POSIX implementation of AtomicFile: a uniquely named temporary opened with O_EXCL, fsync +
+// rename + fsync of the folder on commit, unlink on discard.
 #include "io/atomic_file.h"
 
 #include <fcntl.h>
-#include <sys/file.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
+#include <random>
 
 #include "qsmcore/error.h"
 
@@ -37,23 +39,21 @@ void fsync_folder(const std::filesystem::path& file) {
 
 }  // namespace
 
-AtomicFile::AtomicFile(std::filesystem::path final_path, std::string temp_suffix)
-    : final_path_(std::move(final_path)) {
-  temp_path_ = final_path_;
-  temp_path_ += temp_suffix;
-  // Not O_TRUNC: if another process holds the lock, its bytes must survive our attempt.
-  fd_ = ::open(temp_path_.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
-  if (fd_ < 0) throw_io("cannot create", temp_path_);
-  if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
-    const int saved = errno;
-    ::close(fd_);
-    fd_ = -1;
-    if (saved == EWOULDBLOCK)
-      throw Error(ErrorKind::Io, temp_path_.string() + " is being written by another process");
-    errno = saved;
-    throw_io("cannot lock", temp_path_);
+AtomicFile::AtomicFile(std::filesystem::path final_path, std::string temp_suffix) : final_path_(std::move(final_path)) {
+  // pid: unique among running processes; counter: among this process's writers; random: against
+  // a temporary left by a dead process whose pid came round again. O_EXCL makes the name ours
+  // or fails, and a clash is retried with the next counter value.
+  static std::atomic<std::uint64_t> counter{0};
+  static const std::uint32_t salt = std::random_device{}();
+  for (int attempt = 0; fd_ < 0; ++attempt) {
+    char tail[64];
+    std::snprintf(tail, sizeof tail, ".%ld.%llu.%08x", static_cast<long>(::getpid()),
+                  static_cast<unsigned long long>(counter++), salt);
+    temp_path_ = final_path_;
+    temp_path_ += temp_suffix + tail;
+    fd_ = ::open(temp_path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd_ < 0 && (errno != EEXIST || attempt >= 16)) throw_io("cannot create", temp_path_);
   }
-  restart();
 }
 
 AtomicFile::~AtomicFile() { discard(); }
@@ -86,7 +86,6 @@ void AtomicFile::commit() {
     errno = saved;
     throw_io("cannot fsync", temp_path_);
   }
-  // Renamed while still locked, so no other writer can take the temporary over in between.
   if (::rename(temp_path_.c_str(), final_path_.c_str()) != 0) {
     const int saved = errno;
     discard();

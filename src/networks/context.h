@@ -25,8 +25,10 @@ class Context {
   NetworkRun& run;
 
   std::string id() const { return std::string(spec.id); }
-  /// Threads the caller allows (0 resolved to the cores).
+  /// Threads the caller allows (0 resolved to the CPUs this process may use).
   int pool() const { return pool_; }
+  /// The run's memory budget in bytes (the automatic one resolved; 0 = none).
+  std::int64_t budget() const { return budget_; }
   /// Loads every file of the network with `threads` intra-op threads per run.
   void load(int threads);
   OnnxModel& model(std::size_t i) { return models_.at(i); }
@@ -70,7 +72,12 @@ class Context {
  private:
   std::vector<std::string> paths_;
   std::vector<OnnxModel> models_;
+  // " from SOURCE" for refusals ("" when the budget's source is not known).
+  std::string budget_from() const;
+
   int pool_ = 1;
+  std::int64_t budget_ = 0;
+  std::string budget_source_;
   std::int64_t baseline_ = 0;
   std::string stage_;
   std::chrono::steady_clock::time_point stage_start_;

@@ -4,12 +4,14 @@
 
 #include <omp.h>
 
+#include <atomic>
 #include <filesystem>
 #include <mutex>
 
 #include "graph/passes/passes.h"
 #include "onnx/reader.h"
 #include "qsmcore/error.h"
+#include "runtime/omp_threads.h"
 #include "runtime/plan.h"
 #include "runtime/residency_executor.h"
 #include "runtime/weight_reader.h"
@@ -106,13 +108,13 @@ struct OnnxModel::Impl {
     };
     for (const auto& vi : model.graph.inputs) inputs.push_back(desc(vi));
     for (const auto& vi : model.graph.outputs) outputs.push_back(desc(vi));
-    if (opts.threads <= 0) opts.threads = omp_get_num_procs();
   }
 
   Plan& plan(const std::vector<Shape>& shapes, const std::vector<DType>& dtypes) {
     std::lock_guard<std::mutex> lock(mu);
     for (auto& p : plans)
       if (p->input_shapes() == shapes) return *p;
+    const OmpThreads omp(opts.threads);  // constant folding runs reference kernels
     graph::TypedGraph tg = graph::build_typed_graph(model, constants, shapes, dtypes);
     graph::PassOptions po;
     po.split_concat = opts.split_concat_convs;
@@ -165,9 +167,10 @@ struct OnnxModel::Impl {
   std::string refusal(const Shape& shape, std::int64_t held, std::int64_t run) const {
     std::string s = model.path + ": a run at input shape " + shape_to_string(shape) + " needs " +
                     std::to_string(held + run) + " bytes (model and plans " + std::to_string(held) + " + run " +
-                    std::to_string(run) + "), above the budget of " + std::to_string(opts.mem_budget) + " bytes";
+                    std::to_string(run) + "), above the budget of " + std::to_string(opts.mem_budget) + " bytes" +
+                    (opts.mem_budget_source.empty() ? "" : " from " + opts.mem_budget_source);
     const std::int64_t room = opts.mem_budget - held;
-    if (room <= 0) return s + "; the loaded model alone fills the budget";
+    if (room <= 0) return s + "; nothing would fit: the loaded model and plans alone fill the budget";
     const double fraction = static_cast<double>(room) / static_cast<double>(run);
     const double voxels = fraction * static_cast<double>(numel(shape));
     return s + "; at most about " + std::to_string(static_cast<std::int64_t>(voxels)) + " input elements (" +
@@ -215,8 +218,14 @@ struct OnnxModel::Impl {
         throw Error(ErrorKind::OutOfBudget, refusal(shapes[0], held, run));
       }
     }
-    return p.run_batch(batch, ex);
+    auto out = p.run_batch(batch, ex);
+    // Tile threads run concurrently: each field is one atomic store (they all see the same plan).
+    seen_created = p.created_with_threads();
+    seen_run = p.last_run_threads();
+    return out;
   }
+
+  std::atomic<int> seen_created{0}, seen_run{0};
 };
 
 OnnxModel::OnnxModel(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -226,7 +235,8 @@ OnnxModel::~OnnxModel() = default;
 
 OnnxModel OnnxModel::load(const std::string& path, const ModelOptions& opts) {
   auto impl = std::make_unique<Impl>();
-  impl->opts = opts;
+  impl->opts = with_process_defaults(opts);
+  const OmpThreads omp(impl->opts.threads);
   impl->model = onnx::read_model(path);
   impl->init(true);
   return OnnxModel(std::move(impl));
@@ -239,7 +249,8 @@ OnnxModel OnnxModel::load(std::span<const std::uint8_t> bytes, const ModelOption
                     " streams weights from a model file; load the model from a path or use full");
   }
   auto impl = std::make_unique<Impl>();
-  impl->opts = opts;
+  impl->opts = with_process_defaults(opts);
+  const OmpThreads omp(impl->opts.threads);
   impl->model = onnx::read_model(bytes, name);
   impl->init(false);
   // The caller's span need not outlive load(): every initializer is resident by now.
@@ -275,6 +286,10 @@ std::string OnnxModel::residency_report_json() const {
            to_string(execution_residency(impl_->opts.residency)) + "\", \"units\": 0, \"unit_list\": []}";
   }
   return impl_->executors.begin()->second->report_json();
+}
+
+KernelThreads OnnxModel::kernel_threads() const {
+  return {impl_->seen_created.load(), impl_->seen_run.load()};
 }
 
 std::map<std::string, Tensor> OnnxModel::run(const std::map<std::string, Tensor>& named) {

@@ -9,6 +9,8 @@
 
 #include "memory/offset_planner.h"
 #include "qsmcore/error.h"
+#include "qsmcore/process_limits.h"
+#include "runtime/omp_threads.h"
 
 namespace qsmcore {
 namespace {
@@ -25,7 +27,9 @@ int Plan::add_value(Value v) {
 }
 
 Plan::Plan(graph::TypedGraph g, Backend backend, int threads, const graph::LeafFn* leaf, bool keep_weights)
-    : backend_(backend), threads_(threads) {
+    : backend_(backend), threads_(threads > 0 ? threads : usable_cpus()) {
+  const OmpThreads omp(threads_);  // primitives created below keep the count they see now
+  created_threads_ = omp_get_max_threads();
   for (int i : g.inputs) input_shapes_.push_back(g.values[static_cast<std::size_t>(i)].shape);
   std::unique_ptr<kernels::Backend> be;
   if (backend == Backend::OneDnn) {
@@ -45,6 +49,7 @@ Plan::Plan(graph::TypedGraph g, Backend backend, int threads, const graph::LeafF
 UnitCopy Plan::build_unit(int u, const graph::LeafFn& leaf) const {
   const WeightUnit& unit = units_.at(static_cast<std::size_t>(u));
   std::lock_guard<std::mutex> lock(build_mu_);
+  const OmpThreads omp(threads_);  // runs on the caller's or the prefetch worker's thread
   const graph::TNode& n = g_.nodes[static_cast<std::size_t>(unit.node)];
   for (int slot : unit.deferred_inputs) {
     auto& tv = g_.values[static_cast<std::size_t>(n.in[static_cast<std::size_t>(slot)])];
@@ -427,7 +432,8 @@ std::vector<std::vector<Tensor>> Plan::run_batch(const std::vector<std::vector<T
   if (!units_.empty() && units == nullptr)
     throw Error(ErrorKind::Internal, "a plan with weight units run without a unit provider");
   for (const auto& inputs : batch) check_inputs(inputs);
-  omp_set_num_threads(threads_);
+  const OmpThreads omp(threads_);  // tile threads start with OpenMP's default
+  run_threads_ = omp_team_size_here();
   // Everything the run allocates is allocated here, before the first step.
   struct Set {
     Buffer arena;

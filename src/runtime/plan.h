@@ -3,6 +3,7 @@
 // liveness, and the memory figures — all known before anything runs. run() allocates exactly
 // the arena, the scratch block and the output tensors, nothing else.
 #pragma once
+#include <atomic>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -107,6 +108,10 @@ class Plan {
   const std::vector<std::size_t>& live_bytes() const { return live_bytes_; }
   const std::vector<Shape>& input_shapes() const { return input_shapes_; }
   Backend backend() const { return backend_; }
+  /// OpenMP threads as observed, not as asked: when the kernels were created (what oneDNN
+  /// primitives keep), and the team a parallel region got where the last run's kernels ran.
+  int created_with_threads() const { return created_threads_; }
+  int last_run_threads() const { return run_threads_.load(); }
 
  private:
   int add_value(Value v);
@@ -117,6 +122,8 @@ class Plan {
 
   Backend backend_;
   int threads_;
+  int created_threads_ = 0;
+  mutable std::atomic<int> run_threads_{0};
   std::vector<Shape> input_shapes_;
   std::vector<Step> steps_;
   std::vector<Value> values_;

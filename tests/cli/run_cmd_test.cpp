@@ -292,8 +292,8 @@ TEST_F(QsmRun, BadOptionsAreRefusedBeforeReadingInputs) {
   args.insert(args.end(), {"--mem-budget", "lots"});
   expect_refused(args, {"--mem-budget", "lots"});
   args = xqsm_args(file("field.nii.gz"), file("mask.nii.gz"));
-  args.insert(args.end(), {"--preview", file("no-such-folder/p.png")});
-  expect_refused(args, {"no-such-folder", "does not exist"});
+  args.insert(args.end(), {"--preview", file("field.nii.gz/p.png")});  // a missing folder is made; a file is no folder
+  expect_refused(args, {"field.nii.gz", "is not a folder"});
   args = xqsm_args(file("field.nii.gz"), file("mask.nii.gz"));
   args[args.size() - 4] = file("field.nii.gz");  // --out over the input
   expect_refused(args, {"overwrite the input"});
@@ -311,6 +311,31 @@ TEST_F(QsmRun, BudgetTooSmallIsRefusedAndWritesNothing) {
   auto args = xqsm_args(file("field.nii.gz"), file("mask.nii.gz"));
   args.insert(args.end(), {"--mem-budget", "2MiB", "--report", file("r.json"), "--preview", file("p.png")});
   expect_refused(args, {"xqsm", "predicted peak", "above the budget of 2097152 bytes"});
+}
+
+TEST_F(QsmRun, DefaultBudgetComesFromSlurmAndRefusesBeforeWriting) {
+  QSM_REQUIRE_DATA(twins_, "QSM_TWINS_DIR");
+  // No --mem-budget: the budget is the job's allocation, here 8 MiB (below the reserve).
+  env_.push_back("SLURM_MEM_PER_NODE=8");
+  auto args = xqsm_args(file("field.nii.gz"), file("mask.nii.gz"));
+  args[args.size() - 4] = file("new/chi.nii.gz");  // a folder that a refused run must not leave behind
+  args.insert(args.end(), {"--report", file("r.json")});
+  expect_refused(args, {"xqsm", "budget", "from SLURM_MEM_PER_NODE"});
+  EXPECT_FALSE(fs::exists(file("new/chi.nii.gz")));
+}
+
+TEST_F(QsmRun, OutputsGoIntoMissingFoldersWithProgressAsPlainLines) {
+  QSM_REQUIRE_DATA(twins_, "QSM_TWINS_DIR");
+  auto args = xqsm_args(file("field.nii.gz"), file("mask.nii.gz"));
+  args[args.size() - 4] = file("made/here/chi.nii.gz");
+  args.insert(args.end(), {"--report", file("reports/r.json")});
+  const auto r = qsm(args);
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_TRUE(fs::exists(file("made/here/chi.nii.gz")));
+  EXPECT_TRUE(fs::exists(file("reports/r.json")));
+  // stderr is a file here, not a terminal: progress comes as whole lines, without a bar's \r.
+  EXPECT_EQ(r.err.find('\r'), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("qsm: progress 100%"), std::string::npos) << r.err;
 }
 
 TEST_F(QsmRun, TileOptionReachesTheNetwork) {

@@ -4,9 +4,11 @@
 #pragma once
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <limits>
 #include <random>
 #include <string>
 
@@ -58,11 +60,23 @@ inline std::string run_ort(const std::string& model, const std::vector<std::pair
   return out_dir;
 }
 
-/// max |a - b| / (max(b) - min(b)) over all elements; +inf when shapes differ.
+/// A running worst difference: max(worst, d), except that a difference that is not finite (a NaN
+/// or an infinity in either operand, where the references of these tests are finite) makes it
+/// NaN for good, which fails every EXPECT_LE / EXPECT_GT / EXPECT_NEAR it meets. std::max(w, NaN)
+/// returns w, so a plain max accumulator lets a NaN anywhere but in the first place pass.
+inline double worse(double worst, double d) {
+  return std::isfinite(d) && !std::isnan(worst) ? std::max(worst, d) : std::numeric_limits<double>::quiet_NaN();
+}
+
+/// max |a - b| / (max(b) - min(b)) over the elements, the range taken over b's finite values.
+/// +inf when the shapes or dtypes differ. NaN (which fails every comparison) when a is not
+/// finite where the reference b is, or when a non-finite b is not matched exactly (NaN by NaN,
+/// an infinity by the same infinity).
 inline double relative_max_error(const qsmcore::Tensor& a, const qsmcore::Tensor& b) {
   if (a.shape() != b.shape() || a.dtype() != qsmcore::DType::F32 || b.dtype() != qsmcore::DType::F32) return INFINITY;
   float lo = INFINITY, hi = -INFINITY;
   for (float v : b.span<float>()) {
+    if (!std::isfinite(v)) continue;
     lo = std::min(lo, v);
     hi = std::max(hi, v);
   }
@@ -70,8 +84,12 @@ inline double relative_max_error(const qsmcore::Tensor& a, const qsmcore::Tensor
   const float* pa = a.data<float>();
   const float* pb = b.data<float>();
   for (std::int64_t i = 0; i < a.numel(); ++i) {
-    const double d = std::fabs(static_cast<double>(pa[i]) - pb[i]);
-    if (!(d <= worst)) worst = d;  // NaN propagates as a failure
+    if (!std::isfinite(pb[i])) {
+      const bool same = std::isnan(pb[i]) ? std::isnan(pa[i]) : pa[i] == pb[i];
+      if (!same) return std::numeric_limits<double>::quiet_NaN();
+      continue;
+    }
+    worst = worse(worst, std::fabs(static_cast<double>(pa[i]) - pb[i]));
   }
   const double range = hi > lo ? hi - lo : 1.0;
   return worst / range;
