@@ -205,7 +205,7 @@ NetworkRun run_demo_network(const DemoArgs& a, const DemoResults& d, ProgressBar
 }
 
 void write_outputs(const DemoArgs& a, const DemoResults& d) {
-  const fs::path dir(a.out);
+  const fs::path dir(a.out);  // made by the staging when the first file is, removed if writing fails
   StagedOutputs staged;
   const auto nii = [&](const char* name, const Volume& v, io::NiftiStore store, const std::string& what) {
     io::NiftiWriteOptions w;
@@ -317,9 +317,6 @@ void print_summary(const DemoArgs& a, const DemoResults& d) {
 void demo(const DemoArgs& a) {
   DemoResults d;
   d.net = choose_network(a);  // a missing file should fail before seconds of simulation
-  std::error_code ec;
-  fs::create_directories(a.out, ec);
-  if (ec) throw Error(ErrorKind::Io, "cannot create " + a.out + ": " + ec.message());
 
   d.po.dims = {a.size, a.size, a.size};
   d.po.voxel_mm = {1.0, 1.0, 1.0};

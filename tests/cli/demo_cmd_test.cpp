@@ -111,6 +111,17 @@ TEST(QsmDemo, ARegistryIdRunsTheWeightsItsLookupFinds) {
   EXPECT_FALSE(fs::exists(work.file("d2")));
 }
 
+TEST(QsmDemo, ARunOverTheProcesssLimitIsRefusedAndLeavesNothing) {
+  // The default budget is what the process may use: under an 8 MiB SLURM allocation the demo is
+  // refused before it allocates, naming the limit, and writes no folder.
+  qsmtest::ScratchDir work;
+  const auto r = qsmtest::run_qsm({"demo", "--out", work.file("d"), "--size", "32"},
+                                  {"HOME=" + work.file("home"), "SLURM_MEM_PER_NODE=8"}, work.path());
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.err.find("SLURM_MEM_PER_NODE"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(work.file("d")));
+}
+
 TEST(QsmDemo, MissingModelFileIsNamed) {
   qsmtest::ScratchDir work;
   const auto r = qsmtest::run_qsm({"demo", "--out", work.file("d"), "--size", "32", "--model", work.file("no.onnx")},
