@@ -7,7 +7,6 @@
 #include <algorithm>
 #include <filesystem>
 #include <map>
-#include <regex>
 #include <set>
 #include <sstream>
 #include <string>
@@ -26,18 +25,42 @@ std::vector<std::string> lines_of(const std::string& text) {
   return out;
 }
 
+// Plain scanning, not <regex>: GCC 12's libstdc++ regex trips -Wmaybe-uninitialized under the
+// sanitizer build's -O2, and -Werror makes that a build failure.
+bool lower_word(const std::string& w) {
+  return !w.empty() && std::all_of(w.begin(), w.end(), [](char c) { return c >= 'a' && c <= 'z'; });
+}
+bool flag_char(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-';
+}
+
+// "--name" at `pos` (a lowercase letter after the dashes, then letters, digits, dashes): its
+// length, or 0.
+std::size_t flag_at(const std::string& text, std::size_t pos) {
+  if (text.compare(pos, 2, "--") != 0 || pos + 2 >= text.size() || text[pos + 2] < 'a' || text[pos + 2] > 'z') return 0;
+  std::size_t e = pos + 2;
+  while (e < text.size() && flag_char(text[e])) ++e;
+  return e - pos;
+}
+
 // "build/qsm models show ID [--json]" -> "models show": the leading lowercase words.
 std::string command_of(const std::string& line) {
   std::istringstream in(line.substr(line.find("build/qsm") + 9));
   std::string cmd;
-  for (std::string w; in >> w && std::regex_match(w, std::regex("[a-z]+"));) cmd += (cmd.empty() ? "" : " ") + w;
+  for (std::string w; in >> w && lower_word(w);) cmd += (cmd.empty() ? "" : " ") + w;
   return cmd;
 }
 
 Flags flags_in(const std::string& text) {
   Flags f;
-  static const std::regex flag("--[a-z][a-z0-9-]*");
-  for (std::sregex_iterator it(text.begin(), text.end(), flag), end; it != end; ++it) f.insert(it->str());
+  for (std::size_t p = text.find("--"); p != std::string::npos; p = text.find("--", p + 1)) {
+    // Not inside a longer dash run or word ("---", "a--b").
+    if (p > 0 && (flag_char(text[p - 1]))) continue;
+    if (const std::size_t n = flag_at(text, p)) {
+      f.insert(text.substr(p, n));
+      p += n - 1;
+    }
+  }
   return f;
 }
 
@@ -80,14 +103,22 @@ Help help_of(const std::string& command, const std::filesystem::path& scratch) {
   EXPECT_EQ(r.status, 0) << "qsm " << command << " --help: " << r.err;
   Help h;
   std::string section;
-  static const std::regex option_line(R"(^  (?:-[a-zA-Z],)?(--[a-z][a-z0-9-]*).*)");
-  static const std::regex sub_line(R"(^  ([a-z]+)\s.*)");
   for (const auto& l : lines_of(r.out)) {
     if (!l.empty() && l[0] != ' ') section = l;
-    std::smatch m;
-    if (section == "Options:" && std::regex_match(l, m, option_line) && m[1] != "--help" && m[1] != "--version")
-      h.flags.insert(m[1]);
-    if (section == "Subcommands:" && std::regex_match(l, m, sub_line)) h.subcommands.push_back(m[1]);
+    if (l.size() < 3 || l.compare(0, 2, "  ") != 0 || l[2] == ' ') continue;  // not at the option column
+    if (section == "Options:") {
+      // "  --in TEXT …" or "  -h,--help …"
+      std::size_t p = 2;
+      if (l[p] == '-' && p + 3 < l.size() && l[p + 1] != '-' && l[p + 2] == ',') p += 3;
+      const std::size_t n = flag_at(l, p);
+      const std::string f = l.substr(p, n);
+      if (n > 0 && f != "--help" && f != "--version") h.flags.insert(f);
+    }
+    if (section == "Subcommands:") {
+      std::size_t e = 2;
+      while (e < l.size() && l[e] >= 'a' && l[e] <= 'z') ++e;
+      if (e > 2 && e < l.size() && (l[e] == ' ' || l[e] == '\t')) h.subcommands.push_back(l.substr(2, e - 2));
+    }
   }
   return h;
 }
