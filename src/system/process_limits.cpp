@@ -5,7 +5,9 @@
 #include <cctype>
 #include <charconv>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
+#include <functional>
 #include <sstream>
 #include <thread>
 #include <vector>
@@ -94,46 +96,53 @@ bool unified_at_root(const Sources& s) {
   return std::filesystem::exists(s.cgroup_root / "cgroup.controllers", ec);
 }
 
-std::optional<std::uint64_t> cgroup_cpus(const Sources& s, std::string& source) {
+// A cgroup limit: the smallest `read(dir)` over the process's cgroup and its ancestors (a parent's
+// limit binds the child), in v2 when the unified hierarchy is at the root, else in the v1
+// hierarchy of `controller`. `source` names what was read, for messages.
+using LimitReader = std::function<std::optional<std::uint64_t>(const std::filesystem::path&)>;
+std::optional<std::uint64_t> cgroup_limit(const Sources& s, const std::string& controller, const std::string& v2_name,
+                                          const LimitReader& v2, const std::string& v1_name, const LimitReader& v1,
+                                          std::string& source) {
   const CgroupPaths paths = own_cgroups(s);
   std::optional<std::uint64_t> best;
-  const auto keep = [&](std::optional<std::uint64_t> v) {
-    if (v && (!best || *v < *best)) best = v;
+  const auto walk = [&](const std::filesystem::path& mount, const std::string& path, const LimitReader& read) {
+    for (const auto& dir : cgroup_chain(mount, path))
+      if (const auto v = read(dir); v && (!best || *v < *best)) best = v;
   };
   if (paths.v2 && unified_at_root(s)) {
-    source = "cgroup v2 cpu.max";
-    for (const auto& dir : cgroup_chain(s.cgroup_root, *paths.v2))
-      if (const auto t = read_text(dir / "cpu.max")) keep(parse_cpu_max(*t));
-    return best;
-  }
-  if (const auto h = v1_hierarchy(s, paths, "cpu")) {
-    source = "cgroup v1 cpu.cfs_quota_us";
-    for (const auto& dir : cgroup_chain(h->first, h->second)) {
-      const auto q = read_text(dir / "cpu.cfs_quota_us"), p = read_text(dir / "cpu.cfs_period_us");
-      if (q && p) keep(parse_cfs_quota(*q, *p));
-    }
+    source = "cgroup v2 " + v2_name;
+    walk(s.cgroup_root, *paths.v2, v2);
+  } else if (const auto h = v1_hierarchy(s, paths, controller)) {
+    source = "cgroup v1 " + v1_name;
+    walk(h->first, h->second, v1);
   }
   return best;
 }
 
+std::optional<std::uint64_t> cgroup_cpus(const Sources& s, std::string& source) {
+  return cgroup_limit(
+      s, "cpu", "cpu.max",
+      [](const std::filesystem::path& d) {
+        const auto t = read_text(d / "cpu.max");
+        return t ? parse_cpu_max(*t) : std::nullopt;
+      },
+      "cpu.cfs_quota_us",
+      [](const std::filesystem::path& d) {
+        const auto q = read_text(d / "cpu.cfs_quota_us"), p = read_text(d / "cpu.cfs_period_us");
+        return q && p ? parse_cfs_quota(*q, *p) : std::nullopt;
+      },
+      source);
+}
+
 std::optional<std::uint64_t> cgroup_memory(const Sources& s, std::string& source) {
-  const CgroupPaths paths = own_cgroups(s);
-  std::optional<std::uint64_t> best;
-  const auto keep = [&](std::optional<std::uint64_t> v) {
-    if (v && (!best || *v < *best)) best = v;
+  const auto file = [](const char* name) {
+    return [name](const std::filesystem::path& d) {
+      const auto t = read_text(d / name);
+      return t ? parse_memory_limit(*t) : std::nullopt;
+    };
   };
-  if (paths.v2 && unified_at_root(s)) {
-    source = "cgroup v2 memory.max";
-    for (const auto& dir : cgroup_chain(s.cgroup_root, *paths.v2))
-      if (const auto t = read_text(dir / "memory.max")) keep(parse_memory_limit(*t));
-    return best;
-  }
-  if (const auto h = v1_hierarchy(s, paths, "memory")) {
-    source = "cgroup v1 memory.limit_in_bytes";
-    for (const auto& dir : cgroup_chain(h->first, h->second))
-      if (const auto t = read_text(dir / "memory.limit_in_bytes")) keep(parse_memory_limit(*t));
-  }
-  return best;
+  return cgroup_limit(s, "memory", "memory.max", file("memory.max"), "memory.limit_in_bytes",
+                      file("memory.limit_in_bytes"), source);
 }
 
 std::optional<std::uint64_t> affinity_cpus() {
