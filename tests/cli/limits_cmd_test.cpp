@@ -3,31 +3,26 @@
 // time: one busy thread cannot use more CPU time than wall time), `--threads 2` by the thread
 // counts the run's report says its kernels got. The default memory budget is checked by a run
 // under a SLURM allocation far too small: refused, naming SLURM_MEM_PER_NODE, writing nothing.
-#include <fcntl.h>
 #include <gtest/gtest.h>
-#include <spawn.h>
-#include <sys/resource.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
-#include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <random>
 
+#include "cli/child_run.h"
 #include "cli/cli_test_util.h"
 #include "io/npy.h"
 #include "onnx/onnx_writer.h"
 #include "qsmcore/process_limits.h"
-
-extern char** environ;
 
 namespace qsmcore {
 namespace {
 
 namespace fs = std::filesystem;
 namespace w = qsmtest::onnxw;
+using qsmtest::ChildRun;
+using qsmtest::spawn_qsm;
 
 // A chain of 3×3×3 convolutions + ReLU, C channels at D³: enough arithmetic (≈ 6 GFLOP per
 // layer at C = 32, D = 48) that the run is dominated by kernels, as a real network's is.
@@ -49,54 +44,6 @@ void write_conv_chain(const std::string& path, std::int64_t c, std::int64_t d, i
   g.inputs.push_back(w::value_info("x", 1, {1, c, d, d, d}));
   g.outputs.push_back(w::value_info(x, 1, {1, c, d, d, d}));
   w::write_file(path, w::model(w::graph(g)).bytes);
-}
-
-struct ChildRun {
-  int status = -1;
-  double wall_s = 0, cpu_s = 0;  // cpu = user + system of the child (and only of it)
-  std::string out, err;
-};
-
-// Runs the qsm binary as a child (posix_spawn) with `extra_env` added, and measures its CPU time
-// through getrusage(RUSAGE_CHILDREN): the difference across the wait is exactly this child.
-ChildRun spawn_qsm(const std::vector<std::string>& args, const std::vector<std::string>& extra_env,
-                   const fs::path& scratch) {
-  std::vector<std::string> argv_s{QSM_BINARY_DIR "/qsm"};
-  argv_s.insert(argv_s.end(), args.begin(), args.end());
-  std::vector<char*> argv;
-  for (auto& a : argv_s) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  std::vector<std::string> env_s(extra_env);
-  for (char** e = environ; *e != nullptr; ++e) env_s.emplace_back(*e);  // extra first: it wins lookups
-  std::vector<char*> envp;
-  for (auto& e : env_s) envp.push_back(e.data());
-  envp.push_back(nullptr);
-  const std::string out = (scratch / "child.stdout").string(), err = (scratch / "child.stderr").string();
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_addopen(&fa, STDOUT_FILENO, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_addopen(&fa, STDERR_FILENO, err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  rusage before{}, after{};
-  getrusage(RUSAGE_CHILDREN, &before);
-  const auto t0 = std::chrono::steady_clock::now();
-  pid_t pid = -1;
-  const int rc = posix_spawn(&pid, argv[0], &fa, nullptr, argv.data(), envp.data());
-  posix_spawn_file_actions_destroy(&fa);
-  ChildRun r;
-  if (rc != 0) return r;
-  int ws = 0;
-  waitpid(pid, &ws, 0);
-  r.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  getrusage(RUSAGE_CHILDREN, &after);
-  const auto secs = [](const timeval& t) {
-    return static_cast<double>(t.tv_sec) + 1e-6 * static_cast<double>(t.tv_usec);
-  };
-  r.cpu_s = secs(after.ru_utime) - secs(before.ru_utime) + secs(after.ru_stime) - secs(before.ru_stime);
-  r.status = WIFEXITED(ws) ? WEXITSTATUS(ws) : -1;
-  r.out = qsmtest::read_text(out);
-  r.err = qsmtest::read_text(err);
-  return r;
 }
 
 class QsmLimits : public ::testing::Test {
