@@ -9,7 +9,7 @@
 #include "graph/const_recipe.h"
 #include "graph/graph.h"
 #include "graph/op_registry.h"
-#include "kernels/kernel.h"
+#include "graph/post_op.h"
 
 namespace qsmcore::graph {
 
@@ -31,9 +31,9 @@ struct TValue {
 struct TNode {
   Node node;  // attributes, names
   const OpDef* op = nullptr;
-  std::vector<int> in;                // value indices; -1 = absent optional input
-  std::vector<int> out;               // value indices; -1 = unused optional output
-  std::vector<kernels::PostOp> post;  // fused elementwise ops (Sum addends are extra inputs)
+  std::vector<int> in;       // value indices; -1 = absent optional input
+  std::vector<int> out;      // value indices; -1 = unused optional output
+  std::vector<PostOp> post;  // fused elementwise ops (Sum addends are extra inputs)
   bool dead = false;
   /// For a fused node (op "qsm.ConvChain"): the nodes it runs, in order, with their own value
   /// indices (intermediates keep their TValues, though no live node produces them).

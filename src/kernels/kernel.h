@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "graph/post_op.h"
 #include "qsmcore/tensor.h"
 
 namespace qsmcore::kernels {
@@ -22,14 +23,8 @@ struct Layout {
   bool plain() const { return desc == nullptr; }
 };
 
-/// An elementwise operation fused into the producing kernel (applied to its output in order).
-struct PostOp {
-  enum class Kind { Relu, LeakyRelu, Elu, Sigmoid, Tanh, Clip, Sum };
-  Kind kind = Kind::Relu;
-  float alpha = 0.0f;  // LeakyRelu slope, Elu alpha, Clip min
-  float beta = 0.0f;   // Clip max
-  int sum_input = -1;  // Sum: index (in the step's inputs) of the addend; the output aliases it
-};
+/// Post-ops are graph annotations (graph/post_op.h); kernels apply them.
+using graph::PostOp;
 
 /// Applies post-ops to a plain f32 buffer in place (reference path and fallback).
 void apply_post_ops(std::span<const PostOp> post, float* data, std::int64_t n);
@@ -37,8 +32,8 @@ void apply_post_ops(std::span<const PostOp> post, float* data, std::int64_t n);
 float apply_activation(const PostOp& p, float x);
 
 struct ExecContext {
-  std::byte* scratch = nullptr;  // the plan's scratch block, scratch_bytes() of the largest kernel
-  std::size_t scratch_bytes = 0;
+  std::byte* scratch = nullptr;   // the step's scratch slot in the plan's arena
+  std::size_t scratch_bytes = 0;  // the slot's planned size: a kernel needing more must refuse to run
   int threads = 1;
 };
 

@@ -392,8 +392,11 @@ void Plan::assign_offsets() {
     for (int s = l.first; s <= l.last && s < n_steps; ++s) live_bytes_[static_cast<std::size_t>(s)] += l.bytes;
   const auto op = memory::plan_offsets(lifetimes);
   scratch_offset_.assign(steps_.size(), 0);
-  for (std::size_t i = first_scratch; i < lifetimes.size(); ++i)
+  scratch_slot_.assign(steps_.size(), 0);
+  for (std::size_t i = first_scratch; i < lifetimes.size(); ++i) {
     scratch_offset_[static_cast<std::size_t>(lifetimes[i].first)] = op.offsets[i];
+    scratch_slot_[static_cast<std::size_t>(lifetimes[i].first)] = lifetimes[i].bytes;
+  }
   for (std::size_t v = 0; v < values_.size(); ++v) {
     if (values_[v].storage != Storage::Arena) continue;
     values_[v].offset =
@@ -482,7 +485,10 @@ std::vector<std::vector<Tensor>> Plan::run_batch(const std::vector<std::vector<T
       const UnitCopy* copy = st.unit >= 0 ? &units->acquire(st.unit) : nullptr;
       kernels::Kernel* k = copy ? copy->kernel.get() : st.kernel.get();
       const auto si = static_cast<std::size_t>(&st - steps_.data());
-      ctx.scratch_bytes = k->scratch_bytes();
+      // The slot planned for this step, not what the kernel says now: a weight unit's kernel is
+      // rebuilt at run time, and a scratchpad larger than its slot would overwrite live values.
+      // Every kernel checks its own need against this before it runs.
+      ctx.scratch_bytes = scratch_slot_[si];
       ctx.scratch = ctx.scratch_bytes > 0 ? sets.front().arena.data() + scratch_offset_[si] : nullptr;
       for (auto& set : sets) {
         ins.clear();

@@ -131,6 +131,7 @@ class Plan {
   std::vector<int> alias_;                   // value -> value whose bytes it shares (in-place), or -1
   std::vector<std::size_t> live_bytes_;      // per step
   std::vector<std::size_t> scratch_offset_;  // per step: its scratchpad's place in the arena
+  std::vector<std::size_t> scratch_slot_;    // per step: the bytes planned there (a kernel checks its need)
   PlanMemory memory_;
   std::vector<WeightUnit> units_;
   // Kept only when the plan has units: the typed graph (deferred constants unset) and the

@@ -1197,4 +1197,39 @@ TEST(OneDnnResize, UnmatchedVariantsDecline) {
              "Resize");
 }
 
+// ---- scratch slots -----------------------------------------------------------------------------
+
+// A kernel runs only if the slot the plan gave its step holds its scratchpad: given a slot one
+// byte short, it refuses before writing (a rebuilt weight unit's kernel needing more than was
+// planned would otherwise overwrite live arena values).
+TEST(ScratchSlot, AKernelRefusesASlotSmallerThanItsScratchpad) {
+  const std::vector<Net> nets = {
+      deconv_net({1, 3, 5, 6, 7}, 8, {2, 2, 2}, {attr_ints("strides", {2, 2, 2})}),
+      deconv_net({1, 3, 5, 6, 7}, 8, {3, 3, 3},
+                 {attr_ints("strides", {2, 2, 2}), attr_ints("pads", {1, 1, 1, 1, 1, 1})}),
+  };
+  int checked = 0;
+  for (const Net& net : nets) {
+    OnnxModel dnn = load(net, Backend::OneDnn);
+    for (const auto& st : dnn.plan_for(net.in_shapes).steps()) {
+      const std::size_t need = st.kernel ? st.kernel->scratch_bytes() : 0;
+      if (need == 0) continue;
+      std::vector<std::byte> slot(need);
+      qsmcore::kernels::ExecContext ctx;
+      ctx.scratch = slot.data();
+      ctx.scratch_bytes = need - 1;
+      std::vector<Tensor> ins(st.in.size()), outs(st.out.size());
+      try {
+        st.kernel->run(ins, outs, ctx);
+        ADD_FAILURE() << st.name << " (" << st.kernel->impl_name() << ") ran in a slot of " << need - 1
+                      << " bytes; it needs " << need;
+      } catch (const qsmcore::Error& e) {
+        EXPECT_NE(std::string(e.what()).find("scratch"), std::string::npos) << e.what();
+      }
+      ++checked;
+    }
+  }
+  EXPECT_GT(checked, 0) << "no kernel with a scratchpad in these plans: the check went untested";
+}
+
 }  // namespace

@@ -15,8 +15,8 @@ std::vector<std::vector<int>> readers_of(const TypedGraph& g) {
 }
 
 // The activation a node computes, if it is one we can fuse with constant parameters.
-bool as_activation(const TypedGraph& g, const TNode& n, kernels::PostOp& p) {
-  using K = kernels::PostOp::Kind;
+bool as_activation(const TypedGraph& g, const TNode& n, PostOp& p) {
+  using K = PostOp::Kind;
   const std::string& op = n.node.op_type;
   if (op == "Relu")
     p = {K::Relu};
@@ -54,14 +54,14 @@ int fuse_conv_chains(TypedGraph& g) {
     if (conv.dead || (conv.node.op_type != "Conv" && conv.node.op_type != "ConvTranspose")) continue;
     if (g.values[static_cast<std::size_t>(conv.out[0])].dtype != DType::F32) continue;
     bool has_sum = false;
-    for (const auto& p : conv.post) has_sum = has_sum || p.kind == kernels::PostOp::Kind::Sum;
+    for (const auto& p : conv.post) has_sum = has_sum || p.kind == PostOp::Kind::Sum;
     for (;;) {
       const int y = conv.out[0];
       const auto& yv = g.values[static_cast<std::size_t>(y)];
       const auto& rs = readers[static_cast<std::size_t>(y)];
       if (yv.graph_output >= 0 || rs.size() != 1) break;
       TNode& next = g.nodes[static_cast<std::size_t>(rs[0])];
-      kernels::PostOp p;
+      PostOp p;
       if (as_activation(g, next, p) && next.in[0] == y) {
         conv.post.push_back(p);
       } else if (next.node.op_type == "Add" && !has_sum && next.in.size() == 2 && next.in[0] != next.in[1]) {
@@ -71,7 +71,7 @@ int fuse_conv_chains(TypedGraph& g) {
         if (ov.is_const() || ov.shape != yv.shape || outv.shape != yv.shape || ov.dtype != DType::F32) break;
         // The conv will read the addend at its own position: it must exist by then.
         if (producer_of(g, other) > static_cast<int>(ci)) break;
-        p = {kernels::PostOp::Kind::Sum};
+        p = {PostOp::Kind::Sum};
         // The addend goes after the optional bias slot so that input 2 stays the bias.
         if (conv.in.size() < 3) conv.in.resize(3, -1);
         p.sum_input = static_cast<int>(conv.in.size());

@@ -63,7 +63,7 @@ std::vector<TNode> split_chain(TypedGraph& g, const TNode& cat, const TNode& con
     n.op = conv.op;
     n.in = {x, wi, i == 0 && conv.in.size() > 2 ? conv.in[2] : -1};
     if (i > 0) {
-      kernels::PostOp sum{kernels::PostOp::Kind::Sum};
+      PostOp sum{PostOp::Kind::Sum};
       sum.sum_input = 3;
       n.in.push_back(partial);
       n.post.push_back(sum);

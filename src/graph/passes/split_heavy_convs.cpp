@@ -88,7 +88,7 @@ int split_heavy_convs(TypedGraph& g, std::uint64_t max_weight_bytes) {
         n.in[1] = wi;
         n.post = conv.post;
       } else {
-        kernels::PostOp sum{kernels::PostOp::Kind::Sum};
+        PostOp sum{PostOp::Kind::Sum};
         sum.sum_input = 3;
         n.in = {xi, wi, -1, partial};
         n.post = {sum};

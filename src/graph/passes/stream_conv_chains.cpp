@@ -55,7 +55,7 @@ bool slab_conv(const TypedGraph& g, const TNode& n) {
 bool sum_index(const TNode& n, int& addend) {
   addend = -1;
   for (const auto& p : n.post)
-    if (p.kind == kernels::PostOp::Kind::Sum) addend = n.in[static_cast<std::size_t>(p.sum_input)];
+    if (p.kind == PostOp::Kind::Sum) addend = n.in[static_cast<std::size_t>(p.sum_input)];
   return addend >= 0;
 }
 
@@ -67,7 +67,7 @@ bool slab_upsampling(const TypedGraph& g, const TNode& n) {
   const TValue& w = g.values[static_cast<std::size_t>(n.in[1])];
   const TValue& y = g.values[static_cast<std::size_t>(n.out[0])];
   for (const auto& p : n.post)
-    if (p.kind == kernels::PostOp::Kind::Sum) return false;
+    if (p.kind == PostOp::Kind::Sum) return false;
   const ConvGeometry geo = conv_transpose_geometry(n.node, x.shape, w.shape);
   if (geo.group != 1) return false;
   for (std::size_t i = 0; i < 3; ++i)

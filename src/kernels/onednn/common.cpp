@@ -125,6 +125,9 @@ void PrimitiveKernel::bind_constant(int arg, const Tensor& plain, const memory::
 }
 
 void PrimitiveKernel::run(std::span<const Tensor> inputs, std::span<Tensor> outputs, ExecContext& ctx) {
+  // The primitive's own scratchpad size against the slot the plan gave this step, before a byte
+  // is written.
+  QSM_ASSERT(ctx.scratch_bytes >= scratch_bytes_, "scratch block smaller than a kernel's scratchpad");
   prepare(inputs, outputs);
   std::unordered_map<int, memory> args;
   for (std::size_t i = 0; i < in_binds_.size() && i < inputs.size(); ++i) {
@@ -137,7 +140,6 @@ void PrimitiveKernel::run(std::span<const Tensor> inputs, std::span<Tensor> outp
   }
   for (const auto& [arg, mem] : const_args_) args.emplace(arg, mem);
   if (scratch_bytes_ > 0) {
-    QSM_ASSERT(ctx.scratch_bytes >= scratch_bytes_, "scratch block smaller than a kernel's scratchpad");
     memory::desc smd({static_cast<memory::dim>(scratch_bytes_)}, memory::data_type::u8, memory::format_tag::a);
     args.emplace(DNNL_ARG_SCRATCHPAD, memory(smd, engine(), ctx.scratch));
   }
