@@ -55,6 +55,11 @@ struct ModelOptions {
   /// DenseDiskStream leaves them in the file and streams them through bounded caches. Outputs
   /// are bitwise identical under every policy. Non-resident policies need a model file.
   LayerWeightResidency residency;
+  /// Plans kept for reuse (one per input-shape set, least recently used dropped first; a plan a
+  /// run is using lives until that run ends). Under FullyResident the plans of one model share
+  /// one packed copy of each weight, so a cached plan costs its tables and primitives; under a
+  /// residency policy one plan is held at a time whatever this says.
+  int max_cached_plans = 4;
 };
 
 /// `o` with threads 0 and mem_budget kAutoMemBudget replaced by what this process may use
@@ -95,8 +100,6 @@ struct KernelThreads {
   int run = 0;
 };
 
-class Plan;  // internal (src/runtime/plan.h)
-
 class OnnxModel {
  public:
   static OnnxModel load(const std::string& path, const ModelOptions& opts = {});
@@ -120,8 +123,6 @@ class OnnxModel {
   /// Runs with named inputs; returns named outputs.
   std::map<std::string, Tensor> run(const std::map<std::string, Tensor>& inputs);
 
-  /// The plan for these input shapes (built once, cached).
-  const Plan& plan_for(const std::vector<Shape>& input_shapes);
   /// Memory figures of the plan for these shapes (builds it if needed).
   PlanMemory plan_memory(const std::vector<Shape>& input_shapes);
   /// The residency report of the current plan as JSON (residency.md §8): policy, admission
@@ -135,6 +136,7 @@ class OnnxModel {
   struct Impl;
 
  private:
+  friend struct ModelInternals;  // the engine's own tools (src/runtime/model_internals.h)
   explicit OnnxModel(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };

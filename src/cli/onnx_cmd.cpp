@@ -17,6 +17,7 @@
 #include "qsmcore/error.h"
 #include "qsmcore/onnx_model.h"
 #include "qsmcore/residency.h"
+#include "runtime/model_internals.h"
 #include "runtime/plan.h"
 
 namespace qsmcore::cli {
@@ -313,7 +314,7 @@ void plan(const std::string& path, const std::vector<std::string>& shape_args, c
     if (it == given.end()) throw Error(ErrorKind::InvalidInput, path + ": no --shape for input '" + d.name + "'");
     shapes.push_back(it->second);
   }
-  const Plan& p = model.plan_for(shapes);
+  const Plan& p = qsmcore::plan_for(model, shapes);
   if (steps) {
     // live = arena bytes in use while the step runs; the largest is where the peak is.
     std::printf("%-4s %-22s %-34s %-24s %12s %10s %10s\n", "#", "op", "kernel", "output", "bytes", "live", "scratch");

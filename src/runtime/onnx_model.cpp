@@ -4,13 +4,16 @@
 
 #include <omp.h>
 
+#include <algorithm>
 #include <atomic>
 #include <filesystem>
 #include <mutex>
 
 #include "graph/passes/passes.h"
+#include "kernels/pack_cache.h"
 #include "onnx/reader.h"
 #include "qsmcore/error.h"
+#include "runtime/model_internals.h"
 #include "runtime/omp_threads.h"
 #include "runtime/plan.h"
 #include "runtime/residency_executor.h"
@@ -34,7 +37,10 @@ struct OnnxModel::Impl {
   std::vector<ValueDesc> inputs, outputs;
   ModelOptions opts;
   std::mutex mu;
-  std::vector<std::unique_ptr<Plan>> plans;
+  // Most recently used last. Runs hold a plan by shared_ptr, so dropping one from the cache
+  // never pulls it from under a run (tile threads run concurrently).
+  std::vector<std::shared_ptr<Plan>> plans;
+  std::shared_ptr<kernels::PackCache> packed = kernels::make_pack_cache();
   // Weight residency (non-resident policies only): the disk reader, the LayerwiseHost host
   // store, bytes that stay resident whatever the policy, and one executor per plan.
   std::unique_ptr<WeightReader> reader;
@@ -110,11 +116,8 @@ struct OnnxModel::Impl {
     for (const auto& vi : model.graph.outputs) outputs.push_back(desc(vi));
   }
 
-  Plan& plan(const std::vector<Shape>& shapes, const std::vector<DType>& dtypes) {
-    std::lock_guard<std::mutex> lock(mu);
-    for (auto& p : plans)
-      if (p->input_shapes() == shapes) return *p;
-    const OmpThreads omp(opts.threads);  // constant folding runs reference kernels
+  // The typed graph for these shapes, after the passes the options ask for.
+  graph::TypedGraph typed_graph(const std::vector<Shape>& shapes, const std::vector<DType>& dtypes) {
     graph::TypedGraph tg = graph::build_typed_graph(model, constants, shapes, dtypes);
     graph::PassOptions po;
     po.split_concat = opts.split_concat_convs;
@@ -122,27 +125,76 @@ struct OnnxModel::Impl {
     po.stream_chains = opts.stream_conv_chains && opts.backend == Backend::OneDnn;
     po.max_conv_weight_bytes = opts.max_unit_weight_bytes;
     graph::run_passes(tg, po);
-    graph::LeafFn leaf = [this](const graph::LeafKey& k) -> Tensor {
+    return tg;
+  }
+
+  // Where a plan reads deferred weights: the LayerwiseHost store, else the file.
+  graph::LeafFn leaf_fn() {
+    return [this](const graph::LeafKey& k) -> Tensor {
       return eager.by_initializer[static_cast<std::size_t>(k.initializer)] ? eager.leaf(k) : reader->read(k);
     };
+  }
+
+  std::shared_ptr<Plan> cached_plan(const std::vector<Shape>& shapes) {
+    for (auto it = plans.begin(); it != plans.end(); ++it) {
+      if ((*it)->input_shapes() != shapes) continue;
+      std::rotate(it, it + 1, plans.end());  // most recently used last
+      return plans.back();
+    }
+    return nullptr;
+  }
+
+  std::shared_ptr<Plan> plan(const std::vector<Shape>& shapes, const std::vector<DType>& dtypes) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (auto p = cached_plan(shapes)) return p;
+    const OmpThreads omp(opts.threads);  // constant folding runs reference kernels
+    graph::TypedGraph tg = typed_graph(shapes, dtypes);
+    graph::LeafFn leaf = leaf_fn();
     if (resident()) {
+      const kernels::PackCacheScope share(packed.get());
       plans.push_back(
-          std::make_unique<Plan>(std::move(tg), opts.backend, opts.threads, reader ? &leaf : nullptr, true));
-      return *plans.back();
+          std::make_shared<Plan>(std::move(tg), opts.backend, opts.threads, reader ? &leaf : nullptr, true));
+      const std::size_t keep = static_cast<std::size_t>(std::max(opts.max_cached_plans, 1));
+      if (plans.size() > keep) plans.erase(plans.begin(), plans.end() - static_cast<std::ptrdiff_t>(keep));
+      return plans.back();
     }
     // Under a residency policy the budgets are the model's: one plan (and its copies) at a time.
     executors.clear();
     plans.clear();
-    auto p = std::make_unique<Plan>(std::move(tg), opts.backend, opts.threads, &leaf);
+    auto p = std::make_shared<Plan>(std::move(tg), opts.backend, opts.threads, &leaf);
     if (!p->units().empty()) {
       const std::uint64_t held = static_bytes + static_cast<std::uint64_t>(p->memory().packed_weight_bytes);
       executors[p.get()] = std::make_unique<ResidencyExecutor>(*p, opts.residency, *reader, &eager, held, model.path);
       p->set_weight_window_bytes(static_cast<std::int64_t>(executors[p.get()]->forward_weight_bytes()));
     }
     plans.push_back(std::move(p));
-    return *plans.back();
+    return plans.back();
   }
 
+  // A fully resident plan packs every weight when it is built. Before a run's new plan packs
+  // anything, a dry plan (the backend packs nothing, it only counts the bytes it would pack
+  // anew) gives the run's figures; a run that cannot fit is refused there.
+  void refuse_before_packing(const std::vector<Shape>& shapes, const std::vector<DType>& dtypes, std::int64_t sets) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (cached_plan(shapes)) return;
+    const OmpThreads omp(opts.threads);
+    graph::TypedGraph tg = typed_graph(shapes, dtypes);
+    graph::LeafFn leaf = leaf_fn();
+    packed->dry = true;
+    packed->dry_new_bytes = 0;
+    std::int64_t held = 0, run = 0;
+    try {
+      const kernels::PackCacheScope count(packed.get());
+      const Plan dry(std::move(tg), opts.backend, opts.threads, reader ? &leaf : nullptr, true);
+      held = memory_current() + packed->dry_new_bytes;
+      run = (dry.memory().arena_bytes + dry.memory().io_bytes) * sets;
+    } catch (...) {
+      packed->dry = false;
+      throw;
+    }
+    packed->dry = false;
+    if (held + run > opts.mem_budget) throw Error(ErrorKind::OutOfBudget, refusal(shapes[0], held, run));
+  }
   ResidencyExecutor* executor_for(const Plan& p) {
     std::lock_guard<std::mutex> lock(mu);
     auto it = executors.find(&p);
@@ -159,7 +211,7 @@ struct OnnxModel::Impl {
   void drop_plan(const Plan* p) {
     std::lock_guard<std::mutex> lock(mu);
     executors.erase(p);
-    std::erase_if(plans, [p](const std::unique_ptr<Plan>& q) { return q.get() == p; });
+    std::erase_if(plans, [p](const std::shared_ptr<Plan>& q) { return q.get() == p; });
   }
 
   // The refusal names the predicted peak, the budget and what would fit: the run's bytes grow
@@ -204,7 +256,10 @@ struct OnnxModel::Impl {
       dtypes.push_back(t.dtype());
     }
     const bool had_plan = has_plan(shapes);
-    Plan& p = plan(shapes, dtypes);
+    if (!had_plan && resident() && opts.mem_budget > 0)
+      refuse_before_packing(shapes, dtypes, static_cast<std::int64_t>(batch.size()));
+    const std::shared_ptr<Plan> held_plan = plan(shapes, dtypes);
+    Plan& p = *held_plan;
     ResidencyExecutor* ex = executor_for(p);
     if (opts.mem_budget > 0) {
       const std::int64_t held = memory_current();
@@ -312,12 +367,17 @@ std::map<std::string, Tensor> OnnxModel::run(const std::map<std::string, Tensor>
   return result;
 }
 
-const Plan& OnnxModel::plan_for(const std::vector<Shape>& input_shapes) {
-  return impl_->plan(input_shapes, impl_->declared_dtypes());
+const Plan& ModelInternals::plan(OnnxModel& m, const std::vector<Shape>& input_shapes) {
+  return *m.impl_->plan(input_shapes, m.impl_->declared_dtypes());
+}
+
+std::size_t ModelInternals::cached_plans(const OnnxModel& m) {
+  std::lock_guard<std::mutex> lock(m.impl_->mu);
+  return m.impl_->plans.size();
 }
 
 PlanMemory OnnxModel::plan_memory(const std::vector<Shape>& input_shapes) {
-  return plan_for(input_shapes).memory();
+  return impl_->plan(input_shapes, impl_->declared_dtypes())->memory();
 }
 
 void OnnxModel::clear_plans() {

@@ -12,6 +12,7 @@
 
 #include "onnx/onnx_writer.h"
 #include "qsmcore/onnx_model.h"
+#include "runtime/model_internals.h"
 #include "runtime/plan.h"
 
 using namespace qsmtest::onnxw;
@@ -94,7 +95,7 @@ std::vector<std::pair<std::string, std::string>> compare(const Net& net, double 
                       << b[first];
   }
   std::vector<std::pair<std::string, std::string>> impls;
-  for (const auto& st : dnn.plan_for(net.in_shapes).steps()) {
+  for (const auto& st : qsmcore::plan_for(dnn, net.in_shapes).steps()) {
     // Reorders are recorded under their step name ("reorder:<value>") to tell edges from interior.
     impls.emplace_back(st.op_type == "Reorder" ? st.name : st.op_type, st.kernel->impl_name());
     if (std::getenv("QSM_TEST_DUMP_PLAN"))
@@ -555,7 +556,7 @@ TEST(AnyLayoutElementwise, PaddedLayoutOnlyWhereZeroStaysZero) {
     const auto impls = compare(n);
     OnnxModel m = load(n, Backend::OneDnn);
     bool p_padded = false;
-    for (const auto& v : m.plan_for(n.in_shapes).values())
+    for (const auto& v : qsmcore::plan_for(m, n.in_shapes).values())
       if (v.name == "p") p_padded = !v.layout.plain() && v.layout.bytes > sizeof(float) * qsmcore::numel(v.shape);
     if (!p_padded) continue;
     ++padded;
@@ -668,7 +669,7 @@ TEST(GraphRewrites, BatchNormFoldsIntoConvTransposeAndThroughAnAdd) {
   const Net folded = build(true), oracle = build(false);
   expect_same_function(folded, oracle);
   OnnxModel m = load(folded, Backend::OneDnn);
-  for (const auto& st : m.plan_for(folded.in_shapes).steps()) {
+  for (const auto& st : qsmcore::plan_for(m, folded.in_shapes).steps()) {
     EXPECT_NE(st.op_type, "BatchNormalization") << "a BN was not folded";
     EXPECT_NE(st.op_type, "Add") << "an Add was not fused as a Sum post-op";
     EXPECT_NE(st.op_type, "Relu");
@@ -694,7 +695,7 @@ TEST(GraphRewrites, PoolingMovesAheadOfAConcatSoItsConvsSplit) {
   expect_same_function(n, n, /*split_b=*/false);
   for (Backend be : {Backend::OneDnn, Backend::Reference}) {
     OnnxModel m = load(n, be);
-    for (const auto& st : m.plan_for(n.in_shapes).steps()) EXPECT_NE(st.op_type, "Concat");
+    for (const auto& st : qsmcore::plan_for(m, n.in_shapes).steps()) EXPECT_NE(st.op_type, "Concat");
   }
 }
 
@@ -712,7 +713,7 @@ TEST(GraphRewrites, ExecutionOrderRunsTheBranchThatFreesFirst) {
   n.output("y");
   compare(n);
   OnnxModel m = load(n, Backend::OneDnn);
-  const auto& live = m.plan_for(n.in_shapes).live_bytes();
+  const auto& live = qsmcore::plan_for(m, n.in_shapes).live_bytes();
   const std::size_t wide = 16 * 40 * 48 * sizeof(float);
   const std::size_t peak = *std::max_element(live.begin(), live.end());
   EXPECT_LT(peak, 2 * wide) << "both wide tensors are alive at once";
@@ -745,7 +746,7 @@ TEST(GraphRewrites, ConvReadOnlyByAChannelSplitRunsPerPart) {
     SCOPED_TRACE("variant " + std::to_string(variant));
     expect_same_function(n, n, /*split_b=*/false);
     OnnxModel m = load(n, Backend::OneDnn);
-    for (const auto& st : m.plan_for(n.in_shapes).steps()) EXPECT_NE(st.op_type, "Split");
+    for (const auto& st : qsmcore::plan_for(m, n.in_shapes).steps()) EXPECT_NE(st.op_type, "Split");
   }
 }
 
@@ -781,7 +782,7 @@ TEST(GraphRewrites, CheapValueReadFarLaterIsMadeAgainThere) {
   for (std::int64_t i = 0; i < want.numel(); ++i) ASSERT_EQ(got.data<float>()[i], want.data<float>()[i]) << i;
   // The mask's bytes are live over (almost) the whole chain once, and over a few steps again.
   const auto mask_steps = [&](OnnxModel& m) {
-    const auto& plan = m.plan_for(n.in_shapes);
+    const auto& plan = qsmcore::plan_for(m, n.in_shapes);
     int first = -1, last = -1, i = 0;
     for (const auto& st : plan.steps()) {
       for (int v : st.out)
@@ -826,10 +827,11 @@ void expect_chain_matches(const Net& n, PeakCheck peak = PeakCheck::Lower) {
   for (std::int64_t i = 0; i < want.numel(); ++i)
     ASSERT_NEAR(got.data<float>()[i], x[i], 1e-5 * (*hi - *lo)) << "voxel " << i;
   int chains = 0;
-  for (const auto& st : streamed.plan_for(n.in_shapes).steps()) chains += st.op_type == "qsm.ConvChain" ? 1 : 0;
+  for (const auto& st : qsmcore::plan_for(streamed, n.in_shapes).steps())
+    chains += st.op_type == "qsm.ConvChain" ? 1 : 0;
   EXPECT_GT(chains, 0) << "no chain was formed";
-  const std::int64_t with = streamed.plan_for(n.in_shapes).memory().run_peak_bytes();
-  const std::int64_t without = layerwise.plan_for(n.in_shapes).memory().run_peak_bytes();
+  const std::int64_t with = qsmcore::plan_for(streamed, n.in_shapes).memory().run_peak_bytes();
+  const std::int64_t without = qsmcore::plan_for(layerwise, n.in_shapes).memory().run_peak_bytes();
   if (peak == PeakCheck::Lower) {
     EXPECT_LT(with, without);
   } else if (peak == PeakCheck::NotHigher) {
@@ -918,7 +920,7 @@ TEST(ConvChain, UpSamplingMadeAFewPlanesAtATime) {
     n.output("y");
     expect_chain_matches(n);
     OnnxModel m = load(n, Backend::OneDnn);
-    for (const auto& st2 : m.plan_for(n.in_shapes).steps()) EXPECT_NE(st2.op_type, "ConvTranspose");
+    for (const auto& st2 : qsmcore::plan_for(m, n.in_shapes).steps()) EXPECT_NE(st2.op_type, "ConvTranspose");
   }
 }
 
@@ -946,7 +948,8 @@ TEST(ConvChain, PoolingEndsTheChain) {
         SCOPED_TRACE(std::string(op) + " " + std::to_string(k[0]) + " after " + std::to_string(layers));
         expect_chain_matches(n);
         OnnxModel m = load(n, Backend::OneDnn);
-        for (const auto& st : m.plan_for(n.in_shapes).steps()) EXPECT_NE(st.op_type, op) << "the pooling stayed a step";
+        for (const auto& st : qsmcore::plan_for(m, n.in_shapes).steps())
+          EXPECT_NE(st.op_type, op) << "the pooling stayed a step";
       }
 }
 
@@ -954,7 +957,7 @@ TEST(ConvChain, PoolingEndsTheChain) {
 /// inputs, one of this shape (the skip, the residual).
 void expect_chain_output_shares(const Net& n, const Shape& input_shape) {
   OnnxModel m = load(n, Backend::OneDnn);
-  const auto& plan = m.plan_for(n.in_shapes);
+  const auto& plan = qsmcore::plan_for(m, n.in_shapes);
   const auto& vals = plan.values();
   using Storage = qsmcore::Plan::Storage;
   for (const auto& st : plan.steps()) {
@@ -1045,7 +1048,7 @@ TEST(ConvChain, ReverseConcatenationConsumesTheOlderPartFirst) {
   n.output("y");
   expect_chain_matches(n);
   OnnxModel m = load(n, Backend::OneDnn);
-  const auto& live = m.plan_for(n.in_shapes).live_bytes();
+  const auto& live = qsmcore::plan_for(m, n.in_shapes).live_bytes();
   const std::size_t one = static_cast<std::size_t>(qsmcore::numel(full)) * sizeof(float);
   const auto peak = *std::max_element(live.begin(), live.end());
   EXPECT_LT(peak, 11 * one / 5) << "more than prev and one partial sum alive at once";
@@ -1211,7 +1214,7 @@ TEST(ScratchSlot, AKernelRefusesASlotSmallerThanItsScratchpad) {
   int checked = 0;
   for (const Net& net : nets) {
     OnnxModel dnn = load(net, Backend::OneDnn);
-    for (const auto& st : dnn.plan_for(net.in_shapes).steps()) {
+    for (const auto& st : qsmcore::plan_for(dnn, net.in_shapes).steps()) {
       const std::size_t need = st.kernel ? st.kernel->scratch_bytes() : 0;
       if (need == 0) continue;
       std::vector<std::byte> slot(need);

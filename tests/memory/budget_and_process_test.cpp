@@ -8,6 +8,7 @@
 #include "qsmcore/error.h"
 #include "qsmcore/memory.h"
 #include "qsmcore/onnx_model.h"
+#include "runtime/model_internals.h"
 #include "support/test_data.h"
 
 #if defined(__SANITIZE_ADDRESS__)
@@ -35,7 +36,7 @@ TEST(ProcessView, AccountedPeakMatchesVmHwmOnALargeRun) {
   o.threads = 2;
   qsmcore::OnnxModel m = qsmcore::OnnxModel::load(path, o);
   const qsmcore::Shape shape{1, 1, 160, 160, 160};
-  m.plan_for({shape});
+  qsmcore::plan_for(m, {shape});
   qsmcore::Tensor x = qsmtest::random_tensor(shape, 5);
   if (!qsmcore::reset_process_hwm()) GTEST_SKIP() << "/proc/self/clear_refs is not writable here";
   const std::int64_t rss0 = qsmcore::process_rss_bytes();

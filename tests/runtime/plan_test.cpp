@@ -7,6 +7,7 @@
 #include "onnx/onnx_writer.h"
 #include "qsmcore/error.h"
 #include "qsmcore/onnx_model.h"
+#include "runtime/model_internals.h"
 #include "runtime/plan.h"
 
 using namespace qsmtest::onnxw;
@@ -93,9 +94,9 @@ TEST(Plan, BudgetRefusalAllocatesNothing) {
 
 TEST(Plan, PlansAreCachedByShape) {
   OnnxModel m = load(eltwise_chain());
-  const qsmcore::Plan* a = &m.plan_for({{1, 4, 8, 8, 8}});
-  const qsmcore::Plan* b = &m.plan_for({{1, 4, 8, 8, 8}});
-  const qsmcore::Plan* c = &m.plan_for({{1, 4, 8, 8, 16}});
+  const qsmcore::Plan* a = &qsmcore::plan_for(m, {{1, 4, 8, 8, 8}});
+  const qsmcore::Plan* b = &qsmcore::plan_for(m, {{1, 4, 8, 8, 8}});
+  const qsmcore::Plan* c = &qsmcore::plan_for(m, {{1, 4, 8, 8, 16}});
   EXPECT_EQ(a, b);
   EXPECT_NE(a, c);
 }
@@ -150,7 +151,7 @@ TEST(Plan, ShapeSubgraphsAreFoldedAway) {
   p.inputs.push_back(value_info("x", 1, {2, 3, 4}));
   p.outputs.push_back(value_info("y", 1, {2, 12}));
   OnnxModel m = load(model(graph(p)));
-  const auto& plan = m.plan_for({{2, 3, 4}});
+  const auto& plan = qsmcore::plan_for(m, {{2, 3, 4}});
   int runnable = 0;
   for (const auto& st : plan.steps()) runnable += st.op_type == "Reshape" ? 1 : 0;
   EXPECT_EQ(runnable, 1);

@@ -103,22 +103,6 @@ void PrimitiveKernel::set_primitive(const dnnl::primitive& p, const memory::desc
   impl_ = std::string("onednn:") + impl;
 }
 
-memory pack_constant(const Tensor& plain, const memory::desc& plain_md, const memory::desc& md,
-                     std::vector<std::shared_ptr<Buffer>>& owned, std::int64_t& packed_bytes) {
-  auto buf = std::make_shared<Buffer>(md.get_size(), MemCategory::Weights);
-  memory dst(md, engine(), buf->data());
-  if (md == plain_md) {
-    std::memcpy(buf->data(), plain.raw(), md.get_size());
-  } else {
-    memory src(plain_md, engine(), plain.raw());
-    dnnl::reorder(src, dst).execute(stream(), src, dst);
-    stream().wait();
-  }
-  packed_bytes += static_cast<std::int64_t>(md.get_size());
-  owned.push_back(std::move(buf));
-  return dst;
-}
-
 void PrimitiveKernel::bind_constant(int arg, const Tensor& plain, const memory::desc& plain_md,
                                     const memory::desc& md) {
   const_args_.emplace_back(arg, pack_constant(plain, plain_md, md, packed_, packed_bytes_));

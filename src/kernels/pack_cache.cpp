@@ -1,0 +1,34 @@
+#include "kernels/pack_cache.h"
+
+namespace qsmcore::kernels {
+#if QSM_HAVE_ONEDNN
+namespace onednn {
+std::shared_ptr<PackCache> make_packed_weights_cache();  // kernels/onednn/pack_constant.cpp
+}
+#endif
+
+namespace {
+thread_local PackCache* active = nullptr;
+}
+
+std::shared_ptr<PackCache> make_pack_cache() {
+#if QSM_HAVE_ONEDNN
+  return onednn::make_packed_weights_cache();
+#else
+  return std::make_shared<PackCache>();
+#endif
+}
+
+PackCache* active_pack_cache() {
+  return active;
+}
+
+PackCacheScope::PackCacheScope(PackCache* cache) : previous_(active) {
+  active = cache;
+}
+
+PackCacheScope::~PackCacheScope() {
+  active = previous_;
+}
+
+}  // namespace qsmcore::kernels

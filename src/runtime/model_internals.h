@@ -1,0 +1,25 @@
+// What the engine's own tools and tests see of an OnnxModel beyond its public API: the plan for
+// a set of input shapes, an internal type the public header does not return.
+#pragma once
+#include <cstddef>
+#include <vector>
+
+#include "qsmcore/onnx_model.h"
+#include "runtime/plan.h"
+
+namespace qsmcore {
+
+struct ModelInternals {
+  static const Plan& plan(OnnxModel& m, const std::vector<Shape>& input_shapes);
+  /// Plans in the model's cache now.
+  static std::size_t cached_plans(const OnnxModel& m);
+};
+
+/// The plan for these input shapes (built if needed, then cached). The reference stays valid
+/// while the plan is cached: until max_cached_plans other shape sets were planned since its last
+/// use, or clear_plans().
+inline const Plan& plan_for(OnnxModel& m, const std::vector<Shape>& input_shapes) {
+  return ModelInternals::plan(m, input_shapes);
+}
+
+}  // namespace qsmcore
