@@ -72,14 +72,24 @@ bool same_file(const std::string& a, const std::string& b) {
   return !ec1 && !ec2 && pa == pb;
 }
 
-void run(const RunArgs& a) {
-  using Clock = std::chrono::steady_clock;
-  const auto t_start = Clock::now();
-  const ModelSpec& spec = require_model(a.id);
-  const NetworkNeeds needs = network_needs(spec);
-  const bool phase_net = needs.field_kind == "wrapped phase";
+// What the options say, before any file is read: the network's options and inputs (units,
+// TE, B0 and its direction), and the echo times as given.
+struct RunSetup {
+  NetworkOptions opts;
+  NetworkInputs in;
+  std::vector<double> tes;
+};
 
-  // ---- options (no file touched yet) -------------------------------------------------------
+// An input option of `qsm run`: which role it fills, and whether the network needs it.
+struct Slot {
+  const char* role;
+  const char* option;
+  std::string what;
+  bool needed;
+  const std::string* path;
+};
+
+void check_output_names(const RunArgs& a) {
   if (!(ends_with(a.out, ".nii.gz") || ends_with(a.out, ".nii")))
     invalid("--out " + a.out + ": the output name must end in .nii.gz or .nii");
   require_parent_folder(a.out, "--out");
@@ -88,67 +98,77 @@ void run(const RunArgs& a) {
     require_parent_folder(a.preview, "--preview");
   }
   if (!a.report.empty()) require_parent_folder(a.report, "--report");
+}
 
-  NetworkOptions opts;
-  opts.model.backend = backend_from_string(a.backend);
-  opts.model.threads = a.threads;
-  apply_mem_budget(a.mem_budget, opts.model);
-  opts.model = with_process_defaults(opts.model);  // the report records what the run used
-  opts.model.residency = parse_residency(a.residency);
-  if (!a.tile.empty()) opts.tile = parse_tile(a.tile);
-  opts.test_time_flips = !a.no_flips;
-  opts.phase_sign = a.phase_sign;
-  opts.ignore_domain = a.ignore_domain;
+std::vector<double> parse_echo_times(const std::string& te) {
+  if (te.empty()) return {};
+  std::vector<double> tes = parse_number_list(te, "--te");
+  for (double t : tes)
+    if (!(t > 0.0)) invalid("--te " + te + ": echo times are in seconds and must be positive");
+  for (double t : tes)
+    if (t > 1.0) invalid("--te " + te + ": echo times are in seconds (" + std::to_string(t) + " s is not one)");
+  return tes;
+}
 
-  NetworkInputs in;
+RunSetup parse_setup(const RunArgs& a, const ModelSpec& spec, bool phase_net) {
+  RunSetup r;
+  r.opts.model.backend = backend_from_string(a.backend);
+  r.opts.model.threads = a.threads;
+  apply_mem_budget(a.mem_budget, r.opts.model);
+  r.opts.model = with_process_defaults(r.opts.model);  // the report records what the run used
+  r.opts.model.residency = parse_residency(a.residency);
+  if (!a.tile.empty()) r.opts.tile = parse_tile(a.tile);
+  r.opts.test_time_flips = !a.no_flips;
+  r.opts.phase_sign = a.phase_sign;
+  r.opts.ignore_domain = a.ignore_domain;
   if (!a.unit.empty())
-    in.field_unit = parse_field_unit(a.unit);
+    r.in.field_unit = parse_field_unit(a.unit);
   else if (phase_net)
-    in.field_unit = FieldUnit::Rad;
-  if (phase_net && in.field_unit != FieldUnit::Rad)
+    r.in.field_unit = FieldUnit::Rad;
+  if (phase_net && r.in.field_unit != FieldUnit::Rad)
     invalid(std::string(spec.id) + " takes wrapped phase in radians; --unit " + a.unit + " does not apply");
-  std::vector<double> tes;
-  if (!a.te.empty()) {
-    tes = parse_number_list(a.te, "--te");
-    for (double t : tes)
-      if (!(t > 0.0)) invalid("--te " + a.te + ": echo times are in seconds and must be positive");
-    for (double t : tes)
-      if (t > 1.0) invalid("--te " + a.te + ": echo times are in seconds (" + std::to_string(t) + " s is not one)");
-  }
+  r.tes = parse_echo_times(a.te);
   if (a.b0 && !(*a.b0 > 0.0)) invalid("--b0 must be a positive field strength in tesla");
-  if (!a.b0_dir.empty()) in.b0_dir = parse_b0_dir(a.b0_dir);
-  in.b0_tesla = a.b0;
-  if (tes.size() == 1) in.te_s = tes[0];
+  if (!a.b0_dir.empty()) r.in.b0_dir = parse_b0_dir(a.b0_dir);
+  r.in.b0_tesla = a.b0;
+  if (r.tes.size() == 1) r.in.te_s = r.tes[0];
+  return r;
+}
 
-  // ---- which inputs the network needs, and whether they were given -------------------------
-  // --in is the network's primary input: its field (or phase), else its magnitude, else its R2*.
+// --in is the network's primary input: its field (or phase), else its magnitude, else its R2*.
+std::string primary_role(const ModelSpec& spec, const NetworkNeeds& needs) {
   const char* primary = needs.field       ? "field"
                         : needs.magnitude ? "magnitude"
                         : needs.r2star    ? "r2star"
                         : needs.qsm       ? "qsm"
                                           : nullptr;
   if (primary == nullptr) invalid(std::string(spec.id) + ": the network declares no volume input");
-  struct Slot {
-    const char* role;
-    const char* option;
-    const char* what;
-    bool needed;
-    const std::string* path;
-  };
-  const std::string field_what = needs.field_kind.empty() ? std::string("field") : needs.field_kind;
-  const Slot slots[] = {
-      {"field", "--in", field_what.c_str(), needs.field, &a.in},
+  return primary;
+}
+
+std::string field_what(const NetworkNeeds& needs) {
+  return needs.field_kind.empty() ? std::string("field") : needs.field_kind;
+}
+
+std::vector<Slot> input_slots(const RunArgs& a, const NetworkNeeds& needs) {
+  return {
+      {"field", "--in", field_what(needs), needs.field, &a.in},
       {"magnitude", "--magnitude", "magnitude", needs.magnitude, &a.magnitude},
       {"r2star", "--r2star", "R2* map in Hz", needs.r2star, &a.r2star},
       {"qsm", "--qsm", "χ map in ppm", needs.qsm, &a.qsm},
       {"r2prime", "--r2prime", "R2' map in Hz", needs.r2prime, &a.r2prime},
       {"mask", "--mask", "brain mask", needs.mask, &a.mask},
   };
-  // Inputs a network does not require may still be used (iQSM weights echoes by magnitude when
-  // given), so every given one is read, checked and passed on.
-  std::vector<std::string> missing, warnings;
+}
+
+// Every input the network needs is named (and its primary input once, with --in), and a field
+// in Hz or rad comes with what converts it to ppm.
+void check_required_inputs(const RunArgs& a, const ModelSpec& spec, const NetworkNeeds& needs,
+                           const std::vector<Slot>& slots, const std::string& primary, const RunSetup& r,
+                           bool phase_net) {
+  std::vector<std::string> missing;
   for (const Slot& s : slots) {
-    const bool is_primary = std::string(s.role) == primary;
+    const bool is_primary = s.role == primary;
     if (s.path == &a.in && !is_primary) continue;  // --in always names the primary input
     if (is_primary && s.path != &a.in && !s.path->empty())
       invalid(std::string(s.option) + " and --in both name the " + s.what + " of " + std::string(spec.id) +
@@ -157,7 +177,7 @@ void run(const RunArgs& a) {
     if (s.needed && given.empty())
       missing.push_back(std::string(is_primary ? "--in" : s.option) + " (the " + s.what + ")");
   }
-  if (needs.te && tes.empty()) missing.push_back("--te (echo time in s)");
+  if (needs.te && r.tes.empty()) missing.push_back("--te (echo time in s)");
   if (needs.b0 && !a.b0) missing.push_back("--b0 (field strength in T)");
   if (!missing.empty()) {
     std::string m = std::string(spec.id) + " (" + std::string(spec.name) + ", " +
@@ -166,92 +186,171 @@ void run(const RunArgs& a) {
     for (std::size_t i = 0; i < missing.size(); ++i) m += (i ? ", " : "") + missing[i];
     invalid(m);
   }
-  // A field in Hz or in (unwrapped) rad is converted with B0 (and TE): check both are there.
   if (needs.field && !phase_net) {
     try {
-      (void)field_to_ppm_factor(in.field_unit, in.b0_tesla, in.te_s);
+      (void)field_to_ppm_factor(r.in.field_unit, r.in.b0_tesla, r.in.te_s);
     } catch (const Error& e) {
       invalid("--unit " + a.unit + ": " + e.what() + "; give " +
-              (in.field_unit == FieldUnit::Rad ? "--b0 and --te" : "--b0"));
+              (r.in.field_unit == FieldUnit::Rad ? "--b0 and --te" : "--b0"));
     }
   }
+}
 
-  // ---- read and check every input ----------------------------------------------------------
+// Inputs a network does not require may still be used (iQSM weights echoes by magnitude when
+// given), so every given one is read, checked (on the primary input's grid) and passed on.
+std::vector<Input> read_inputs(const RunArgs& a, const std::vector<Slot>& slots, const std::string& primary,
+                               const std::string& primary_what, bool phase_net) {
   std::vector<Input> inputs;
-  inputs.reserve(6);
-  {
-    io::NiftiReadOptions ro;
-    const std::string primary_role = primary;
-    ro.allow_frames = phase_net || primary_role == "magnitude";
-    const std::string& primary_what =
-        primary_role == "field" ? field_what : std::string(primary_role == "magnitude" ? "magnitude" : primary);
-    inputs.push_back({primary, "--in", a.in, io::read_nifti(a.in, ro)});
-    const Volume& ref = inputs[0].volume;
-    for (const Slot& s : slots) {
-      if (std::string(s.role) == primary || s.path == &a.in || s.path->empty()) continue;
-      if (std::string(s.role) == "mask") {
-        inputs.push_back({s.role, s.option, *s.path, io::read_mask_on_grid(*s.path, ref, primary_what, a.in)});
-      } else {
-        io::NiftiReadOptions o;
-        o.allow_frames = std::string(s.role) == "magnitude";
-        inputs.push_back({s.role, s.option, *s.path, io::read_on_grid(*s.path, s.what, ref, primary_what, a.in, o)});
-      }
+  inputs.reserve(slots.size());
+  io::NiftiReadOptions ro;
+  ro.allow_frames = phase_net || primary == "magnitude";
+  for (const Slot& s : slots)
+    if (s.role == primary) inputs.push_back({s.role, "--in", a.in, io::read_nifti(a.in, ro)});
+  const Volume& ref = inputs[0].volume;
+  for (const Slot& s : slots) {
+    if (s.role == primary || s.path == &a.in || s.path->empty()) continue;
+    if (std::string(s.role) == "mask") {
+      inputs.push_back({s.role, s.option, *s.path, io::read_mask_on_grid(*s.path, ref, primary_what, a.in)});
+    } else {
+      io::NiftiReadOptions o;
+      o.allow_frames = std::string(s.role) == "magnitude";
+      inputs.push_back({s.role, s.option, *s.path, io::read_on_grid(*s.path, s.what, ref, primary_what, a.in, o)});
     }
   }
-  const Volume& primary_volume = inputs[0].volume;
+  return inputs;
+}
+
+// Echo times against the phase's echoes; the volumes into the network's inputs; no output may
+// overwrite an input.
+void bind_inputs(const RunArgs& a, const ModelSpec& spec, const std::vector<Input>& inputs, const std::string& what,
+                 bool phase_net, RunSetup& r) {
+  const std::int64_t echoes = inputs[0].volume.frames();
   if (phase_net) {
-    const std::int64_t echoes = primary_volume.frames();
-    if (echoes > 1 && static_cast<std::int64_t>(tes.size()) != echoes)
+    if (echoes > 1 && static_cast<std::int64_t>(r.tes.size()) != echoes)
       invalid(a.in + ": the phase has " + std::to_string(echoes) + " echoes but --te gives " +
-              std::to_string(tes.size()) + " echo time(s); give one per echo, comma-separated");
-    if (echoes == 1 && tes.size() > 1)
-      invalid("--te " + a.te + ": " + std::to_string(tes.size()) + " echo times for a single-echo phase " + a.in);
-    if (echoes > 1) in.echo_times_s = tes;
-  } else if (tes.size() > 1) {
+              std::to_string(r.tes.size()) + " echo time(s); give one per echo, comma-separated");
+    if (echoes == 1 && r.tes.size() > 1)
+      invalid("--te " + a.te + ": " + std::to_string(r.tes.size()) + " echo times for a single-echo phase " + a.in);
+    if (echoes > 1) r.in.echo_times_s = r.tes;
+  } else if (r.tes.size() > 1) {
     invalid("--te " + a.te + ": several echo times are only for multi-echo phase (" + std::string(spec.id) +
-            " takes a " + field_what + ")");
+            " takes a " + what + ")");
   }
   for (const Input& i : inputs) {
     const std::string role = i.role;
-    if (role == "field") in.field = &i.volume;
-    if (role == "magnitude") in.magnitude = &i.volume;
-    if (role == "r2star") in.r2star = &i.volume;
-    if (role == "r2prime") in.r2prime = &i.volume;
-    if (role == "qsm") in.qsm = &i.volume;
-    if (role == "mask") in.mask = &i.volume;
+    if (role == "field") r.in.field = &i.volume;
+    if (role == "magnitude") r.in.magnitude = &i.volume;
+    if (role == "r2star") r.in.r2star = &i.volume;
+    if (role == "r2prime") r.in.r2prime = &i.volume;
+    if (role == "qsm") r.in.qsm = &i.volume;
+    if (role == "mask") r.in.mask = &i.volume;
   }
   for (const Input& i : inputs) {
     for (const std::string* o : {&a.out, &a.preview, &a.report})
       if (!o->empty() && same_file(*o, i.path))
         invalid(*o + ": this output would overwrite the input " + i.path + " (" + i.option + ")");
   }
+}
 
-  // ---- weights ------------------------------------------------------------------------------
-  FetchOptions fetch;
-  fetch.verify = !a.no_verify;
-  fetch.download.progress = a.quiet ? DownloadOptions::Progress::Never : DownloadOptions::Progress::Auto;
-  const std::vector<ResolvedWeight> weights = resolve_weights(spec, fetch);
-  std::vector<std::string> model_paths;
-  for (const ResolvedWeight& w : weights) model_paths.push_back(w.path.string());
-
-  for (const std::string& w : warnings) std::fprintf(stderr, "qsm: warning: %s\n", w.c_str());
-
-  // ---- run ------------------------------------------------------------------------------------
-  ProgressBar bar(a.quiet);
-  if (bar.enabled()) opts.progress = [&bar](double f, const std::string& stage) { bar.update(f, stage); };
-  const auto t_run = Clock::now();
-  NetworkRun result = run_network(spec, model_paths, in, opts);
-  const double run_seconds = std::chrono::duration<double>(Clock::now() - t_run).count();
-  bar.finish();
-  if (result.outputs.empty())
-    throw Error(ErrorKind::Internal, std::string(spec.id) + ": the network returned no output");
-  for (const std::string& w : result.warnings) {
-    std::fprintf(stderr, "qsm: warning: %s\n", w.c_str());
-    warnings.push_back(w);
+nlohmann::json model_json(const ModelSpec& spec, const std::vector<ResolvedWeight>& weights) {
+  nlohmann::json model;
+  model["id"] = std::string(spec.id);
+  model["name"] = std::string(spec.name);
+  model["stage"] = to_string(spec.stage);
+  model["files"] = nlohmann::json::array();
+  for (const ResolvedWeight& w : weights) {
+    std::string registry_sha;
+    for (const WeightFile& f : spec.files)
+      if (f.name == w.file) registry_sha = std::string(f.sha256);
+    const std::string sha = w.sha256.empty() ? weight_file_sha256(w.path) : w.sha256;
+    model["files"].push_back({{"name", w.file},
+                              {"path", w.path.string()},
+                              {"source", to_string(w.source)},
+                              {"sha256", sha},
+                              {"verified", w.verified},
+                              {"matches_registry", !registry_sha.empty() && sha == registry_sha}});
   }
+  return model;
+}
 
-  // ---- outputs, preview, report: staged, then renamed together --------------------------------
-  StagedOutputs staged;
+nlohmann::json options_json(const RunArgs& a, const RunSetup& r, const Volume& primary, bool verify) {
+  nlohmann::json o;
+  o["te_s"] = r.tes;
+  o["b0_tesla"] = a.b0 ? nlohmann::json(*a.b0) : nlohmann::json(nullptr);
+  if (r.in.b0_dir) {
+    o["b0_dir"] = *r.in.b0_dir;
+    o["b0_dir_from"] = "--b0-dir";
+  } else {
+    try {
+      o["b0_dir"] = b0_dir_from_affine(primary.affine());
+      o["b0_dir_from"] = "affine";
+    } catch (const Error&) {
+      o["b0_dir"] = nullptr;
+    }
+  }
+  const NetworkOptions& opts = r.opts;
+  o["field_unit"] = to_string(r.in.field_unit);
+  o["tile"] =
+      opts.tile ? nlohmann::json{{"core", opts.tile->core}, {"halo", opts.tile->halo}} : nlohmann::json(nullptr);
+  o["mem_budget_bytes"] = opts.model.mem_budget;
+  o["mem_budget_source"] = opts.model.mem_budget_source;
+  o["threads"] = opts.model.threads;
+  o["backend"] = to_string(opts.model.backend);
+  o["residency"] = to_string(opts.model.residency);
+  o["test_time_flips"] = opts.test_time_flips;
+  o["phase_sign"] = opts.phase_sign;
+  o["ignore_domain"] = opts.ignore_domain;
+  o["verify_weights"] = verify;
+  return o;
+}
+
+// Everything the report says about one finished run.
+struct RunRecord {
+  const RunArgs& a;
+  const ModelSpec& spec;
+  const std::vector<ResolvedWeight>& weights;
+  const std::vector<Input>& inputs;
+  const RunSetup& setup;
+  bool verify;
+  const NetworkRun& result;
+  double run_seconds, total_seconds;
+  const std::vector<std::string>& warnings;
+  const nlohmann::json& outputs;
+};
+
+std::string report_text(const RunRecord& r) {
+  nlohmann::json j;
+  j["command"] = "qsm run";
+  j["model"] = model_json(r.spec, r.weights);
+  nlohmann::json ins;
+  for (const Input& i : r.inputs) {
+    nlohmann::json v = volume_json(i.path, i.volume);
+    if (std::string(i.role) == "field") v["unit"] = to_string(r.setup.in.field_unit);
+    ins[i.role] = std::move(v);
+  }
+  j["inputs"] = std::move(ins);
+  j["options"] = options_json(r.a, r.setup, r.inputs[0].volume, r.verify);
+  j["memory"] = {{"predicted_peak_bytes", r.result.predicted_peak_bytes},
+                 {"measured_peak_bytes", r.result.measured_peak_bytes},
+                 {"process_peak_rss_bytes", process_peak_rss()}};
+  j["stages"] = nlohmann::json::array();
+  for (const StageTime& s : r.result.stages) j["stages"].push_back({{"stage", s.stage}, {"seconds", s.seconds}});
+  j["run_seconds"] = r.run_seconds;
+  j["total_seconds"] = r.total_seconds;
+  j["tiles"] = r.result.tiles;
+  j["tiles_in_flight"] = r.result.tiles_in_flight;
+  j["warnings"] = r.warnings;
+  j["residency"] = nlohmann::json::array();
+  for (const auto& rep : r.result.residency_reports) j["residency"].push_back(nlohmann::json::parse(rep));
+  j["outputs"] = r.outputs;
+  j["preview"] = r.a.preview.empty() ? nlohmann::json(nullptr) : nlohmann::json(fs::absolute(r.a.preview).string());
+  return j.dump(2) + "\n";
+}
+
+// The outputs (one file per output of a several-output network) and the preview, staged;
+// returns what the report lists of them.
+nlohmann::json stage_outputs(const RunArgs& a, const ModelSpec& spec, const NetworkRun& result,
+                             const std::vector<Input>& inputs, StagedOutputs& staged) {
   const bool several = result.outputs.size() > 1;
   nlohmann::json outputs_json = nlohmann::json::array();
   for (const NetworkOutput& o : result.outputs) {
@@ -268,77 +367,59 @@ void run(const RunArgs& a) {
     outputs_json.push_back(std::move(oj));
   }
   if (!a.preview.empty()) io::write_png_preview(staged.stage(a.preview), result.outputs[0].volume);
+  return outputs_json;
+}
 
+void run(const RunArgs& a) {
+  using Clock = std::chrono::steady_clock;
+  const auto t_start = Clock::now();
+  const ModelSpec& spec = require_model(a.id);
+  const NetworkNeeds needs = network_needs(spec);
+  const bool phase_net = needs.field_kind == "wrapped phase";
+
+  // Options, then which inputs the network needs and whether they were given: no file read yet.
+  check_output_names(a);
+  RunSetup setup = parse_setup(a, spec, phase_net);
+  const std::string primary = primary_role(spec, needs);
+  const std::vector<Slot> slots = input_slots(a, needs);
+  check_required_inputs(a, spec, needs, slots, primary, setup, phase_net);
+
+  // Every input read and checked, then the weights resolved.
+  const std::string what = field_what(needs);
+  const std::string primary_what = primary == "field" ? what : primary;
+  const std::vector<Input> inputs = read_inputs(a, slots, primary, primary_what, phase_net);
+  bind_inputs(a, spec, inputs, what, phase_net, setup);
+  FetchOptions fetch;
+  fetch.verify = !a.no_verify;
+  fetch.download.progress = a.quiet ? DownloadOptions::Progress::Never : DownloadOptions::Progress::Auto;
+  const std::vector<ResolvedWeight> weights = resolve_weights(spec, fetch);
+  std::vector<std::string> model_paths;
+  for (const ResolvedWeight& w : weights) model_paths.push_back(w.path.string());
+
+  // The run, with its progress on stderr.
+  ProgressBar bar(a.quiet);
+  if (bar.enabled()) setup.opts.progress = [&bar](double f, const std::string& stage) { bar.update(f, stage); };
+  const auto t_run = Clock::now();
+  NetworkRun result = run_network(spec, model_paths, setup.in, setup.opts);
+  const double run_seconds = std::chrono::duration<double>(Clock::now() - t_run).count();
+  bar.finish();
+  if (result.outputs.empty())
+    throw Error(ErrorKind::Internal, std::string(spec.id) + ": the network returned no output");
+  std::vector<std::string> warnings;
+  for (const std::string& w : result.warnings) {
+    std::fprintf(stderr, "qsm: warning: %s\n", w.c_str());
+    warnings.push_back(w);
+  }
+
+  // Outputs, preview, report: staged, then renamed together.
+  StagedOutputs staged;
+  const nlohmann::json outputs_json = stage_outputs(a, spec, result, inputs, staged);
   if (!a.report.empty()) {
-    nlohmann::json j;
-    j["command"] = "qsm run";
-    nlohmann::json model;
-    model["id"] = std::string(spec.id);
-    model["name"] = std::string(spec.name);
-    model["stage"] = to_string(spec.stage);
-    model["files"] = nlohmann::json::array();
-    for (const ResolvedWeight& w : weights) {
-      std::string registry_sha;
-      for (const WeightFile& f : spec.files)
-        if (f.name == w.file) registry_sha = std::string(f.sha256);
-      const std::string sha = w.sha256.empty() ? weight_file_sha256(w.path) : w.sha256;
-      model["files"].push_back({{"name", w.file},
-                                {"path", w.path.string()},
-                                {"source", to_string(w.source)},
-                                {"sha256", sha},
-                                {"verified", w.verified},
-                                {"matches_registry", !registry_sha.empty() && sha == registry_sha}});
-    }
-    j["model"] = std::move(model);
-    nlohmann::json ins;
-    for (const Input& i : inputs) {
-      nlohmann::json v = volume_json(i.path, i.volume);
-      if (std::string(i.role) == "field") v["unit"] = to_string(in.field_unit);
-      ins[i.role] = std::move(v);
-    }
-    j["inputs"] = std::move(ins);
-    nlohmann::json o;
-    o["te_s"] = tes;
-    o["b0_tesla"] = a.b0 ? nlohmann::json(*a.b0) : nlohmann::json(nullptr);
-    if (in.b0_dir) {
-      o["b0_dir"] = *in.b0_dir;
-      o["b0_dir_from"] = "--b0-dir";
-    } else {
-      try {
-        o["b0_dir"] = b0_dir_from_affine(primary_volume.affine());
-        o["b0_dir_from"] = "affine";
-      } catch (const Error&) {
-        o["b0_dir"] = nullptr;
-      }
-    }
-    o["field_unit"] = to_string(in.field_unit);
-    o["tile"] =
-        opts.tile ? nlohmann::json{{"core", opts.tile->core}, {"halo", opts.tile->halo}} : nlohmann::json(nullptr);
-    o["mem_budget_bytes"] = opts.model.mem_budget;
-    o["mem_budget_source"] = opts.model.mem_budget_source;
-    o["threads"] = opts.model.threads;
-    o["backend"] = to_string(opts.model.backend);
-    o["residency"] = to_string(opts.model.residency);
-    o["test_time_flips"] = opts.test_time_flips;
-    o["phase_sign"] = opts.phase_sign;
-    o["ignore_domain"] = opts.ignore_domain;
-    o["verify_weights"] = fetch.verify;
-    j["options"] = std::move(o);
-    j["memory"] = {{"predicted_peak_bytes", result.predicted_peak_bytes},
-                   {"measured_peak_bytes", result.measured_peak_bytes},
-                   {"process_peak_rss_bytes", process_peak_rss()}};
-    j["stages"] = nlohmann::json::array();
-    for (const StageTime& s : result.stages) j["stages"].push_back({{"stage", s.stage}, {"seconds", s.seconds}});
-    j["run_seconds"] = run_seconds;
-    j["total_seconds"] = std::chrono::duration<double>(Clock::now() - t_start).count();
-    j["tiles"] = result.tiles;
-    j["tiles_in_flight"] = result.tiles_in_flight;
-    j["warnings"] = warnings;
-    j["residency"] = nlohmann::json::array();
-    for (const auto& r : result.residency_reports) j["residency"].push_back(nlohmann::json::parse(r));
-    j["outputs"] = std::move(outputs_json);
-    j["preview"] = a.preview.empty() ? nlohmann::json(nullptr) : nlohmann::json(fs::absolute(a.preview).string());
-    const std::string text = j.dump(2) + "\n";
+    const RunRecord record{a,        spec,        weights,
+                           inputs,   setup,       fetch.verify,
+                           result,   run_seconds, std::chrono::duration<double>(Clock::now() - t_start).count(),
+                           warnings, outputs_json};
+    const std::string text = report_text(record);
     io::write_file_atomically(staged.stage(a.report), std::as_bytes(std::span(text)));
   }
   staged.commit();
@@ -346,7 +427,7 @@ void run(const RunArgs& a) {
   if (!a.quiet) {
     for (const std::string& p : staged.final_paths()) std::printf("wrote %s\n", p.c_str());
     std::printf("%s on %s: %.2f s, %lld tile(s) (%lld in flight); memory predicted %s, measured %s\n",
-                std::string(spec.id).c_str(), describe_grid(primary_volume).c_str(), run_seconds,
+                std::string(spec.id).c_str(), describe_grid(inputs[0].volume).c_str(), run_seconds,
                 static_cast<long long>(result.tiles), static_cast<long long>(result.tiles_in_flight),
                 mib(result.predicted_peak_bytes).c_str(), mib(result.measured_peak_bytes).c_str());
   }

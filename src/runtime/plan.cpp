@@ -75,42 +75,21 @@ UnitCopy Plan::build_unit(int u, const graph::LeafFn& leaf) const {
   return copy;
 }
 
-void Plan::schedule(graph::TypedGraph& g, kernels::Backend* be, const graph::LeafFn* leaf, bool keep_weights) {
-  std::vector<int> pv(g.values.size(), -1);
+// The working state of schedule(): the typed graph it walks, and per typed value its plan
+// value, its readers still to come, and whether a step reads it at run time.
+struct Plan::Scheduling {
+  graph::TypedGraph& g;
+  kernels::Backend* be;
+  const graph::LeafFn* leaf;
+  bool keep_weights;
+  std::vector<int> pv;  // typed value -> plan value in its producer's layout, -1 before
   // Readers left per constant: once a constant's last reader has packed it, its plain copy is
   // dropped at once instead of after the whole graph, so planning holds one plain copy of one
   // weight at a time on top of the packed ones (BN-folded weights exist only here).
-  std::vector<int> readers_left(g.values.size(), 0);
-  std::vector<bool> unit_kept(g.values.size(), false);
+  std::vector<int> readers_left;
+  std::vector<bool> unit_kept;
   std::int64_t unit_static_bytes = 0;
-  std::vector<bool> read_at_run(g.values.size(), false);
-  for (const auto& n : g.nodes)
-    if (!n.dead)
-      for (int t : n.in)
-        if (t >= 0) ++readers_left[static_cast<std::size_t>(t)];
-  // Every typed value gets a plan value in the layout its producer writes.
-  auto primary = [&](int t) {
-    if (pv[static_cast<std::size_t>(t)] >= 0) return pv[static_cast<std::size_t>(t)];
-    const auto& tv = g.values[static_cast<std::size_t>(t)];
-    Value v;
-    v.name = tv.name;
-    v.dtype = tv.dtype;
-    v.shape = tv.shape;
-    if (tv.deferred()) {
-      v.storage = Storage::Deferred;  // supplied by the unit reading it
-    } else if (tv.is_const()) {
-      v.storage = Storage::Constant;
-      v.constant = tv.constant;
-    } else if (tv.graph_input >= 0) {
-      v.storage = Storage::Input;
-      v.index = tv.graph_input;
-    } else {
-      throw Error(ErrorKind::Internal, "value '" + tv.name + "' read before it is written");
-    }
-    v.bytes = tv.plain_bytes();
-    pv[static_cast<std::size_t>(t)] = add_value(std::move(v));
-    return pv[static_cast<std::size_t>(t)];
-  };
+  std::vector<bool> read_at_run;
   struct Converted {
     int typed;
     int value;
@@ -119,186 +98,263 @@ void Plan::schedule(graph::TypedGraph& g, kernels::Backend* be, const graph::Lea
   // Leaf reads of deferred constants, with the size of each initializer they return (a unit's
   // host copy is its leaves as stored).
   std::map<graph::LeafKey, std::uint64_t> leaf_bytes;
-  graph::LeafFn read_leaf = [&](const graph::LeafKey& k) {
-    Tensor t = (*leaf)(k);
-    leaf_bytes[k] = t.nbytes();
-    return t;
-  };
-  auto same = [&](const kernels::Layout& a, const kernels::Layout& b) {
+  graph::LeafFn read_leaf;
+
+  Scheduling(graph::TypedGraph& graph, kernels::Backend* backend, const graph::LeafFn* l, bool keep)
+      : g(graph),
+        be(backend),
+        leaf(l),
+        keep_weights(keep),
+        pv(graph.values.size(), -1),
+        readers_left(graph.values.size(), 0),
+        unit_kept(graph.values.size(), false),
+        read_at_run(graph.values.size(), false) {
+    for (const auto& n : g.nodes)
+      if (!n.dead)
+        for (int t : n.in)
+          if (t >= 0) ++readers_left[static_cast<std::size_t>(t)];
+    read_leaf = [this](const graph::LeafKey& k) {
+      Tensor t = (*leaf)(k);
+      leaf_bytes[k] = t.nbytes();
+      return t;
+    };
+  }
+  graph::TValue& typed(int t) { return g.values[static_cast<std::size_t>(t)]; }
+  bool same(const kernels::Layout& a, const kernels::Layout& b) const {
     if (a.plain() || b.plain()) return a.plain() == b.plain();
     return be != nullptr && be->same_layout(a, b);
-  };
-  // The value of typed value t in layout `want`, inserting one reorder step the first time.
-  auto in_layout = [&](int t, const kernels::Layout& want) {
-    const int v = primary(t);
-    if (same(values_[static_cast<std::size_t>(v)].layout, want)) return v;
-    for (const auto& c : converted)
-      if (c.typed == t && same(values_[static_cast<std::size_t>(c.value)].layout, want)) return c.value;
-    const auto& tv = g.values[static_cast<std::size_t>(t)];
-    QSM_ASSERT(be != nullptr, "a layout conversion without a backend");
-    Value nv;
-    nv.name = tv.name + "@" + (want.plain() ? "plain" : "blocked");
-    nv.dtype = tv.dtype;
-    nv.shape = tv.shape;
-    nv.layout = want;
-    nv.storage = Storage::Arena;
-    nv.bytes = value_bytes(tv, want);
-    const int out = add_value(std::move(nv));
-    Step st;
-    st.name = "reorder:" + tv.name;
-    st.op_type = "Reorder";
-    if (tv.deferred())
-      throw Error(ErrorKind::Unsupported,
-                  "weight '" + tv.name + "' needs a layout conversion; run this model fully resident");
-    st.kernel = be->make_reorder(tv, values_[static_cast<std::size_t>(v)].layout, want);
-    st.impl = st.kernel->impl_name();
-    st.in = {v};
-    st.out = {out};
-    steps_.push_back(std::move(st));
-    converted.push_back({t, out});
-    return out;
-  };
-
-  for (std::size_t ni = 0; ni < g.nodes.size(); ++ni) {
-    const auto& n = g.nodes[ni];
-    if (n.dead) continue;
-    std::vector<kernels::Layout> producer;
-    for (int t : n.in)
-      producer.push_back(t < 0 ? kernels::Layout{} : values_[static_cast<std::size_t>(primary(t))].layout);
-    // Deferred constants are materialised for the kernel's construction only.
-    WeightUnit unit;
-    for (std::size_t i = 0; i < n.in.size(); ++i) {
-      if (n.in[i] < 0 || !g.values[static_cast<std::size_t>(n.in[i])].deferred()) continue;
-      QSM_ASSERT(leaf != nullptr, "a deferred constant without a weight reader");
-      auto& tv = g.values[static_cast<std::size_t>(n.in[i])];
-      tv.constant = std::make_shared<const Tensor>(graph::evaluate(*tv.recipe, read_leaf));
-      unit.deferred_inputs.push_back(static_cast<int>(i));
-      graph::collect_leaves(*tv.recipe, unit.leaves);
-    }
-    kernels::LayoutDecision dec;
-    std::unique_ptr<kernels::Kernel> k = be ? be->make(g, n, producer, dec) : nullptr;
-    if (!k) {
-      k = kernels::make_reference_kernel(n);
-      dec.inputs.assign(n.in.size(), kernels::Layout{});
-      dec.outputs.assign(n.out.size(), kernels::Layout{});
-    }
-    Step st;
-    st.name = n.node.name;
-    st.op_type = n.node.op_type;
-    for (std::size_t i = 0; i < n.in.size(); ++i) st.in.push_back(n.in[i] < 0 ? -1 : in_layout(n.in[i], dec.inputs[i]));
-    for (std::size_t i = 0; i < n.out.size(); ++i) {
-      const int t = n.out[i];
-      if (t < 0) {
-        st.out.push_back(-1);
-        continue;
-      }
-      const auto& tv = g.values[static_cast<std::size_t>(t)];
-      Value v;
-      v.name = tv.name;
-      v.dtype = tv.dtype;
-      v.shape = tv.shape;
-      v.layout = dec.outputs[i];
-      v.bytes = value_bytes(tv, v.layout);
-      const bool is_output = tv.graph_output >= 0 && v.layout.plain();
-      v.storage = is_output ? Storage::Output : Storage::Arena;
-      v.index = is_output ? tv.graph_output : -1;
-      pv[static_cast<std::size_t>(t)] = add_value(std::move(v));
-      st.out.push_back(pv[static_cast<std::size_t>(t)]);
-    }
-    for (std::size_t i = 0; i < n.in.size(); ++i) {
-      const int t = n.in[i];
-      if (t < 0) continue;
-      const int v = pv[static_cast<std::size_t>(t)];
-      // Read through a reorder step, that step reads it at run time.
-      if (k->reads_input(i) || st.in[i] != v) read_at_run[static_cast<std::size_t>(t)] = true;
-      if (--readers_left[static_cast<std::size_t>(t)] > 0 || read_at_run[static_cast<std::size_t>(t)]) continue;
-      auto& tv = g.values[static_cast<std::size_t>(t)];
-      // A unit's resident constants (a folded bias, say) stay: its kernel is rebuilt from them.
-      if (!unit.deferred_inputs.empty() && !keep_weights) {
-        const bool is_deferred = std::find(unit.deferred_inputs.begin(), unit.deferred_inputs.end(),
-                                           static_cast<int>(i)) != unit.deferred_inputs.end();
-        if (tv.constant && !is_deferred && !unit_kept[static_cast<std::size_t>(t)]) {
-          unit_kept[static_cast<std::size_t>(t)] = true;
-          unit_static_bytes += tv.constant->nbytes();
-        }
-        continue;
-      }
-      if (!tv.is_const() || tv.graph_output >= 0 || v < 0) continue;
-      tv.constant.reset();
-      values_[static_cast<std::size_t>(v)].constant.reset();
-      values_[static_cast<std::size_t>(v)].storage = Storage::Absent;
-    }
-    if (!unit.deferred_inputs.empty() && keep_weights) {
-      // Fully resident: the kernel keeps what it packed; a weight it reads at run time becomes
-      // a plain constant of the plan. The raw copies go now.
-      for (int slot : unit.deferred_inputs) {
-        auto& tv = g.values[static_cast<std::size_t>(n.in[static_cast<std::size_t>(slot)])];
-        const int primary_v = pv[static_cast<std::size_t>(n.in[static_cast<std::size_t>(slot)])];
-        // Read at run time by the kernel, or by a layout conversion in front of it.
-        if (k->reads_input(static_cast<std::size_t>(slot)) || st.in[static_cast<std::size_t>(slot)] != primary_v) {
-          Value& pvv = values_[static_cast<std::size_t>(primary_v)];
-          pvv.storage = Storage::Constant;
-          pvv.constant = tv.constant;
-        }
-        tv.constant.reset();
-      }
-    } else if (!unit.deferred_inputs.empty()) {
-      for (std::size_t j = 0; j < unit.deferred_inputs.size(); ++j) {
-        const int slot = unit.deferred_inputs[j];
-        if (st.in[static_cast<std::size_t>(slot)] != pv[static_cast<std::size_t>(n.in[static_cast<std::size_t>(slot)])])
-          throw Error(ErrorKind::Unsupported,
-                      "node '" + n.node.name + "' wants a weight in a converted layout; run it fully resident");
-        auto& tv = g.values[static_cast<std::size_t>(n.in[static_cast<std::size_t>(slot)])];
-        if (k->reads_input(static_cast<std::size_t>(slot))) {
-          unit.read_slots.push_back(slot);
-          unit.device_bytes += tv.constant->nbytes();
-        }
-        tv.constant.reset();
-      }
-      unit.device_bytes += static_cast<std::uint64_t>(k->packed_bytes());
-      for (const auto& l : unit.leaves) unit.host_bytes += leaf_bytes.at(l);
-      unit.step = static_cast<int>(steps_.size());
-      unit.node = static_cast<int>(ni);
-      unit.producer = producer;
-      char id[16];
-      std::snprintf(id, sizeof id, "u%04zu:", units_.size());
-      unit.id = id + n.node.name;
-      st.unit = static_cast<int>(units_.size());
-      units_.push_back(std::move(unit));
-    }
-    st.impl = k->impl_name();
-    st.scratch = k->scratch_bytes();
-    st.inplace = k->inplace_input();
-    st.packed = k->packed_bytes();
-    for (std::size_t i = 0; i < st.in.size(); ++i) st.reads.push_back(k->reads_input(i));
-    // A unit's kernel goes at once: planning holds one unit's weights at a time.
-    if (st.unit >= 0) {
-      st.packed = 0;
-    } else {
-      st.kernel = std::move(k);
-    }
-    steps_.push_back(std::move(st));
   }
+};
 
-  // Graph outputs: plain, owned by the caller. Blocked results are reordered into them; inputs,
-  // constants and repeated outputs are copied.
-  for (std::size_t i = 0; i < g.outputs.size(); ++i) {
-    const int t = g.outputs[i];
-    int v = primary(t);
+void Plan::schedule(graph::TypedGraph& g, kernels::Backend* be, const graph::LeafFn* leaf, bool keep_weights) {
+  Scheduling s(g, be, leaf, keep_weights);
+  for (std::size_t ni = 0; ni < g.nodes.size(); ++ni)
+    if (!g.nodes[ni].dead) schedule_node(s, ni);
+  schedule_outputs(s);
+  for (int t : g.inputs) inputs_.push_back(primary_value(s, t));
+  memory_.packed_weight_bytes += s.unit_static_bytes;  // held for unit rebuilds (release_read_constants)
+  drop_unread_constants();
+}
+
+// Every typed value gets a plan value in the layout its producer writes.
+int Plan::primary_value(Scheduling& s, int t) {
+  if (s.pv[static_cast<std::size_t>(t)] >= 0) return s.pv[static_cast<std::size_t>(t)];
+  const auto& tv = s.typed(t);
+  Value v;
+  v.name = tv.name;
+  v.dtype = tv.dtype;
+  v.shape = tv.shape;
+  if (tv.deferred()) {
+    v.storage = Storage::Deferred;  // supplied by the unit reading it
+  } else if (tv.is_const()) {
+    v.storage = Storage::Constant;
+    v.constant = tv.constant;
+  } else if (tv.graph_input >= 0) {
+    v.storage = Storage::Input;
+    v.index = tv.graph_input;
+  } else {
+    throw Error(ErrorKind::Internal, "value '" + tv.name + "' read before it is written");
+  }
+  v.bytes = tv.plain_bytes();
+  s.pv[static_cast<std::size_t>(t)] = add_value(std::move(v));
+  return s.pv[static_cast<std::size_t>(t)];
+}
+
+// The value of typed value t in layout `want`, inserting one reorder step the first time.
+int Plan::value_in_layout(Scheduling& s, int t, const kernels::Layout& want) {
+  const int v = primary_value(s, t);
+  if (s.same(values_[static_cast<std::size_t>(v)].layout, want)) return v;
+  for (const auto& c : s.converted)
+    if (c.typed == t && s.same(values_[static_cast<std::size_t>(c.value)].layout, want)) return c.value;
+  const auto& tv = s.typed(t);
+  QSM_ASSERT(s.be != nullptr, "a layout conversion without a backend");
+  Value nv;
+  nv.name = tv.name + "@" + (want.plain() ? "plain" : "blocked");
+  nv.dtype = tv.dtype;
+  nv.shape = tv.shape;
+  nv.layout = want;
+  nv.storage = Storage::Arena;
+  nv.bytes = value_bytes(tv, want);
+  const int out = add_value(std::move(nv));
+  Step st;
+  st.name = "reorder:" + tv.name;
+  st.op_type = "Reorder";
+  if (tv.deferred())
+    throw Error(ErrorKind::Unsupported,
+                "weight '" + tv.name + "' needs a layout conversion; run this model fully resident");
+  st.kernel = s.be->make_reorder(tv, values_[static_cast<std::size_t>(v)].layout, want);
+  st.impl = st.kernel->impl_name();
+  st.in = {v};
+  st.out = {out};
+  steps_.push_back(std::move(st));
+  s.converted.push_back({t, out});
+  return out;
+}
+
+// Deferred constants are materialised for the kernel's construction only; the unit records
+// which inputs they are and what they read from the file.
+WeightUnit Plan::materialise_deferred(Scheduling& s, const graph::TNode& n) {
+  WeightUnit unit;
+  for (std::size_t i = 0; i < n.in.size(); ++i) {
+    if (n.in[i] < 0 || !s.typed(n.in[i]).deferred()) continue;
+    QSM_ASSERT(s.leaf != nullptr, "a deferred constant without a weight reader");
+    auto& tv = s.typed(n.in[i]);
+    tv.constant = std::make_shared<const Tensor>(graph::evaluate(*tv.recipe, s.read_leaf));
+    unit.deferred_inputs.push_back(static_cast<int>(i));
+    graph::collect_leaves(*tv.recipe, unit.leaves);
+  }
+  return unit;
+}
+
+void Plan::add_node_outputs(Scheduling& s, const graph::TNode& n, const kernels::LayoutDecision& dec, Step& st) {
+  for (std::size_t i = 0; i < n.out.size(); ++i) {
+    const int t = n.out[i];
+    if (t < 0) {
+      st.out.push_back(-1);
+      continue;
+    }
+    const auto& tv = s.typed(t);
+    Value v;
+    v.name = tv.name;
+    v.dtype = tv.dtype;
+    v.shape = tv.shape;
+    v.layout = dec.outputs[i];
+    v.bytes = value_bytes(tv, v.layout);
+    const bool is_output = tv.graph_output >= 0 && v.layout.plain();
+    v.storage = is_output ? Storage::Output : Storage::Arena;
+    v.index = is_output ? tv.graph_output : -1;
+    s.pv[static_cast<std::size_t>(t)] = add_value(std::move(v));
+    st.out.push_back(s.pv[static_cast<std::size_t>(t)]);
+  }
+}
+
+// After a node's kernel was built: constants no later step reads lose their plain copy.
+void Plan::release_read_constants(Scheduling& s, const graph::TNode& n, const kernels::Kernel& k, const Step& st,
+                                  const WeightUnit& unit) {
+  for (std::size_t i = 0; i < n.in.size(); ++i) {
+    const int t = n.in[i];
+    if (t < 0) continue;
+    const int v = s.pv[static_cast<std::size_t>(t)];
+    // Read through a reorder step, that step reads it at run time.
+    if (k.reads_input(i) || st.in[i] != v) s.read_at_run[static_cast<std::size_t>(t)] = true;
+    if (--s.readers_left[static_cast<std::size_t>(t)] > 0 || s.read_at_run[static_cast<std::size_t>(t)]) continue;
+    auto& tv = s.typed(t);
+    // A unit's resident constants (a folded bias, say) stay: its kernel is rebuilt from them.
+    if (!unit.deferred_inputs.empty() && !s.keep_weights) {
+      const bool is_deferred = std::find(unit.deferred_inputs.begin(), unit.deferred_inputs.end(),
+                                         static_cast<int>(i)) != unit.deferred_inputs.end();
+      if (tv.constant && !is_deferred && !s.unit_kept[static_cast<std::size_t>(t)]) {
+        s.unit_kept[static_cast<std::size_t>(t)] = true;
+        s.unit_static_bytes += tv.constant->nbytes();
+      }
+      continue;
+    }
+    if (!tv.is_const() || tv.graph_output >= 0 || v < 0) continue;
+    tv.constant.reset();
+    values_[static_cast<std::size_t>(v)].constant.reset();
+    values_[static_cast<std::size_t>(v)].storage = Storage::Absent;
+  }
+}
+
+// A node that read deferred weights. Fully resident: the kernel keeps what it packed; a weight
+// it reads at run time becomes a plain constant of the plan, and the raw copies go now.
+// Otherwise the step becomes a weight unit, rebuilt at run time by the residency executor.
+void Plan::finish_unit(Scheduling& s, std::size_t ni, const kernels::Kernel& k, WeightUnit unit,
+                       const std::vector<kernels::Layout>& producer, Step& st) {
+  const graph::TNode& n = s.g.nodes[ni];
+  auto input_of = [&](int slot) { return n.in[static_cast<std::size_t>(slot)]; };
+  if (s.keep_weights) {
+    for (int slot : unit.deferred_inputs) {
+      auto& tv = s.typed(input_of(slot));
+      const int primary_v = s.pv[static_cast<std::size_t>(input_of(slot))];
+      // Read at run time by the kernel, or by a layout conversion in front of it.
+      if (k.reads_input(static_cast<std::size_t>(slot)) || st.in[static_cast<std::size_t>(slot)] != primary_v) {
+        Value& pvv = values_[static_cast<std::size_t>(primary_v)];
+        pvv.storage = Storage::Constant;
+        pvv.constant = tv.constant;
+      }
+      tv.constant.reset();
+    }
+    return;
+  }
+  for (int slot : unit.deferred_inputs) {
+    if (st.in[static_cast<std::size_t>(slot)] != s.pv[static_cast<std::size_t>(input_of(slot))])
+      throw Error(ErrorKind::Unsupported,
+                  "node '" + n.node.name + "' wants a weight in a converted layout; run it fully resident");
+    auto& tv = s.typed(input_of(slot));
+    if (k.reads_input(static_cast<std::size_t>(slot))) {
+      unit.read_slots.push_back(slot);
+      unit.device_bytes += tv.constant->nbytes();
+    }
+    tv.constant.reset();
+  }
+  unit.device_bytes += static_cast<std::uint64_t>(k.packed_bytes());
+  for (const auto& l : unit.leaves) unit.host_bytes += s.leaf_bytes.at(l);
+  unit.step = static_cast<int>(steps_.size());
+  unit.node = static_cast<int>(ni);
+  unit.producer = producer;
+  char id[16];
+  std::snprintf(id, sizeof id, "u%04zu:", units_.size());
+  unit.id = id + n.node.name;
+  st.unit = static_cast<int>(units_.size());
+  units_.push_back(std::move(unit));
+}
+
+void Plan::schedule_node(Scheduling& s, std::size_t ni) {
+  const auto& n = s.g.nodes[ni];
+  std::vector<kernels::Layout> producer;
+  for (int t : n.in)
+    producer.push_back(t < 0 ? kernels::Layout{} : values_[static_cast<std::size_t>(primary_value(s, t))].layout);
+  WeightUnit unit = materialise_deferred(s, n);
+  kernels::LayoutDecision dec;
+  std::unique_ptr<kernels::Kernel> k = s.be ? s.be->make(s.g, n, producer, dec) : nullptr;
+  if (!k) {
+    k = kernels::make_reference_kernel(n);
+    dec.inputs.assign(n.in.size(), kernels::Layout{});
+    dec.outputs.assign(n.out.size(), kernels::Layout{});
+  }
+  Step st;
+  st.name = n.node.name;
+  st.op_type = n.node.op_type;
+  for (std::size_t i = 0; i < n.in.size(); ++i)
+    st.in.push_back(n.in[i] < 0 ? -1 : value_in_layout(s, n.in[i], dec.inputs[i]));
+  add_node_outputs(s, n, dec, st);
+  release_read_constants(s, n, *k, st, unit);
+  if (!unit.deferred_inputs.empty()) finish_unit(s, ni, *k, std::move(unit), producer, st);
+  st.impl = k->impl_name();
+  st.scratch = k->scratch_bytes();
+  st.inplace = k->inplace_input();
+  st.packed = k->packed_bytes();
+  for (std::size_t i = 0; i < st.in.size(); ++i) st.reads.push_back(k->reads_input(i));
+  // A unit's kernel goes at once: planning holds one unit's weights at a time.
+  if (st.unit >= 0) {
+    st.packed = 0;
+  } else {
+    st.kernel = std::move(k);
+  }
+  steps_.push_back(std::move(st));
+}
+
+// Graph outputs: plain, owned by the caller. Blocked results are reordered into them; inputs,
+// constants and repeated outputs are copied.
+void Plan::schedule_outputs(Scheduling& s) {
+  for (std::size_t i = 0; i < s.g.outputs.size(); ++i) {
+    const int t = s.g.outputs[i];
+    int v = primary_value(s, t);
     const Value& cur = values_[static_cast<std::size_t>(v)];
     if (cur.storage == Storage::Output && cur.index == static_cast<int>(i)) {
       outputs_.push_back(v);
       continue;
     }
-    const auto& tv = g.values[static_cast<std::size_t>(t)];
-    if (tv.deferred() && keep_weights) {
+    const auto& tv = s.typed(t);
+    if (tv.deferred() && s.keep_weights) {
       values_[static_cast<std::size_t>(v)].storage = Storage::Constant;
       values_[static_cast<std::size_t>(v)].constant =
-          std::make_shared<const Tensor>(graph::evaluate(*tv.recipe, *leaf));
+          std::make_shared<const Tensor>(graph::evaluate(*tv.recipe, *s.leaf));
     } else if (tv.deferred()) {
       throw Error(ErrorKind::Unsupported, "graph output '" + tv.name + "' is a weight; run this model fully resident");
     }
-    if (!cur.layout.plain()) v = in_layout(t, kernels::Layout{});
+    if (!cur.layout.plain()) v = value_in_layout(s, t, kernels::Layout{});
     Value ov;
     ov.name = tv.name;
     ov.dtype = tv.dtype;
@@ -317,11 +373,11 @@ void Plan::schedule(graph::TypedGraph& g, kernels::Backend* be, const graph::Lea
     steps_.push_back(std::move(st));
     outputs_.push_back(out);
   }
-  for (int t : g.inputs) inputs_.push_back(primary(t));
-  memory_.packed_weight_bytes += unit_static_bytes;  // held for unit rebuilds (see above)
+}
 
-  // Constants every reader packed at plan time (BN-folded weights, say) are not needed at run
-  // time: release the plan's plain copy so weights are held once.
+// Constants every reader packed at plan time (BN-folded weights, say) are not needed at run
+// time: release the plan's plain copy so weights are held once.
+void Plan::drop_unread_constants() {
   std::vector<bool> read(values_.size(), false);
   for (const auto& st : steps_)
     for (std::size_t i = 0; i < st.in.size(); ++i)

@@ -117,6 +117,19 @@ class Plan {
   int add_value(Value v);
   // Takes the graph by reference to release each packed constant after its last reader.
   void schedule(graph::TypedGraph& g, kernels::Backend* be, const graph::LeafFn* leaf, bool keep_weights);
+  // schedule()'s steps, over its working state (plan.cpp).
+  struct Scheduling;
+  int primary_value(Scheduling& s, int t);
+  int value_in_layout(Scheduling& s, int t, const kernels::Layout& want);
+  void schedule_node(Scheduling& s, std::size_t ni);
+  WeightUnit materialise_deferred(Scheduling& s, const graph::TNode& n);
+  void add_node_outputs(Scheduling& s, const graph::TNode& n, const kernels::LayoutDecision& dec, Step& st);
+  void release_read_constants(Scheduling& s, const graph::TNode& n, const kernels::Kernel& k, const Step& st,
+                              const WeightUnit& unit);
+  void finish_unit(Scheduling& s, std::size_t ni, const kernels::Kernel& k, WeightUnit unit,
+                   const std::vector<kernels::Layout>& producer, Step& st);
+  void schedule_outputs(Scheduling& s);
+  void drop_unread_constants();
   void check_inputs(const std::vector<Tensor>& inputs) const;
   void assign_offsets();
 
