@@ -21,9 +21,8 @@ struct DTypePair {
   char numpy;
 };
 constexpr DTypePair kDTypes[] = {
-    {DType::F32, 'f'}, {DType::F64, 'd'}, {DType::F16, 'e'}, {DType::U8, 'B'},  {DType::I8, 'b'},
-    {DType::U16, 'H'}, {DType::I16, 'h'}, {DType::I32, 'i'}, {DType::I64, 'q'}, {DType::U32, 'I'},
-    {DType::U64, 'Q'}, {DType::Bool, '?'},
+    {DType::F32, 'f'}, {DType::F64, 'd'}, {DType::F16, 'e'}, {DType::U8, 'B'},  {DType::I8, 'b'},  {DType::U16, 'H'},
+    {DType::I16, 'h'}, {DType::I32, 'i'}, {DType::I64, 'q'}, {DType::U32, 'I'}, {DType::U64, 'Q'}, {DType::Bool, '?'},
 };
 
 }  // namespace
@@ -79,8 +78,9 @@ qsmcore::Volume volume_from_numpy(const py::handle& array, const qsmcore::Geomet
   if (!a) throw Error(ErrorKind::InvalidInput, what + ": expected a numeric array");
   const py::ssize_t nd = a.ndim();
   if (nd != 3 && !(allow_frames && nd == 4))
-    throw Error(ErrorKind::InvalidInput, what + ": expected a 3-D array" + (allow_frames ? " (or 4-D, frames last)" : "") +
-                                             ", got " + std::to_string(nd) + "-D");
+    throw Error(ErrorKind::InvalidInput, what + ": expected a 3-D array" +
+                                             (allow_frames ? " (or 4-D, frames last)" : "") + ", got " +
+                                             std::to_string(nd) + "-D");
   const qsmcore::Dims3 dims{a.shape(0), a.shape(1), a.shape(2)};
   const std::int64_t frames = nd == 4 ? a.shape(3) : 1;
   if (dims[0] * dims[1] * dims[2] * frames == 0) throw Error(ErrorKind::InvalidInput, what + ": the array is empty");

@@ -2,6 +2,8 @@
 // engine runs with the GIL released, and each output comes back as a Fortran-ordered float64
 // array that owns its volume (no copy). The keyword handling (defaults, mask binarisation, TE
 // lists, weight resolution, warnings) is python/qsmcore/_networks.py's; this file only converts.
+#include "qsmcore/networks.h"
+
 #include <pybind11/functional.h>
 #include <pybind11/stl.h>
 
@@ -15,7 +17,6 @@
 #include "convert.h"
 #include "qsmcore/error.h"
 #include "qsmcore/models.h"
-#include "qsmcore/networks.h"
 
 namespace qsmpy {
 namespace {

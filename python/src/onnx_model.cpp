@@ -3,6 +3,8 @@
 // (Tensor::view): no copy. The addresses the engine got are kept for the tests' zero-copy check.
 // run() and plan() release the GIL; one mutex per model serialises them (the plan cache is not
 // shared-state safe), so other Python threads run meanwhile.
+#include "qsmcore/onnx_model.h"
+
 #include <pybind11/stl.h>
 
 #include <cstdint>
@@ -14,7 +16,6 @@
 #include "bindings.h"
 #include "convert.h"
 #include "qsmcore/error.h"
-#include "qsmcore/onnx_model.h"
 
 namespace qsmpy {
 namespace {

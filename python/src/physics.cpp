@@ -1,6 +1,8 @@
 // qsmcore.physics: the engine's own physics (physics.h, metrics.h, phantom.h) on arrays, so a
 // notebook can simulate, invert and score with exactly the code the networks' glue uses. Arrays
 // are (nx, ny, nz) in NIfTI index order; results are float64, Fortran-ordered.
+#include "qsmcore/physics.h"
+
 #include <pybind11/stl.h>
 
 #include <string>
@@ -10,7 +12,6 @@
 #include "qsmcore/error.h"
 #include "qsmcore/metrics.h"
 #include "qsmcore/phantom.h"
-#include "qsmcore/physics.h"
 
 namespace qsmpy {
 namespace {
@@ -33,7 +34,9 @@ qsmcore::Padding padding_from(const std::string& p) {
   throw Error(ErrorKind::InvalidInput, "padding '" + p + "': expected 'none', 'zero' or 'corner'");
 }
 
-qsmcore::Geometry geometry(const py::handle& voxel) { return make_geometry(to_vec3(voxel, "voxel_size"), py::none()); }
+qsmcore::Geometry geometry(const py::handle& voxel) {
+  return make_geometry(to_vec3(voxel, "voxel_size"), py::none());
+}
 
 // The full-spectrum kernel on the FFT grid (DC at index 0 for the corner grid), in the same
 // (nx, ny, nz) order as the volumes, so numpy.fft.fftn(chi) * D is the forward model's product.
@@ -147,7 +150,9 @@ void bind_units(py::module_& p) {
   p.def("wrap_phase", &qsmcore::wrap_phase, py::arg("phase"));
   p.def(
       "b0_dir_from_affine",
-      [](const py::object& affine) { return qsmcore::b0_dir_from_affine(make_geometry({1, 1, 1}, affine).affine); },
+      [](const py::object& affine) {
+        return qsmcore::b0_dir_from_affine(make_geometry({1, 1, 1}, affine).affine);
+      },
       py::arg("affine"));
 }
 
@@ -156,12 +161,12 @@ void bind_units(py::module_& p) {
 void bind_physics(py::module_& m) {
   py::module_ p = m.def_submodule("physics", "QSM physics: dipole kernel, forward model, TKD, metrics, phantom");
   bind_units(p);
-  p.def("dipole_kernel", &dipole_kernel, py::arg("shape"), py::arg("voxel_size"), py::arg("b0_dir"),
-        py::arg("variant"), py::arg("dc_value"));
+  p.def("dipole_kernel", &dipole_kernel, py::arg("shape"), py::arg("voxel_size"), py::arg("b0_dir"), py::arg("variant"),
+        py::arg("dc_value"));
   p.def("forward_field", &forward_field, py::arg("chi"), py::arg("b0_dir"), py::arg("voxel_size"), py::arg("variant"),
         py::arg("padding"));
-  p.def("tkd", &tkd, py::arg("field"), py::arg("mask"), py::arg("b0_dir"), py::arg("voxel_size"),
-        py::arg("threshold"), py::arg("variant"), py::arg("padding"));
+  p.def("tkd", &tkd, py::arg("field"), py::arg("mask"), py::arg("b0_dir"), py::arg("voxel_size"), py::arg("threshold"),
+        py::arg("variant"), py::arg("padding"));
   p.def("metrics", &metrics, py::arg("pred"), py::arg("ref"), py::arg("roi"));
   p.def("head_phantom", &head_phantom, py::arg("options"));
 }

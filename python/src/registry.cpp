@@ -19,9 +19,9 @@ using qsmcore::ModelSpec;
 
 std::array<std::size_t, 3> spatial(const std::vector<std::int64_t>& shape) {
   if (shape.size() != 3)
-    throw qsmcore::Error(qsmcore::ErrorKind::InvalidInput,
-                         "shape: expected the 3 spatial dimensions the network sees, got " +
-                             std::to_string(shape.size()) + " values");
+    throw qsmcore::Error(
+        qsmcore::ErrorKind::InvalidInput,
+        "shape: expected the 3 spatial dimensions the network sees, got " + std::to_string(shape.size()) + " values");
   std::array<std::size_t, 3> s{};
   for (int i = 0; i < 3; ++i) {
     if (shape[i] < 0) throw qsmcore::Error(qsmcore::ErrorKind::InvalidInput, "shape: negative dimension");
@@ -36,7 +36,9 @@ qsmcore::Heap heap_from(const std::string& s) {
   throw qsmcore::Error(qsmcore::ErrorKind::InvalidInput, "heap '" + s + "': expected 'native' or 'wasm32'");
 }
 
-py::object json_loads(const std::string& text) { return py::module_::import("json").attr("loads")(text); }
+py::object json_loads(const std::string& text) {
+  return py::module_::import("json").attr("loads")(text);
+}
 
 py::dict needs_dict(const ModelSpec& s) {
   const qsmcore::NetworkNeeds n = qsmcore::network_needs(s);
@@ -73,9 +75,8 @@ void bind_spec_class(py::module_& m) {
       .def("to_dict", [](const ModelSpec& s) { return json_loads(qsmcore::to_json_string(s)); })
       .def("resident_bytes", &ModelSpec::resident_bytes)
       .def(
-          "inference_bytes", [](const ModelSpec& s, const std::vector<std::int64_t>& shape) {
-            return s.inference_bytes(spatial(shape));
-          },
+          "inference_bytes",
+          [](const ModelSpec& s, const std::vector<std::int64_t>& shape) { return s.inference_bytes(spatial(shape)); },
           py::arg("shape"))
       .def(
           "peak_bytes",
