@@ -5,6 +5,9 @@
 // work. The message is the engine's, unchanged.
 #include <pybind11/pybind11.h>
 
+#include <cstring>
+#include <string>
+
 #include "bindings.h"
 #include "qsmcore/error.h"
 
@@ -56,7 +59,10 @@ void bind_errors(py::module_& m) {
   for (const KindClass& k : kinds) {
     PyObject* bases = tuple_of(g_base_class, k.builtin);
     g_kind_class[static_cast<int>(k.kind)] = make_class(m, k.name, bases, k.doc);
-    PyObject_SetAttrString(g_kind_class[static_cast<int>(k.kind)], "kind", py::str(qsmcore::to_string(k.kind)).ptr());
+    // The enumerator's name without "Error" (e.g. "OutOfBudget"), stable for callers that branch.
+    const std::string kind =
+        k.kind == ErrorKind::OutOfBudget ? "OutOfBudget" : std::string(k.name, std::strlen(k.name) - 5);
+    PyObject_SetAttrString(g_kind_class[static_cast<int>(k.kind)], "kind", py::str(kind).ptr());
   }
   PyObject_SetAttrString(g_base_class, "kind", py::none().ptr());
   py::register_exception_translator([](std::exception_ptr p) {
