@@ -71,6 +71,9 @@ qsmcore::Tensor input_tensor(const qsmcore::ValueDesc& d, const py::handle& valu
                                              " given, the model takes " + qsmcore::dtype_name(d.dtype) +
                                              " (convert with .astype)");
   }
+  // Byte-swapped data would be read as garbage: bring it to native order (a copy, like any
+  // layout the engine cannot read in place).
+  if (!a.dtype().attr("isnative").cast<bool>()) a = a.attr("astype")(a.dtype().attr("newbyteorder")("="));
   const bool aligned = reinterpret_cast<std::uintptr_t>(a.data()) % a.itemsize() == 0;
   if (!(a.flags() & py::array::c_style) || !aligned)
     a = py::array::ensure(py::module_::import("numpy").attr("ascontiguousarray")(a));

@@ -49,6 +49,9 @@ def test_contiguous_float32_is_not_copied(twins):
     view = stacked[1:]
     m.run({"field": view})
     assert m._m._last_input_addresses()["field"] == view.__array_interface__["data"][0]
+    # Big-endian data is converted (a copy), not misread.
+    y_be = m.run({"field": x.astype(">f4")})["chi"]
+    assert_same_bytes(y, y_be)
     # A transposed (Fortran-ordered) array is copied once, and gives the same result.
     f = np.asfortranarray(x)
     assert not f.flags.c_contiguous
@@ -93,7 +96,8 @@ def test_budget_refuses_before_running(twins):
         tight.run({"field": _field(shape)})
     assert isinstance(e.value, MemoryError) and isinstance(e.value, RuntimeError)
     assert e.value.kind == "OutOfBudget"
-    assert str(small) in str(e.value).replace(",", "") or "budget" in str(e.value)
+    # The engine's message: the model file, the bytes needed and the budget with its source.
+    assert str(twins / "xqsm.onnx") in str(e.value) and f"budget of {small} bytes from mem_budget" in str(e.value)
     with pytest.raises(qsmcore.InvalidInputError, match="byte size"):
         qsmcore.OnnxModel(twins / "xqsm.onnx", mem_budget="2 parsecs")
     assert qsmcore.OnnxModel(twins / "xqsm.onnx", mem_budget="1MiB").mem_budget == 1 << 20
@@ -135,7 +139,10 @@ def test_run_releases_the_gil(twins):
     while t.is_alive():
         ticks.append(time.perf_counter())
     t.join()
-    inside = [s for s in ticks if window["start"] < s < window["end"]]
-    # Holding the GIL for the run would leave this thread no iteration inside the window.
-    assert window["end"] - window["start"] > 0.02
-    assert len(inside) > 1000, (len(inside), window)
+    start, end = window["start"], window["end"]
+    inside = [start] + [s for s in ticks if start < s < end] + [end]
+    # Holding the GIL for the run leaves this thread a few ms of ticks at the window's edges (the
+    # interpreter's switch interval) and one gap as long as the run; released, it ticks throughout.
+    longest_gap = max(b - a for a, b in zip(inside, inside[1:]))
+    assert end - start > 0.05
+    assert longest_gap < 0.5 * (end - start), (longest_gap, end - start, len(inside))
