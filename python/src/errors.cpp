@@ -21,9 +21,11 @@ using qsmcore::ErrorKind;
 PyObject* g_kind_class[static_cast<int>(ErrorKind::Internal) + 1] = {};
 PyObject* g_base_class = nullptr;
 
+// A new exception class qsmcore.NAME with these bases, added to the module. Steals `bases`.
 PyObject* make_class(py::module_& m, const char* name, PyObject* bases, const char* doc) {
   const std::string full = std::string("qsmcore.") + name;
-  PyObject* cls = PyErr_NewExceptionWithDoc(full.c_str(), doc, bases, nullptr);
+  PyObject* cls = bases ? PyErr_NewExceptionWithDoc(full.c_str(), doc, bases, nullptr) : nullptr;
+  Py_XDECREF(bases);
   if (cls == nullptr) throw py::error_already_set();
   m.add_object(name, py::handle(cls));
   return cls;
