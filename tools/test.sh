@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
-# The README's second command: set up, generate the test data (ONNX conformance cases,
-# reduced architecture twins, parity test networks) and run the whole suite with ctest.
+# The README's second command: set up (the Python package included), generate the test data
+# (ONNX conformance cases, reduced architecture twins, parity test networks) and run the whole
+# suite with ctest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash tools/setup.sh
+# setup.sh (dependencies, Release build), then the Python package into build/venv, where the
+# ctest test python.pytest runs the suite of python/tests.
+bash tools/python.sh
 data=build/testdata
 mkdir -p "$data"
 [ -d "$data/onnx-cases/node" ] || bash tools/conformance/generate.sh "$data/onnx-cases"

@@ -1,0 +1,131 @@
+// The model registry: models() as dicts (the registry's own JSON form, so Python sees exactly
+// what `qsm models show ID --json` prints) and ModelSpec objects with the memory figures.
+// ModelSpecs live in static storage, so the Python objects refer to them without copying.
+#include <pybind11/stl.h>
+
+#include <array>
+#include <string>
+
+#include "bindings.h"
+#include "qsmcore/error.h"
+#include "qsmcore/models.h"
+#include "qsmcore/networks.h"
+#include "qsmcore/tiling.h"
+
+namespace qsmpy {
+namespace {
+
+using qsmcore::ModelSpec;
+
+std::array<std::size_t, 3> spatial(const std::vector<std::int64_t>& shape) {
+  if (shape.size() != 3)
+    throw qsmcore::Error(
+        qsmcore::ErrorKind::InvalidInput,
+        "shape: expected the 3 spatial dimensions the network sees, got " + std::to_string(shape.size()) + " values");
+  std::array<std::size_t, 3> s{};
+  for (int i = 0; i < 3; ++i) {
+    if (shape[i] < 0) throw qsmcore::Error(qsmcore::ErrorKind::InvalidInput, "shape: negative dimension");
+    s[i] = static_cast<std::size_t>(shape[i]);
+  }
+  return s;
+}
+
+qsmcore::Heap heap_from(const std::string& s) {
+  if (s == "native") return qsmcore::Heap::Native;
+  if (s == "wasm32") return qsmcore::Heap::Wasm32;
+  throw qsmcore::Error(qsmcore::ErrorKind::InvalidInput, "heap '" + s + "': expected 'native' or 'wasm32'");
+}
+
+py::object json_loads(const std::string& text) {
+  return py::module_::import("json").attr("loads")(text);
+}
+
+py::dict needs_dict(const ModelSpec& s) {
+  const qsmcore::NetworkNeeds n = qsmcore::network_needs(s);
+  py::dict d;
+  d["field"] = n.field;
+  d["magnitude"] = n.magnitude;
+  d["mask"] = n.mask;
+  d["r2star"] = n.r2star;
+  d["r2prime"] = n.r2prime;
+  d["qsm"] = n.qsm;
+  d["te"] = n.te;
+  d["b0"] = n.b0;
+  d["field_kind"] = n.field_kind;
+  return d;
+}
+
+void bind_spec_class(py::module_& m) {
+  py::class_<ModelSpec>(m, "ModelSpec", "One registry network (qsm models show ID).")
+      .def_property_readonly("id", [](const ModelSpec& s) { return std::string(s.id); })
+      .def_property_readonly("name", [](const ModelSpec& s) { return std::string(s.name); })
+      .def_property_readonly("stage", [](const ModelSpec& s) { return std::string(to_string(s.stage)); })
+      .def_property_readonly("tiled", [](const ModelSpec& s) { return s.tiled; })
+      .def_property_readonly("size_divisor", [](const ModelSpec& s) { return s.size_divisor; })
+      .def_property_readonly("pad_multiple", [](const ModelSpec& s) { return s.pad_multiple; })
+      .def_property_readonly("is_available", &ModelSpec::is_available)
+      .def_property_readonly("total_bytes", &ModelSpec::total_bytes)
+      .def_property_readonly("files",
+                             [](const ModelSpec& s) {
+                               py::list l;
+                               for (const auto& f : s.files) l.append(std::string(f.name));
+                               return l;
+                             })
+      .def_property_readonly("needs", &needs_dict, "What run_network requires for this network.")
+      .def("to_dict", [](const ModelSpec& s) { return json_loads(qsmcore::to_json_string(s)); })
+      .def("resident_bytes", &ModelSpec::resident_bytes)
+      .def(
+          "inference_bytes",
+          [](const ModelSpec& s, const std::vector<std::int64_t>& shape) { return s.inference_bytes(spatial(shape)); },
+          py::arg("shape"))
+      .def(
+          "peak_bytes",
+          [](const ModelSpec& s, const std::vector<std::int64_t>& shape, const std::string& heap) {
+            return s.peak_bytes(spatial(shape), heap_from(heap));
+          },
+          py::arg("shape"), py::arg("heap") = "native")
+      .def(
+          "tile_bytes",
+          [](const ModelSpec& s, std::size_t core, std::size_t halo) {
+            return qsmcore::tile_bytes(s, qsmcore::TileConfig{core, halo});
+          },
+          py::arg("core") = 128, py::arg("halo") = 8)
+      .def(
+          "tile_concurrency",
+          [](const ModelSpec& s, std::size_t core, std::size_t halo, std::uint64_t budget, std::size_t threads) {
+            return qsmcore::tile_concurrency(s, qsmcore::TileConfig{core, halo}, budget, threads);
+          },
+          py::arg("core"), py::arg("halo"), py::arg("budget"), py::arg("threads"))
+      .def("__repr__", [](const ModelSpec& s) { return "<qsmcore.ModelSpec '" + std::string(s.id) + "'>"; });
+}
+
+}  // namespace
+
+void bind_registry(py::module_& m) {
+  bind_spec_class(m);
+  m.def("models", [] {
+    py::list l;
+    for (const ModelSpec& s : qsmcore::all_models()) l.append(json_loads(qsmcore::to_json_string(s)));
+    return l;
+  });
+  m.def(
+      "model", [](const std::string& id) { return &qsmcore::require_model(id); }, py::arg("id"),
+      py::return_value_policy::reference);
+  m.def(
+      "resolve_weights",
+      [](const std::string& id, bool verify, bool allow_download) {
+        qsmcore::FetchOptions f;
+        f.verify = verify;
+        f.allow_download = allow_download;
+        f.download.progress = qsmcore::DownloadOptions::Progress::Never;
+        std::vector<std::string> paths;
+        {
+          py::gil_scoped_release release;
+          for (const auto& w : qsmcore::resolve_weights(id, f)) paths.push_back(w.path.string());
+        }
+        return paths;
+      },
+      py::arg("id"), py::arg("verify") = true, py::arg("allow_download") = true);
+}
+
+}  // namespace qsmpy
