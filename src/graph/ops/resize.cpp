@@ -64,6 +64,7 @@ ResizeArgs resize_args(const Node& n, const Inputs& in) {
     if (sizes.size() != rank) invalid(n, "sizes " + ints_to_string(sizes) + " must have " + std::to_string(rank) + " values");
     a.out = sizes;
     for (std::size_t i = 0; i < rank; ++i) {
+      if (sizes[i] < 0) invalid(n, "sizes " + ints_to_string(sizes) + " has a negative value");
       a.scales.push_back(x[i] ? static_cast<float>(sizes[i]) / static_cast<float>(x[i]) : 1.0f);
       a.out_len.push_back(static_cast<double>(sizes[i]));
     }
@@ -72,6 +73,10 @@ ResizeArgs resize_args(const Node& n, const Inputs& in) {
     a.scales = scales;
     for (std::size_t i = 0; i < rank; ++i) {
       if (!(scales[i] > 0)) invalid(n, "scales must be positive");
+      // Converting a length beyond int64 (an infinite or huge scale) is undefined: refuse it
+      // here; the output shape is size-checked with every other op's.
+      if (!(static_cast<double>(x[i]) * scales[i] < 0x1p62))
+        invalid(n, "scales " + std::to_string(scales[i]) + " make axis " + std::to_string(i) + " too long");
       a.out_len.push_back(static_cast<double>(x[i]) * scales[i]);
       a.out.push_back(static_cast<std::int64_t>(std::floor(a.out_len.back())));
     }
