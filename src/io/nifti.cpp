@@ -102,6 +102,14 @@ void check_dims(const Int* dim, const std::string& path) {
     bad(path, "the header's dimensions (" + dims_text(dim) + ") are too large: " + why);
 }
 
+bool supported_datatype(int dt) {
+  switch (dt) {
+    case DT_UINT8: case DT_INT8: case DT_INT16: case DT_UINT16: case DT_INT32: case DT_UINT32:
+    case DT_INT64: case DT_UINT64: case DT_FLOAT32: case DT_FLOAT64: return true;
+    default: return false;
+  }
+}
+
 // nifticlib's own diagnosis is printed, not returned, so the header is first checked here for
 // the common ways a file is broken, to say which one it is.
 RawHeader precheck_header(const std::string& path) {
@@ -133,6 +141,9 @@ RawHeader precheck_header(const std::string& path) {
   // datatype, bitpix: int16 at bytes 70, 72 (NIfTI-1) and 12, 14 (NIfTI-2).
   raw.datatype = field<std::int16_t>(head, raw.version == 1 ? 70 : 12, swap);
   raw.bitpix = field<std::int16_t>(head, raw.version == 1 ? 72 : 14, swap);
+  if (!supported_datatype(raw.datatype))  // before nifticlib, which prints its own complaint
+    throw Error(ErrorKind::Unsupported, path + ": voxel type " + nifti_datatype_string(raw.datatype) + " (code " +
+                                            std::to_string(raw.datatype) + ") is not supported (expected integer or real scalars)");
   // dim[8]: int16 at byte 40 (NIfTI-1), int64 at byte 16 (NIfTI-2).
   for (int d = 0; d < 8; ++d)
     raw.dim[d] = raw.version == 1 ? field<std::int16_t>(head, 40 + 2 * d, swap) : field<std::int64_t>(head, 16 + 8 * d, swap);
@@ -184,14 +195,6 @@ void convert_any(int datatype, const unsigned char* raw, double* out, std::int64
     case DT_FLOAT32: return convert<float>(raw, out, n);
     case DT_FLOAT64: return convert<double>(raw, out, n);
     default: throw Error(ErrorKind::Internal, "convert_any: unchecked datatype");
-  }
-}
-
-bool supported_datatype(int dt) {
-  switch (dt) {
-    case DT_UINT8: case DT_INT8: case DT_INT16: case DT_UINT16: case DT_INT32: case DT_UINT32:
-    case DT_INT64: case DT_UINT64: case DT_FLOAT32: case DT_FLOAT64: return true;
-    default: return false;
   }
 }
 

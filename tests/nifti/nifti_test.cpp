@@ -437,6 +437,13 @@ TEST(Nifti, BitpixThatContradictsTheDatatypeIsRefused) {
   h.write(dir.file("bitpix.nii"));
   const std::string msg = error_of([&] { read_nifti(dir.file("bitpix.nii")); }, ErrorKind::InvalidInput);
   EXPECT_TRUE(contains(msg, "bitpix (16) does not match its datatype FLOAT32 (32 bits)")) << msg;
+
+  Hand unknown;  // not a NIfTI code at all: refused before nifticlib parses (and prints about) it
+  unknown.datatype = 9999;
+  unknown.fill<float>([](std::int64_t) { return 1.0f; });
+  unknown.write(dir.file("unknown.nii"));
+  const std::string msg2 = error_of([&] { read_nifti(dir.file("unknown.nii")); }, ErrorKind::Unsupported);
+  EXPECT_TRUE(contains(msg2, "(code 9999) is not supported")) << msg2;
 }
 
 TEST(PngPreview, WritesThreeOrthogonalSlices) {
