@@ -9,7 +9,8 @@
 #   nifti_reader  bytes -> read_nifti as .nii and as .nii.gz (NIfTI-1 and -2)
 # Each target compiles only the sources it needs, straight from src/ (no CMake), through a
 # generated ninja file in build-fuzz/ (incremental between runs). Corpora in
-# build-fuzz/corpus/<target> grow across runs, seeded by fuzz/make_seeds.cpp; a finding (crash,
+# build-fuzz/corpus/<target> grow across runs, seeded by fuzz/make_seeds.cpp, and every run replays
+# fuzz/regressions/<target> (inputs of past findings); a finding (crash,
 # sanitizer report, hang over 5 s, allocation over 256 MiB) lands in build-fuzz/crashes/ and
 # makes the script exit non-zero.
 set -euo pipefail
@@ -68,6 +69,14 @@ ninja -C "$out" ${FUZZ_JOBS:+-j "$FUZZ_JOBS"} "${targets[@]}" make_seeds
 echo "fuzz targets built in $(( $(date +%s) - build_start )) s"
 rm -rf "$out/seeds"
 "$out/make_seeds" "$out/seeds"
+# The ONNX node conformance models (tools/test.sh generates them) seed graph_plan with every
+# operator's attributes and shapes, which random mutation of a few seeds would rarely reach.
+cases="${QSM_ONNX_CASES:-$root/build/testdata/onnx-cases/node}"
+if [ -d "$cases" ]; then
+  find "$cases" -name model.onnx -size -4k | while read -r m; do
+    cp "$m" "$out/seeds/graph_plan/$(basename "$(dirname "$m")").onnx"
+  done
+fi
 
 # -rss_limit_mb / -malloc_limit_mb turn any allocation sized by an untrusted length into a
 # finding (the targets cap accounted memory at 128 MiB, so a refused plan is not one);
@@ -77,5 +86,6 @@ for t in "${targets[@]}"; do
   mkdir -p "corpus/$t"
   echo "== fuzzing $t for $secs s"
   "./$t" -max_total_time="$secs" -rss_limit_mb=2048 -malloc_limit_mb=256 -timeout=5 -max_len=4096 \
-    -artifact_prefix="$out/crashes/$t-" -print_final_stats=1 -print_funcs=0 "$@" "corpus/$t" "seeds/$t"
+    -artifact_prefix="$out/crashes/$t-" -print_final_stats=1 -print_funcs=0 "$@" "corpus/$t" "seeds/$t" \
+    $([ -d "$root/fuzz/regressions/$t" ] && echo "$root/fuzz/regressions/$t")
 done

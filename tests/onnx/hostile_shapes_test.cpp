@@ -127,5 +127,53 @@ TEST(HostileShapes, TensorEmptyRefusesWrappingShapes) {
   EXPECT_TRUE(contains(err, "cannot allocate a tensor") && contains(err, "more elements than an int64")) << err;
 }
 
+// Found by the graph_plan fuzz target: kernels offset a null data pointer when a tensor is empty
+// (a zero dim from the file). Each op here must run on an empty input and give an empty output.
+TEST(HostileShapes, EmptyTensorsRunThroughReferenceKernels) {
+  for (const char* op : {"Softmax", "LogSoftmax", "Relu", "Sigmoid", "Exp"}) {
+    w::GraphParts p;
+    p.nodes.push_back(w::node(op, {"x"}, {"y"}, "op"));
+    p.inputs.push_back(w::value_info("x", 1, {1, 0, 8}));
+    p.outputs.push_back(w::value_info("y", 1, {1, 0, 8}));
+    OnnxModel model = load(w::model(w::graph(p)));
+    const auto out = model.run(std::vector<Tensor>{Tensor::zeros(DType::F32, {1, 0, 8})});
+    ASSERT_EQ(out.size(), 1u) << op;
+    EXPECT_EQ(out[0].shape(), (Shape{1, 0, 8})) << op;
+  }
+}
+
+TEST(HostileShapes, ResizingAnEmptyAxisToANonEmptyOneIsRefused) {
+  w::GraphParts p;
+  p.nodes.push_back(w::node("Resize", {"x", "", "", "sizes"}, {"y"}, "resize"));
+  p.initializers.push_back(w::tensor_header("sizes", 7, {3}).packed_varints(7, {1, 4, 8}));
+  p.inputs.push_back(w::value_info("x", 1, {1, 0, 8}));
+  p.outputs.push_back(w::value_info("y", 1, {1, 4, 8}));
+  const std::string err = plan_error(w::model(w::graph(p)), {1, 0, 8});
+  EXPECT_TRUE(contains(err, "'resize'") && contains(err, "resize the empty axis 1 of [1,0,8]")) << err;
+}
+
+// Found by the graph_plan fuzz target: a roi of 1e30 put the sampling coordinate beyond int64
+// (an undefined conversion). Coordinates are clamped near the axis, which keeps the taps; the
+// points outside the crop take the extrapolation value.
+TEST(HostileShapes, ResizeWithAHugeRoiExtrapolates) {
+  w::GraphParts p;
+  p.nodes.push_back(w::node("Resize", {"x", "roi", "", "sizes"}, {"y"}, "resize",
+                            {w::attr_string("mode", "linear"),
+                             w::attr_string("coordinate_transformation_mode", "tf_crop_and_resize"),
+                             w::attr_float("extrapolation_value", 7.5f)}));
+  p.initializers.push_back(w::float_tensor("roi", {8}, {0, 0, 0, 0, 1, 1, 1e30f, 1e30f}));
+  p.initializers.push_back(w::tensor_header("sizes", 7, {4}).packed_varints(7, {1, 1, 3, 3}));
+  p.inputs.push_back(w::value_info("x", 1, {1, 1, 4, 4}));
+  p.outputs.push_back(w::value_info("y", 1, {1, 1, 3, 3}));
+  OnnxModel model = load(w::model(w::graph(p)));
+  std::vector<float> x(16);
+  for (std::size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i + 1);
+  const auto out = model.run(std::vector<Tensor>{Tensor::from_vector<float>({1, 1, 4, 4}, x)});
+  ASSERT_EQ(out[0].shape(), (Shape{1, 1, 3, 3}));
+  const float* y = out[0].data<float>();
+  EXPECT_EQ(y[0], 1.0f);
+  for (int i = 1; i < 9; ++i) EXPECT_EQ(y[i], 7.5f) << i;
+}
+
 }  // namespace
 }  // namespace qsmcore
