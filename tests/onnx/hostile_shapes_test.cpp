@@ -157,10 +157,10 @@ TEST(HostileShapes, ResizingAnEmptyAxisToANonEmptyOneIsRefused) {
 // points outside the crop take the extrapolation value.
 TEST(HostileShapes, ResizeWithAHugeRoiExtrapolates) {
   w::GraphParts p;
-  p.nodes.push_back(w::node("Resize", {"x", "roi", "", "sizes"}, {"y"}, "resize",
-                            {w::attr_string("mode", "linear"),
-                             w::attr_string("coordinate_transformation_mode", "tf_crop_and_resize"),
-                             w::attr_float("extrapolation_value", 7.5f)}));
+  p.nodes.push_back(
+      w::node("Resize", {"x", "roi", "", "sizes"}, {"y"}, "resize",
+              {w::attr_string("mode", "linear"), w::attr_string("coordinate_transformation_mode", "tf_crop_and_resize"),
+               w::attr_float("extrapolation_value", 7.5f)}));
   p.initializers.push_back(w::float_tensor("roi", {8}, {0, 0, 0, 0, 1, 1, 1e30f, 1e30f}));
   p.initializers.push_back(w::tensor_header("sizes", 7, {4}).packed_varints(7, {1, 1, 3, 3}));
   p.inputs.push_back(w::value_info("x", 1, {1, 1, 4, 4}));
@@ -173,6 +173,22 @@ TEST(HostileShapes, ResizeWithAHugeRoiExtrapolates) {
   const float* y = out[0].data<float>();
   EXPECT_EQ(y[0], 1.0f);
   for (int i = 1; i < 9; ++i) EXPECT_EQ(y[i], 7.5f) << i;
+}
+
+// Found by the graph_plan fuzz target: axis 0 of a scalar was accepted, and Split (Concat,
+// Gather, Squeeze, ReduceSum...) then indexed its empty shape.
+TEST(HostileShapes, AnAxisOfAScalarIsRefused) {
+  for (const char* op : {"Split", "Concat", "Softmax", "Gather"}) {
+    w::GraphParts p;
+    const bool gather = std::string(op) == "Gather";
+    p.nodes.push_back(w::node(op, gather ? std::vector<std::string>{"x", "i"} : std::vector<std::string>{"x"}, {"y"},
+                              "op", {w::attr_int("axis", 0)}));
+    if (gather) p.initializers.push_back(w::tensor_header("i", 7, {1}).packed_varints(7, {0}));
+    p.inputs.push_back(w::value_info("x", 1, {}));
+    p.outputs.push_back(w::value_info("y", 1, {}));
+    const std::string err = plan_error(w::model(w::graph(p)), {});
+    EXPECT_TRUE(contains(err, "'op'") && contains(err, "axis 0 is out of range for rank 0")) << op << ": " << err;
+  }
 }
 
 }  // namespace
