@@ -17,7 +17,7 @@ set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 secs="${1:-60}"
 shift || true
-out="$root/build-fuzz"
+out="${FUZZ_OUT:-$root/build-fuzz}"
 targets=(${FUZZ_TARGETS:-onnx_reader graph_plan nifti_reader})
 cxx="${CXX_FUZZ:-clang++}"
 # clang brings libFuzzer and the sanitizers; the planner's thread control needs clang's OpenMP.
