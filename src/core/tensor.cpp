@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "core/checked_size.h"
 #include "qsmcore/error.h"
 
 namespace qsmcore {
@@ -25,6 +26,9 @@ Tensor Tensor::empty(DType t, Shape shape, MemCategory cat) {
   for (auto d : shape) {
     if (d < 0) throw Error(ErrorKind::InvalidInput, "negative dimension in shape " + shape_to_string(shape));
   }
+  // Shapes reach here from files: a product that wraps would allocate a wrong, small buffer.
+  if (const std::string why = shape_size_problem(shape, dtype_size(t)); !why.empty())
+    throw Error(ErrorKind::InvalidInput, "cannot allocate a tensor: " + why);
   Tensor x;
   x.dtype_ = t;
   x.shape_ = std::move(shape);

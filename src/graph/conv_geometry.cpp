@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "core/checked_size.h"
 #include "qsmcore/error.h"
 
 namespace qsmcore::graph {
@@ -11,12 +12,24 @@ namespace {
   throw Error(ErrorKind::InvalidModel, n.label() + ": " + what);
 }
 
+// Kernel extents, strides, dilations and output padding come from the file; bounding them (and
+// pads by the largest tensor) keeps every output-size formula below far from wrapping an int64.
+constexpr std::int64_t kMaxWindow = std::int64_t{1} << 20;
+
+void check_range(const Node& n, const char* name, const std::vector<std::int64_t>& v, std::int64_t lo, std::int64_t hi) {
+  for (auto x : v)
+    if (x < lo || x > hi)
+      bad(n, std::string("attribute '") + name + "' value " + std::to_string(x) + " is outside [" + std::to_string(lo) +
+                 ", " + std::to_string(hi) + "]");
+}
+
 std::vector<std::int64_t> spatial_attr(const Node& n, const char* name, std::size_t rank, std::int64_t def) {
   auto v = n.attrs.get_ints(name, std::vector<std::int64_t>(rank, def));
   if (v.size() != rank) bad(n, std::string("attribute '") + name + "' has " + std::to_string(v.size()) +
                                    " values, expected " + std::to_string(rank));
   for (auto x : v)
     if (x < 1) bad(n, std::string("attribute '") + name + "' must be positive");
+  check_range(n, name, v, 1, kMaxWindow);
   return v;
 }
 
@@ -36,6 +49,7 @@ void resolve_pads(const Node& n, ConvGeometry& g, const Shape& x, const std::vec
       g.pads_end[i] = pads[i + rank];
       if (pads[i] < 0 || pads[i + rank] < 0) bad(n, "negative pads are not supported");
     }
+    check_range(n, "pads", pads, 0, kMaxTensorBytes);
   } else if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
     for (std::size_t i = 0; i < rank; ++i) {
       const std::int64_t in = x[i + 2];
@@ -75,11 +89,12 @@ ConvGeometry conv_geometry(const Node& n, const Shape& x, const Shape& w) {
   const std::size_t rank = x.size() - 2;
   if (g.group < 1 || x[1] % g.group != 0 || w[0] % g.group != 0)
     bad(n, "group " + std::to_string(g.group) + " does not divide the channels");
-  if (w[1] * g.group != x[1])
+  if (!checked_mul(w[1], g.group) || w[1] * g.group != x[1])
     bad(n, "weights expect " + std::to_string(w[1] * g.group) + " input channels, input has " + std::to_string(x[1]));
   g.kernel.assign(w.begin() + 2, w.end());
   auto ks = n.attrs.get_ints("kernel_shape", g.kernel);
   if (ks != g.kernel) bad(n, "kernel_shape does not match the weights");
+  check_range(n, "kernel_shape", g.kernel, 0, kMaxWindow);
   g.strides = spatial_attr(n, "strides", rank, 1);
   g.dilations = spatial_attr(n, "dilations", rank, 1);
   std::vector<std::int64_t> eff(rank);
@@ -99,17 +114,21 @@ ConvGeometry conv_transpose_geometry(const Node& n, const Shape& x, const Shape&
   if (g.group < 1 || x[1] % g.group != 0) bad(n, "group " + std::to_string(g.group) + " does not divide the channels");
   if (w[0] != x[1]) bad(n, "weights expect " + std::to_string(w[0]) + " input channels, input has " + std::to_string(x[1]));
   g.kernel.assign(w.begin() + 2, w.end());
+  check_range(n, "kernel_shape", g.kernel, 0, kMaxWindow);
   g.strides = spatial_attr(n, "strides", rank, 1);
   g.dilations = spatial_attr(n, "dilations", rank, 1);
   auto out_pad = n.attrs.get_ints("output_padding", std::vector<std::int64_t>(rank, 0));
   if (out_pad.size() != rank) bad(n, "attribute 'output_padding' has the wrong length");
+  check_range(n, "output_padding", out_pad, 0, kMaxWindow);
   std::vector<std::int64_t> eff(rank);
   for (std::size_t i = 0; i < rank; ++i) eff[i] = (g.kernel[i] - 1) * g.dilations[i] + 1;
   const auto output_shape = n.attrs.get_ints("output_shape");
   if (!output_shape.empty()) {
     // Explicit output size: total padding follows from it (SAME_UPPER-style split unless
     // auto_pad says SAME_LOWER).
+    if (output_shape.size() < rank) bad(n, "attribute 'output_shape' has fewer values than spatial axes");
     const std::vector<std::int64_t> os(output_shape.end() - static_cast<std::ptrdiff_t>(rank), output_shape.end());
+    check_range(n, "output_shape", os, 1, kMaxTensorBytes);
     const bool lower = n.attrs.get_string("auto_pad", "NOTSET") == "SAME_LOWER";
     g.pads_begin.assign(rank, 0);
     g.pads_end.assign(rank, 0);
@@ -141,6 +160,7 @@ ConvGeometry pool_geometry(const Node& n, const Shape& x) {
   ConvGeometry g;
   g.kernel = n.attrs.get_ints("kernel_shape");
   if (g.kernel.size() != rank) bad(n, "attribute 'kernel_shape' must have " + std::to_string(rank) + " values");
+  check_range(n, "kernel_shape", g.kernel, 1, kMaxWindow);
   g.strides = spatial_attr(n, "strides", rank, 1);
   g.dilations = spatial_attr(n, "dilations", rank, 1);
   std::vector<std::int64_t> eff(rank);

@@ -24,7 +24,18 @@ OpRegistry& OpRegistry::instance() {
   return *r;
 }
 
-void OpRegistry::add(OpDef def) { defs_.push_back(std::move(def)); }
+void OpRegistry::add(OpDef def) {
+  // A zero dim (legal, and reachable from any file) leaves a tensor without storage: an op whose
+  // outputs are all empty has nothing to write, and its loops would offset null pointers.
+  if (def.ref) {
+    def.ref = [ref = std::move(def.ref)](const Node& n, std::span<const Tensor> in, std::span<Tensor> out) {
+      const bool all_empty =
+          !out.empty() && std::all_of(out.begin(), out.end(), [](const Tensor& t) { return !t.defined() || t.numel() == 0; });
+      if (!all_empty) ref(n, in, out);
+    };
+  }
+  defs_.push_back(std::move(def));
+}
 
 const OpDef* OpRegistry::find(std::string_view op_type) const {
   for (const auto& d : defs_)

@@ -4,6 +4,7 @@
 #include <functional>
 #include <unordered_map>
 
+#include "core/checked_size.h"
 #include "qsmcore/error.h"
 
 namespace qsmcore::graph {
@@ -83,6 +84,17 @@ std::vector<std::size_t> topological_order(const Graph& g, const std::unordered_
   return order;
 }
 
+// Shapes computed from file data (a ConstantOfShape/Expand/Reshape target, a huge pad) are
+// checked here once for every op, before anything sums, folds or allocates them.
+void check_output_sizes(const Model& model, const Node& n, const std::vector<ValueType>& out_types) {
+  for (std::size_t k = 0; k < out_types.size(); ++k) {
+    const std::string why = shape_size_problem(out_types[k].shape, dtype_size(out_types[k].dtype));
+    if (!why.empty())
+      throw Error(ErrorKind::InvalidModel, model.path + ": " + n.label() + ": output " + std::to_string(k) +
+                                               (k < n.outputs.size() ? " ('" + n.outputs[k] + "')" : "") + ": " + why);
+  }
+}
+
 }  // namespace
 
 std::vector<int> TypedGraph::consumer_counts() const {
@@ -127,6 +139,8 @@ TypedGraph build_typed_graph(const Model& model, const ConstantTable& constants,
     const DType dt = i < input_dtypes.size() ? input_dtypes[i] : g.inputs[i].dtype;
     try {
       check_input_shape(g.inputs[i], input_shapes[i], dt);
+      const std::string why = shape_size_problem(input_shapes[i], dtype_size(dt));
+      if (!why.empty()) throw Error(ErrorKind::InvalidInput, "input '" + g.inputs[i].name + "': " + why);
     } catch (const Error& e) {
       throw Error(e.kind(), model.path + ": " + e.what());
     }
@@ -199,6 +213,7 @@ TypedGraph build_typed_graph(const Model& model, const ConstantTable& constants,
     } catch (const Error& e) {
       throw Error(e.kind(), model.path + ": " + e.what());
     }
+    check_output_sizes(model, n, out_types);
     if (out_types.size() < n.outputs.size()) {
       // Optional trailing outputs the op does not produce must be unused.
       for (std::size_t k = out_types.size(); k < n.outputs.size(); ++k) {

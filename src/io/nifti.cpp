@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "io/atomic_file.h"
+#include "core/checked_size.h"
 #include "qsmcore/error.h"
 
 namespace qsmcore::io {
@@ -62,6 +63,9 @@ std::size_t read_some(gzFile f, void* dst, std::size_t size) {
 struct RawHeader {
   int version = 0;  // 0: not looked at (an .img whose .hdr nifticlib finds)
   std::array<double, 3> pixdim{1.0, 1.0, 1.0};
+  int datatype = 0;  // as stored, with bitpix: nifticlib sizes voxels by datatype alone
+  int bitpix = 0;
+  std::array<std::int64_t, 8> dim{};  // as stored (int16 in NIfTI-1, int64 in NIfTI-2)
 };
 
 template <class T>
@@ -73,6 +77,37 @@ T field(const unsigned char* head, std::size_t offset, bool swap) {
     std::reverse(b, b + sizeof v);
   }
   return v;
+}
+
+template <class Int>
+std::string dims_text(const Int* dim) {
+  std::string s;
+  for (int d = 1; d <= dim[0] && d <= 7; ++d) s += (d > 1 ? "×" : "") + std::to_string(dim[d]);
+  return s;
+}
+
+// dim[0] and each dimension it counts, before anything reads them as sizes (nifticlib multiplies
+// them unchecked).
+template <class Int>
+void check_dims(const Int* dim, const std::string& path) {
+  if (dim[0] < 1 || dim[0] > 7)
+    bad(path, "the header's dim[0] (the number of dimensions) is " + std::to_string(dim[0]) + "; NIfTI allows 1 to 7");
+  for (int d = 1; d <= dim[0]; ++d)
+    if (dim[d] < 1)
+      bad(path, "dimension " + std::to_string(d) + " is " + std::to_string(dim[d]) + " (" + dims_text(dim) +
+                    "); every dimension must be at least 1");
+  Shape shape(dim + 1, dim + 1 + dim[0]);
+  // Read as doubles: the largest buffer the header's dims can make us allocate.
+  if (const std::string why = shape_size_problem(shape, sizeof(double)); !why.empty())
+    bad(path, "the header's dimensions (" + dims_text(dim) + ") are too large: " + why);
+}
+
+bool supported_datatype(int dt) {
+  switch (dt) {
+    case DT_UINT8: case DT_INT8: case DT_INT16: case DT_UINT16: case DT_INT32: case DT_UINT32:
+    case DT_INT64: case DT_UINT64: case DT_FLOAT32: case DT_FLOAT64: return true;
+    default: return false;
+  }
 }
 
 // nifticlib's own diagnosis is printed, not returned, so the header is first checked here for
@@ -103,6 +138,22 @@ RawHeader precheck_header(const std::string& path) {
   for (int a = 0; a < 3; ++a)
     raw.pixdim[a] = raw.version == 1 ? field<float>(head, 76 + 4 * (a + 1), swap)
                                      : field<double>(head, 104 + 8 * (a + 1), swap);
+  // datatype, bitpix: int16 at bytes 70, 72 (NIfTI-1) and 12, 14 (NIfTI-2).
+  raw.datatype = field<std::int16_t>(head, raw.version == 1 ? 70 : 12, swap);
+  raw.bitpix = field<std::int16_t>(head, raw.version == 1 ? 72 : 14, swap);
+  if (!supported_datatype(raw.datatype))  // before nifticlib, which prints its own complaint
+    throw Error(ErrorKind::Unsupported, path + ": voxel type " + nifti_datatype_string(raw.datatype) + " (code " +
+                                            std::to_string(raw.datatype) + ") is not supported (expected integer or real scalars)");
+  // dim[8]: int16 at byte 40 (NIfTI-1), int64 at byte 16 (NIfTI-2).
+  for (int d = 0; d < 8; ++d)
+    raw.dim[d] = raw.version == 1 ? field<std::int16_t>(head, 40 + 2 * d, swap) : field<std::int64_t>(head, 16 + 8 * d, swap);
+  check_dims(raw.dim.data(), path);
+  // vox_offset: f32 at byte 108 (NIfTI-1), int64 at byte 168 (NIfTI-2). nifticlib moves an offset
+  // inside the header to its end; a negative or non-finite one is refused here.
+  const double vox_offset = raw.version == 1 ? static_cast<double>(field<float>(head, 108, swap))
+                                             : static_cast<double>(field<std::int64_t>(head, 168, swap));
+  if (!(vox_offset >= 0.0) || !std::isfinite(vox_offset))
+    bad(path, "the voxel data offset (vox_offset " + std::to_string(vox_offset) + ") is negative or not a number");
   return raw;
 }
 
@@ -119,11 +170,7 @@ double unit_to_mm(int xyzt_units) {
   }
 }
 
-std::string dims_text(const nifti_image& nim) {
-  std::string s;
-  for (int d = 1; d <= nim.dim[0] && d <= 7; ++d) s += (d > 1 ? "×" : "") + std::to_string(nim.dim[d]);
-  return s;
-}
+std::string dims_text(const nifti_image& nim) { return dims_text(nim.dim); }
 
 // Raw value i of a buffer of `datatype` as double.
 template <class T>
@@ -148,14 +195,6 @@ void convert_any(int datatype, const unsigned char* raw, double* out, std::int64
     case DT_FLOAT32: return convert<float>(raw, out, n);
     case DT_FLOAT64: return convert<double>(raw, out, n);
     default: throw Error(ErrorKind::Internal, "convert_any: unchecked datatype");
-  }
-}
-
-bool supported_datatype(int dt) {
-  switch (dt) {
-    case DT_UINT8: case DT_INT8: case DT_INT16: case DT_UINT16: case DT_INT32: case DT_UINT32:
-    case DT_INT64: case DT_UINT64: case DT_FLOAT32: case DT_FLOAT64: return true;
-    default: return false;
   }
 }
 
@@ -184,6 +223,47 @@ Geometry geometry_of(const nifti_image& nim, const RawHeader& raw, const std::st
   return g;
 }
 
+
+struct VoxelLayout {
+  std::int64_t count = 0;  // values (voxels × frames)
+  std::size_t bytes = 0;   // on disk
+};
+
+// Every dimension, the voxel count, the byte count and the data's end come from the header (a
+// NIfTI-2 dim is an int64): each is checked so that a hostile header is an error naming what
+// is wrong, never a wrapped size or a huge allocation.
+VoxelLayout checked_layout(const nifti_image& nim, const RawHeader& raw, std::int64_t frames, const std::string& path) {
+  if (raw.version != 0 && raw.bitpix != 8 * nim.nbyper)
+    bad(path, "the header's bitpix (" + std::to_string(raw.bitpix) + ") does not match its datatype " +
+                  nifti_datatype_string(nim.datatype) + " (" + std::to_string(8 * nim.nbyper) + " bits)");
+  check_dims(nim.dim, path);  // again: an .img's header was not prechecked
+  VoxelLayout l;
+  l.count = nim.dim[1] * nim.dim[2] * nim.dim[3] * frames;
+  l.bytes = static_cast<std::size_t>(l.count) * static_cast<std::size_t>(nim.nbyper);
+  if (nim.iname_offset < 0)
+    bad(path, "the voxel data offset (vox_offset " + std::to_string(nim.iname_offset) + ") is negative");
+  if (nim.iname_offset > kMaxTensorBytes)
+    bad(path, "the voxel data offset (vox_offset " + std::to_string(nim.iname_offset) + ") is beyond any file qsmcore reads");
+  return l;
+}
+
+// Before allocating: a plain file must hold the promised bytes; a gzip stream can expand at most
+// about 1032:1 (deflate's limit), so a tiny .nii.gz cannot promise terabytes.
+void check_data_fits(const nifti_image& nim, const VoxelLayout& l, const std::string& data_file) {
+  std::error_code ec;
+  const auto size = fs::file_size(data_file, ec);
+  if (ec) return;  // the read below reports what is wrong
+  const auto offset = static_cast<std::uintmax_t>(nim.iname_offset);
+  const std::string promise = std::to_string(l.bytes) + " bytes of voxel data (" + dims_text(nim) + " " +
+                              nifti_datatype_string(nim.datatype) + ") after byte " + std::to_string(offset);
+  if (!nifti_is_gzfile(data_file.c_str())) {
+    if (size < offset + l.bytes) bad(data_file, "is truncated: the header promises " + promise + ", the file has " + std::to_string(size) + " bytes");
+  } else if ((offset + l.bytes) / 1032 > size + 1024) {
+    bad(data_file, "is truncated: the header promises " + promise + ", more than a gzip file of " + std::to_string(size) +
+                       " bytes can hold");
+  }
+}
+
 }  // namespace
 
 Volume read_nifti(const std::string& path, const NiftiReadOptions& options, NiftiInfo* info) {
@@ -207,18 +287,11 @@ Volume read_nifti(const std::string& path, const NiftiReadOptions& options, Nift
   const Dims3 dims{nim->dim[1], nim->dim[2], nim->dim[3]};
   const Geometry geometry = geometry_of(*nim, raw_header, path);
 
-  const std::int64_t count = dims[0] * dims[1] * dims[2] * frames;
-  const std::size_t bytes = static_cast<std::size_t>(count) * static_cast<std::size_t>(nim->nbyper);
-  // Uncompressed files can be checked for truncation before allocating anything.
+  const VoxelLayout layout = checked_layout(*nim, raw_header, frames, path);
+  const std::int64_t count = layout.count;
+  const std::size_t bytes = layout.bytes;
   const std::string data_file = nim->iname != nullptr ? nim->iname : path;
-  if (!nifti_is_gzfile(data_file.c_str())) {
-    std::error_code ec;
-    const auto size = fs::file_size(data_file, ec);
-    if (!ec && size < static_cast<std::uintmax_t>(nim->iname_offset) + bytes)
-      bad(data_file, "is truncated: the header promises " + std::to_string(bytes) + " bytes of voxel data (" +
-                         dims_text(*nim) + " " + nifti_datatype_string(nim->datatype) + ") after byte " +
-                         std::to_string(nim->iname_offset) + ", the file has " + std::to_string(size) + " bytes");
-  }
+  check_data_fits(*nim, layout, data_file);
   Buffer raw(bytes, MemCategory::IO);
   {
     GzFile f = open_gz(data_file, data_file);

@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "core/checked_size.h"
 #include "qsmcore/error.h"
 
 namespace qsmcore::onnx {
@@ -218,6 +219,8 @@ std::uint64_t tensor_nbytes(const TensorProtoView& v, DType t) {
   // Cap at what numel()/size_t arithmetic elsewhere can hold exactly.
   if (n > static_cast<std::uint64_t>(INT64_MAX))
     v.msg.fail(v.offset, v.label + " has dimensions " + shape_to_string(v.dims) + " whose size overflows");
+  // The same limits as every shape the graph computes (zero dims hiding a wrapping product, 1 TiB).
+  if (const std::string why = shape_size_problem(v.dims, dtype_size(t)); !why.empty()) v.msg.fail(v.offset, v.label + ": " + why);
   return n;
 }
 

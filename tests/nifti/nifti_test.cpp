@@ -74,13 +74,13 @@ struct Hand {
   char xyzt_units = 2;
   short qform_code = 0, sform_code = 0;
   float srow[3][4] = {{0}};
+  float vox_offset = 352;
   std::vector<char> data;
 
   std::vector<char> bytes() const {
     std::vector<char> h(352, 0);
     const auto at = [&](std::size_t off, const void* p, std::size_t n) { std::memcpy(h.data() + off, p, n); };
     const int sizeof_hdr = 348;
-    const float vox_offset = 352;
     at(0, &sizeof_hdr, 4);
     at(40, dim.data(), 16);
     at(70, &datatype, 2);
@@ -305,6 +305,145 @@ TEST(Nifti, RefusedWritesLeaveNothingBehind) {
                                 ErrorKind::InvalidInput),
                        "uint8"));
   EXPECT_TRUE(fs::is_empty(dir.path()));
+}
+
+// A NIfTI-2 single file built by hand (540-byte header, 4 zero bytes, data at 544): int64 dims
+// and vox_offset, f64 pixdim. Offsets from the NIfTI-2 standard.
+struct Hand2 {
+  std::vector<std::int64_t> dim{3, 4, 5, 6, 1, 1, 1, 1};
+  short datatype = 16, bitpix = 32;
+  std::int64_t vox_offset = 544;
+  std::vector<char> data;
+
+  std::vector<char> bytes() const {
+    std::vector<char> h(544 + data.size(), 0);  // sized once: GCC 12 misreads an insert at 544
+    const auto at = [&](std::size_t off, const void* p, std::size_t n) { std::memcpy(h.data() + off, p, n); };
+    const int sizeof_hdr = 540, xyzt_units = 2;
+    const double pixdim[4] = {1, 1, 1, 1};
+    at(0, &sizeof_hdr, 4);
+    at(4, "n+2\0\r\n\032\n", 8);
+    at(12, &datatype, 2);
+    at(14, &bitpix, 2);
+    at(16, dim.data(), 64);
+    at(104, pixdim, 32);
+    at(168, &vox_offset, 8);
+    at(500, &xyzt_units, 4);
+    if (!data.empty()) at(544, data.data(), data.size());
+    return h;
+  }
+  void write(const std::string& path) const {
+    const auto b = bytes();
+    put(path, b, b.size());
+  }
+};
+
+TEST(Nifti, HandBuiltNifti2Reads) {
+  // Proves Hand2's offsets, so the hostile variants below fail for the field they change.
+  qsmtest::TempDir dir;
+  Hand2 h;
+  h.data.resize(4 * 5 * 6 * 4);
+  for (std::size_t i = 0; i < h.data.size() / 4; ++i) {
+    const float v = static_cast<float>(i);
+    std::memcpy(h.data.data() + 4 * i, &v, 4);
+  }
+  h.write(dir.file("two.nii"));
+  NiftiInfo info;
+  const Volume v = read_nifti(dir.file("two.nii"), {}, &info);
+  EXPECT_EQ(info.version, 2);
+  EXPECT_EQ(v.dims(), (Dims3{4, 5, 6}));
+  EXPECT_EQ(v.data()[7], 7.0);
+}
+
+TEST(Nifti, Nifti2DimsWhoseProductWrapsAreRefused) {
+  qsmtest::TempDir dir;
+  Hand2 h;
+  h.dim = {3, std::int64_t{1} << 31, std::int64_t{1} << 31, std::int64_t{1} << 31, 1, 1, 1, 1};
+  for (const bool gz : {false, true}) {
+    const std::string path = dir.file(gz ? "huge.nii.gz" : "huge.nii");
+    const auto b = h.bytes();
+    gz ? gzip_to(path, b, b.size()) : put(path, b, b.size());
+    const std::string msg = error_of([&] { read_nifti(path); }, ErrorKind::InvalidInput);
+    EXPECT_TRUE(contains(msg, path + ": the header's dimensions (2147483648×2147483648×2147483648) are too large"))
+        << msg;
+    EXPECT_TRUE(contains(msg, "more elements than an int64 can count")) << msg;
+  }
+}
+
+TEST(Nifti, Nifti2DimsOfTerabytesAreRefusedBeforeAllocating) {
+  qsmtest::TempDir dir;
+  Hand2 h;
+  h.dim = {3, 1 << 14, 1 << 14, 1 << 14, 1, 1, 1, 1};  // 2^42 voxels: 32 TiB as doubles
+  h.write(dir.file("tera.nii"));
+  const std::string msg = error_of([&] { read_nifti(dir.file("tera.nii")); }, ErrorKind::InvalidInput);
+  EXPECT_TRUE(contains(msg, "are too large") && contains(msg, "more than the largest tensor")) << msg;
+}
+
+TEST(Nifti, GzipThatCannotHoldThePromisedBytesIsRefusedBeforeAllocating) {
+  // 1024³ float32 = 4 GiB promised by a .nii.gz of a few hundred bytes.
+  qsmtest::TempDir dir;
+  Hand2 h;
+  h.dim = {3, 1024, 1024, 1024, 1, 1, 1, 1};
+  const std::string path = dir.file("bomb.nii.gz");
+  const auto b = h.bytes();
+  gzip_to(path, b, b.size());
+  const std::string msg = error_of([&] { read_nifti(path); }, ErrorKind::InvalidInput);
+  EXPECT_TRUE(contains(msg, path + ": is truncated") && contains(msg, "more than a gzip file of")) << msg;
+}
+
+TEST(Nifti, NegativeOrZeroDimsAndBadDim0AreRefused) {
+  qsmtest::TempDir dir;
+  struct Case {
+    std::vector<short> dim;
+    std::string says;
+  };
+  for (const Case& c : {Case{{3, 4, -5, 6, 1, 1, 1, 1}, "dimension 2 is -5 (4×-5×6)"},
+                        Case{{4, 4, 5, 6, 0, 1, 1, 1}, "dimension 4 is 0"},
+                        Case{{4, 4, 5, 6, -3, 1, 1, 1}, "dimension 4 is -3"},
+                        Case{{9, 4, 5, 6, 1, 1, 1, 1}, "dim[0] (the number of dimensions) is 9"},
+                        Case{{0, 4, 5, 6, 1, 1, 1, 1}, "dim[0] (the number of dimensions) is 0"},
+                        Case{{-1, 4, 5, 6, 1, 1, 1, 1}, "dim[0] (the number of dimensions) is -1"}}) {
+    Hand h;
+    h.dim = c.dim;
+    h.data.resize(4 * 5 * 6 * 4);
+    const std::string path = dir.file("dims.nii");
+    h.write(path);
+    const std::string msg = error_of([&] { read_nifti(path); }, ErrorKind::InvalidInput);
+    EXPECT_TRUE(contains(msg, path + ": ") && contains(msg, c.says)) << msg;
+  }
+}
+
+TEST(Nifti, VoxOffsetBeyondTheFileOrNegativeIsRefused) {
+  qsmtest::TempDir dir;
+  Hand h;
+  h.fill<float>([](std::int64_t) { return 1.0f; });
+  h.vox_offset = 1e9f;
+  h.write(dir.file("far.nii"));
+  const std::string far = error_of([&] { read_nifti(dir.file("far.nii")); }, ErrorKind::InvalidInput);
+  EXPECT_TRUE(contains(far, "is truncated") && contains(far, "after byte 1000000000")) << far;
+
+  Hand2 h2;
+  h2.data.resize(4 * 5 * 6 * 4);
+  h2.vox_offset = -4096;
+  h2.write(dir.file("neg.nii"));
+  const std::string neg = error_of([&] { read_nifti(dir.file("neg.nii")); }, ErrorKind::InvalidInput);
+  EXPECT_TRUE(contains(neg, dir.file("neg.nii") + ": the voxel data offset (vox_offset -4096")) << neg;
+}
+
+TEST(Nifti, BitpixThatContradictsTheDatatypeIsRefused) {
+  qsmtest::TempDir dir;
+  Hand h;
+  h.bitpix = 16;  // datatype 16 is FLOAT32
+  h.fill<float>([](std::int64_t) { return 1.0f; });
+  h.write(dir.file("bitpix.nii"));
+  const std::string msg = error_of([&] { read_nifti(dir.file("bitpix.nii")); }, ErrorKind::InvalidInput);
+  EXPECT_TRUE(contains(msg, "bitpix (16) does not match its datatype FLOAT32 (32 bits)")) << msg;
+
+  Hand unknown;  // not a NIfTI code at all: refused before nifticlib parses (and prints about) it
+  unknown.datatype = 9999;
+  unknown.fill<float>([](std::int64_t) { return 1.0f; });
+  unknown.write(dir.file("unknown.nii"));
+  const std::string msg2 = error_of([&] { read_nifti(dir.file("unknown.nii")); }, ErrorKind::Unsupported);
+  EXPECT_TRUE(contains(msg2, "(code 9999) is not supported")) << msg2;
 }
 
 TEST(PngPreview, WritesThreeOrthogonalSlices) {

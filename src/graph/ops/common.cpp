@@ -10,7 +10,8 @@ void fail(const Node& n, ErrorKind kind, const std::string& what) { throw Error(
 std::string ints_to_string(const std::vector<std::int64_t>& v) { return shape_to_string(v); }
 
 std::int64_t normalize_axis(const Node& n, std::int64_t axis, std::int64_t rank, const char* what) {
-  if (axis < -rank || axis >= std::max<std::int64_t>(rank, 1)) {
+  // [-rank, rank): callers index shapes with the result, so a scalar (rank 0) has no axis at all.
+  if (axis < -rank || axis >= rank) {
     invalid(n, std::string(what) + " " + std::to_string(axis) + " is out of range for rank " + std::to_string(rank));
   }
   return axis < 0 ? axis + rank : axis;

@@ -64,6 +64,9 @@ ResizeArgs resize_args(const Node& n, const Inputs& in) {
     if (sizes.size() != rank) invalid(n, "sizes " + ints_to_string(sizes) + " must have " + std::to_string(rank) + " values");
     a.out = sizes;
     for (std::size_t i = 0; i < rank; ++i) {
+      if (sizes[i] < 0) invalid(n, "sizes " + ints_to_string(sizes) + " has a negative value");
+      if (x[i] == 0 && sizes[i] != 0)  // nothing to interpolate from
+        invalid(n, "sizes " + ints_to_string(sizes) + " resize the empty axis " + std::to_string(i) + " of " + shape_to_string(x));
       a.scales.push_back(x[i] ? static_cast<float>(sizes[i]) / static_cast<float>(x[i]) : 1.0f);
       a.out_len.push_back(static_cast<double>(sizes[i]));
     }
@@ -72,6 +75,10 @@ ResizeArgs resize_args(const Node& n, const Inputs& in) {
     a.scales = scales;
     for (std::size_t i = 0; i < rank; ++i) {
       if (!(scales[i] > 0)) invalid(n, "scales must be positive");
+      // Converting a length beyond int64 (an infinite or huge scale) is undefined: refuse it
+      // here; the output shape is size-checked with every other op's.
+      if (!(static_cast<double>(x[i]) * scales[i] < 0x1p62))
+        invalid(n, "scales " + std::to_string(scales[i]) + " make axis " + std::to_string(i) + " too long");
       a.out_len.push_back(static_cast<double>(x[i]) * scales[i]);
       a.out.push_back(static_cast<std::int64_t>(std::floor(a.out_len.back())));
     }
@@ -125,8 +132,14 @@ Taps make_taps(const ResizeArgs& a, std::size_t axis, std::int64_t in, std::int6
   t.per = a.mode == "nearest" ? 1 : a.mode == "linear" ? 2 : 4;
   const auto clampi = [in](std::int64_t i) { return std::clamp<std::int64_t>(i, 0, in - 1); };
   for (std::int64_t j = 0; j < out; ++j) {
-    const float x = original_coord(a, axis, j, in);
+    float x = original_coord(a, axis, j, in);
     const bool outside = a.coord == "tf_crop_and_resize" && (x < 0 || x > static_cast<float>(in - 1));
+    // Every tap index is clamped to the axis, so a coordinate a few elements beyond it gives the
+    // same taps and weights as one further out; clamping keeps a huge or NaN coordinate (a tiny
+    // scale, a hostile roi) from an undefined float-to-int64 conversion.
+    const float lo = -4.0f, hi = static_cast<float>(in) + 3.0f;
+    if (!(x >= lo)) x = lo;
+    if (x > hi) x = hi;
     t.outside.push_back(outside);
     if (a.mode == "nearest") {
       t.idx.push_back(clampi(round_nearest(a, x, a.scales[axis] < 1)));

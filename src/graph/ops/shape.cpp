@@ -50,7 +50,9 @@ Shape reshape_shape(const Node& n, const Inputs& in) {
     }
     if (v < 0) invalid(n, "shape " + ints_to_string(target) + " has a negative dim");
     out[i] = v;
-    known *= v;
+    // The target comes from the file: its product must not wrap before it is compared.
+    if (__builtin_mul_overflow(known, v, &known))
+      invalid(n, "shape " + ints_to_string(target) + " has more elements than an int64 can count");
   }
   const std::int64_t total = numel(x);
   if (infer_at >= 0) {

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "core/checked_size.h"
 #include "graph/ops/common.h"
 
 namespace qsmcore::graph {
@@ -49,14 +50,9 @@ void gather_by_maps(const Tensor& in, const Tensor& out, const std::vector<Map>&
   });
 }
 
-Shape shape_of_maps(const std::vector<Map>& maps) {
-  Shape s;
-  for (const auto& m : maps) s.push_back(static_cast<std::int64_t>(m.size()));
-  return s;
-}
 
 // ---- Slice ---------------------------------------------------------------------------------
-std::vector<Map> slice_maps(const Node& n, const Inputs& in) {
+std::vector<Map> slice_maps(const Node& n, const Inputs& in, Shape* lengths_only) {
   const Shape& x = in[0].shape;
   const auto rank = static_cast<std::int64_t>(x.size());
   std::vector<std::int64_t> starts, ends, axes, steps;
@@ -77,7 +73,8 @@ std::vector<Map> slice_maps(const Node& n, const Inputs& in) {
   if (axes.size() != starts.size() || steps.size() != starts.size()) invalid(n, "starts, ends, axes and steps differ in length");
   std::vector<Map> maps(x.size());
   std::vector<bool> seen(x.size(), false);
-  for (std::size_t i = 0; i < x.size(); ++i)
+  if (lengths_only) *lengths_only = x;
+  for (std::size_t i = 0; !lengths_only && i < x.size(); ++i)
     for (std::int64_t j = 0; j < x[i]; ++j) maps[i].push_back(j);
   for (std::size_t i = 0; i < axes.size(); ++i) {
     const auto a = static_cast<std::size_t>(normalize_axis(n, axes[i], rank, "axes value"));
@@ -98,8 +95,16 @@ std::vector<Map> slice_maps(const Node& n, const Inputs& in) {
       s = std::clamp<std::int64_t>(s, 0, dim - 1);
       e = std::clamp<std::int64_t>(e, -1, dim - 1);
     }
+    // Counted, not stepped to the end: s + step can wrap for a step from the file.
+    const std::int64_t mag = step > 0 ? step : step == INT64_MIN ? INT64_MAX : -step;
+    const std::int64_t span = step > 0 ? e - s : s - e;
+    const std::int64_t count = span > 0 ? (span - 1) / mag + 1 : 0;
+    if (lengths_only) {
+      (*lengths_only)[a] = count;
+      continue;
+    }
     maps[a].clear();
-    for (std::int64_t j = s; step > 0 ? j < e : j > e; j += step) maps[a].push_back(j);
+    for (std::int64_t c = 0; c < count; ++c) maps[a].push_back(s + c * step);
   }
   return maps;
 }
@@ -113,16 +118,24 @@ std::vector<std::int64_t> pad_amounts(const Node& n, const Inputs& in) {
   return pads;
 }
 
-std::vector<Map> pad_maps(const Node& n, const Inputs& in) {
+std::vector<Map> pad_maps(const Node& n, const Inputs& in, Shape* lengths_only) {
   const Shape& x = in[0].shape;
   const std::size_t rank = x.size();
   const auto pads = pad_amounts(n, in);
   const std::string mode = n.attrs.get_string("mode", "constant");
   if (mode != "constant" && mode != "reflect" && mode != "edge") unsupported(n, "unsupported mode '" + mode + "'");
   std::vector<Map> maps(rank);
+  for (auto p : pads)
+    if (p > kMaxTensorBytes || p < -kMaxTensorBytes) invalid(n, "pads " + ints_to_string(pads) + " are out of range");
+  if (lengths_only) lengths_only->clear();
   for (std::size_t k = 0; k < rank; ++k) {
+    // Bounded above: dims and pads are at most 2^40, so this sum cannot wrap.
     const std::int64_t dim = x[k], b = pads[k], e = pads[k + rank], len = dim + b + e;
     if (len < 0) invalid(n, "pads " + ints_to_string(pads) + " remove more than dim " + std::to_string(k) + " holds");
+    if (lengths_only) {
+      lengths_only->push_back(len);  // the maps are built only once the output shape is accepted
+      continue;
+    }
     if (mode != "constant" && dim == 0 && len > 0) invalid(n, mode + " padding of an empty dim");
     if (mode == "reflect" && dim == 1 && len > 1) invalid(n, "reflect padding needs at least 2 elements in dim " + std::to_string(k));
     for (std::int64_t o = 0; o < len; ++o) {
@@ -166,19 +179,29 @@ std::vector<std::byte> pad_fill(const Node& n, std::span<const Tensor> in) {
 }
 
 // ---- Tile ----------------------------------------------------------------------------------
-std::vector<Map> tile_maps(const Node& n, const Inputs& in) {
+std::vector<Map> tile_maps(const Node& n, const Inputs& in, Shape* lengths_only) {
   const Shape& x = in[0].shape;
   const auto reps = const_ints(n, in, 1, "repeats");
   if (reps.size() != x.size()) invalid(n, "repeats " + ints_to_string(reps) + " must have one value per dim of " + shape_to_string(x));
   std::vector<Map> maps(x.size());
+  if (lengths_only) lengths_only->clear();
   for (std::size_t k = 0; k < x.size(); ++k) {
     if (reps[k] < 0) invalid(n, "repeats must not be negative");
-    for (std::int64_t o = 0; o < x[k] * reps[k]; ++o) maps[k].push_back(o % x[k]);
+    std::int64_t len = 0;
+    if (__builtin_mul_overflow(x[k], reps[k], &len))
+      invalid(n, "repeats " + ints_to_string(reps) + " of " + shape_to_string(x) + " overflow an int64");
+    if (lengths_only) {
+      lengths_only->push_back(len);
+      continue;
+    }
+    for (std::int64_t o = 0; o < len; ++o) maps[k].push_back(o % x[k]);
   }
   return maps;
 }
 
-using MapsFn = std::vector<Map> (*)(const Node&, const Inputs&);
+// With a non-null Shape*, a maps function only computes the output's length per dim: shape
+// inference must not allocate per output index before the shape has been checked.
+using MapsFn = std::vector<Map> (*)(const Node&, const Inputs&, Shape*);
 
 OpDef map_op(const char* name, std::vector<int> consts, MapsFn maps_fn) {
   OpDef d;
@@ -187,14 +210,16 @@ OpDef map_op(const char* name, std::vector<int> consts, MapsFn maps_fn) {
   d.infer = [maps_fn](const Node& n, const Inputs& in) {
     if (in.empty() || !in[0].present()) invalid(n, "missing input 0");
     expect_fixed_size(n, in[0].dtype);
-    return one(in[0].dtype, shape_of_maps(maps_fn(n, in)));
+    Shape out;
+    maps_fn(n, in, &out);
+    return one(in[0].dtype, out);
   };
   d.ref = [maps_fn](const Node& n, std::span<const Tensor> in, std::span<Tensor> out) {
     // Re-derive the maps with the constant inputs visible (they are real tensors here).
     Inputs types = types_of(in);
     for (std::size_t i = 0; i < in.size(); ++i) types[i].value = in[i].defined() ? &in[i] : nullptr;
     const std::vector<std::byte> fill = n.op_type == "Pad" ? pad_fill(n, in) : std::vector<std::byte>(8, std::byte{0});
-    gather_by_maps(in[0], out[0], maps_fn(n, types), fill.data());
+    gather_by_maps(in[0], out[0], maps_fn(n, types, nullptr), fill.data());
   };
   return d;
 }
@@ -263,7 +288,7 @@ std::vector<std::int64_t> split_sizes(const Node& n, const Inputs& in, std::size
   std::int64_t sum = 0;
   for (auto v : split) {
     if (v < 0) invalid(n, "split " + ints_to_string(split) + " has a negative size");
-    sum += v;
+    if (__builtin_add_overflow(sum, v, &sum)) invalid(n, "split " + ints_to_string(split) + " overflows an int64");
   }
   if (static_cast<std::int64_t>(split.size()) != parts || sum != x[axis])
     invalid(n, "split " + ints_to_string(split) + " does not divide dim " + std::to_string(x[axis]) + " into " + std::to_string(parts) + " outputs");
