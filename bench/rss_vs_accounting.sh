@@ -15,36 +15,40 @@ qsm=${QSM:-build/qsm}
 twins=.cache/twins-full
 work=.cache/bench/rss
 mkdir -p "$work"
-[ -f "$twins/manifest.json" ] || tools/twins/make --full --out "$twins" >/dev/null
+[ -f "$twins/qsmnet.onnx" ] || tools/twins/make --full --out "$twins" >/dev/null
 policies=(full layerwise stream:host=0 stream:host=64MiB)
 bound_mib=64
 
-# One line per model file: "file --in name=path ..." with inputs of the file's declared shape,
-# every symbolic dimension set to SIZE (fixed-patch networks keep their patch).
-/usr/bin/python3 - "$twins" "$work" "$size" "$@" >"$work/runs.txt" <<'PY'
-import json, os, sys
+# One line per model file: "file --in name=path ..." with inputs of the file's declared shape
+# (read by `qsm onnx info`), every symbolic dimension set to SIZE (fixed-patch networks keep
+# their patch). NETS, when given, are file names without .onnx.
+/usr/bin/python3 - "$qsm" "$twins" "$work" "$size" "$@" >"$work/runs.txt" <<'PY'
+import glob, os, subprocess, sys
 import numpy as np
-twins, work, size, only = sys.argv[1], sys.argv[2], int(sys.argv[3]), set(sys.argv[4:])
-m = json.load(open(os.path.join(twins, "manifest.json")))
+qsm, twins, work, size, only = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), set(sys.argv[5:])
 rng = np.random.default_rng(96)
-for tid, t in m["twins"].items():
-    if only and tid not in only:
+for path in sorted(glob.glob(os.path.join(twins, "*.onnx"))):
+    name = os.path.basename(path)[:-5]
+    if only and name not in only:
         continue
-    for f in t["files"]:
-        args = []
-        for i in f["inputs"]:
-            shape = [d if isinstance(d, int) else size for d in i["shape"]]
-            if i["name"] in ("mask", "border"):
-                x = np.ones(shape, np.float32)
-            elif len(shape) <= 3 and int(np.prod(shape)) <= 3:
-                x = np.full(shape, 0.5, np.float32)  # te, b0, a B0 direction: small positive scalars
-            else:
-                x = rng.standard_normal(shape).astype(np.float32)
-            p = os.path.join(work, f"{f['file']}.{i['name']}.{size}.npy")
-            if not os.path.exists(p):
-                np.save(p, x)
-            args.append(f"--in {i['name']}={p}")
-        print(f["file"], " ".join(args))
+    info = subprocess.run([qsm, "onnx", "info", path], capture_output=True, text=True, check=True).stdout
+    block = info.split("inputs:\n", 1)[1].split("outputs:", 1)[0]
+    args = []
+    for line in block.strip().splitlines():
+        iname, rest = line.strip().split(":", 1)
+        dims = rest.split("[", 1)[1].rstrip("]").split(",")
+        shape = [int(d) if d.strip().lstrip("-").isdigit() else size for d in dims if d.strip()]
+        if iname in ("mask", "border"):
+            x = np.ones(shape, np.float32)
+        elif int(np.prod(shape)) <= 3:
+            x = np.full(shape, 0.5, np.float32)  # te, b0, a B0 direction: small positive scalars
+        else:
+            x = rng.standard_normal(shape).astype(np.float32)
+        p = os.path.join(work, f"{name}.{iname}.{size}.npy")
+        if not os.path.exists(p):
+            np.save(p, x)
+        args.append(f"--in {iname}={p}")
+    print(os.path.basename(path), " ".join(args))
 PY
 
 printf '%-22s %-18s | %12s %10s %10s\n' "model" "policy" "accounted" "peak RSS" "RSS - acc"
