@@ -60,6 +60,10 @@ struct NetworkOptions {
   /// R2PRIMEnet refuses B0 outside 3 ± 0.3 T unless this is set (then it warns).
   bool ignore_domain = false;
   std::function<void(double fraction, const std::string& stage)> progress;  // may be empty
+  /// Stop once the run's peak is predicted (the model loaded, its plans built; nothing run):
+  /// run_network then returns predicted_peak_bytes, tiles and tiles_in_flight, and no output.
+  /// What `qsm batch plan` sizes cluster jobs with; a budget still refuses as in a real run.
+  bool predict_only = false;
 };
 
 struct NetworkOutput {

@@ -145,6 +145,7 @@ std::int64_t Context::reserve(const Reservation& r, const std::vector<std::size_
   run.predicted_peak_bytes = predict(n);
   run.tiles = r.tiles;
   run.tiles_in_flight = n;
+  if (opts.predict_only) throw PredictionMade{};
   return n;
 }
 

@@ -14,6 +14,10 @@
 
 namespace qsmcore::networks {
 
+/// Thrown by Context::reserve under NetworkOptions::predict_only, caught by run_network: the
+/// prediction is made, the run is not (every wrapper reserves once, before its run allocates).
+struct PredictionMade {};
+
 class Context {
  public:
   Context(const ModelSpec& spec, const std::vector<std::string>& paths, const NetworkInputs& in,
@@ -44,7 +48,8 @@ class Context {
     std::int64_t multiple = 1;
   };
   /// Builds the plans (model index = position in `shapes` unless `model_of` says otherwise),
-  /// predicts the peak and refuses over budget. Returns the tiles in flight that fit.
+  /// predicts the peak and refuses over budget. Returns the tiles in flight that fit (throws
+  /// PredictionMade instead under predict_only).
   std::int64_t reserve(const Reservation& r, const std::vector<std::size_t>& model_of = {});
 
   /// Runs model `m` on n tiles: `inputs(t)` builds tile t's inputs, `outputs(t, y)` consumes

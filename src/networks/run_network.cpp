@@ -45,14 +45,12 @@ NetworkNeeds network_needs(const ModelSpec& spec) {
   return n;
 }
 
-NetworkRun run_network(const ModelSpec& spec, const std::vector<std::string>& model_paths, const NetworkInputs& in,
-                       const NetworkOptions& opts) {
+namespace {
+
+// The wrapper of the network with c.spec's id (network_needs has checked that there is one).
+void run_wrapper(networks::Context& c) {
   using namespace networks;
-  network_needs(spec);  // unknown ids first
-  validate_inputs(spec, in);
-  NetworkRun run;
-  Context c(spec, model_paths, in, opts, run);
-  const std::string_view id = spec.id;
+  const std::string_view id = c.spec.id;
   if (id == "bfrnet")
     run_bfrnet(c);
   else if (id == "xqsm")
@@ -93,6 +91,23 @@ NetworkRun run_network(const ModelSpec& spec, const std::vector<std::string>& mo
     run_qsmcore_invnet(c);
   else if (id == "synthseg" || id == "synthseg-2.0")
     run_synthseg(c);
+}
+
+}  // namespace
+
+NetworkRun run_network(const ModelSpec& spec, const std::vector<std::string>& model_paths, const NetworkInputs& in,
+                       const NetworkOptions& opts) {
+  using namespace networks;
+  network_needs(spec);  // unknown ids first
+  validate_inputs(spec, in);
+  NetworkRun run;
+  Context c(spec, model_paths, in, opts, run);
+  try {
+    run_wrapper(c);
+  } catch (const PredictionMade&) {
+    c.finish();  // predict_only: the plans are built, the peak predicted, nothing run
+    return run;
+  }
   c.finish();
   c.progress(1.0, "done");
   return run;

@@ -139,6 +139,26 @@ TEST_P(EveryNetwork, RunsEndToEndOnItsTwin) {
   EXPECT_FALSE(run.stages.empty());
 }
 
+// What `qsm batch plan` sizes cluster jobs with: predict_only stops after the plans are built,
+// returns no output, and predicts what the real run predicted (and then stayed within).
+TEST_P(EveryNetwork, PredictOnlyPredictsWhatTheRunPredicts) {
+  const std::string dir = qsmtest::data_dir("QSM_TWINS_DIR");
+  QSM_REQUIRE_DATA(dir, "QSM_TWINS_DIR");
+  const ModelSpec& spec = require_model(GetParam());
+  const NetworkInputs in = inputs_for(spec);
+  NetworkOptions o = small_opts();
+  o.predict_only = true;
+  const NetworkRun predicted = run_network(spec, twin_paths(dir, spec), in, o);
+  EXPECT_TRUE(predicted.outputs.empty());
+  o.predict_only = false;
+  const NetworkRun run = run_network(spec, twin_paths(dir, spec), in, o);
+  ASSERT_FALSE(run.outputs.empty());
+  EXPECT_EQ(predicted.predicted_peak_bytes, run.predicted_peak_bytes);
+  EXPECT_EQ(predicted.tiles, run.tiles);
+  EXPECT_EQ(predicted.tiles_in_flight, run.tiles_in_flight);
+  EXPECT_LE(run.measured_peak_bytes, predicted.predicted_peak_bytes);
+}
+
 INSTANTIATE_TEST_SUITE_P(Registry, EveryNetwork,
                          ::testing::Values("bfrnet", "xqsm", "qsmnet", "qsmnet-plus", "qsmgan", "lpcnn", "ir2qsm",
                                            "autoqsm", "iqsm", "iqsm-plus", "iqfm", "nextqsm", "modl-qsm", "susep-net",
