@@ -266,10 +266,26 @@ void check_data_fits(const nifti_image& nim, const VoxelLayout& l, const std::st
 
 }  // namespace
 
-Volume read_nifti(const std::string& path, const NiftiReadOptions& options, NiftiInfo* info) {
-  const RawHeader raw_header = precheck_header(path);
+namespace {
+
+// The header of `path`, checked as read_nifti checks it (dimensions, frames, voxel type, voxel
+// sizes, affine, the data's size against the file), and the nifticlib image it came from.
+struct OpenHeader {
+  RawHeader raw;
+  Nim nim;
+  Dims3 dims{};
+  std::int64_t frames = 1;
+  Geometry geometry;
+  VoxelLayout layout;
+  std::string data_file;
+};
+
+OpenHeader open_header(const std::string& path, const NiftiReadOptions& options) {
+  OpenHeader h;
+  h.raw = precheck_header(path);
   nifti_set_debug_level(0);
-  Nim nim(nifti_image_read(path.c_str(), 0));
+  h.nim = Nim(nifti_image_read(path.c_str(), 0));
+  const Nim& nim = h.nim;
   if (!nim) bad(path, "has an invalid NIfTI header (nifticlib could not parse it)");
   if (!supported_datatype(nim->datatype))
     throw Error(ErrorKind::Unsupported, path + ": voxel type " + nifti_datatype_string(nim->datatype) +
@@ -278,20 +294,37 @@ Volume read_nifti(const std::string& path, const NiftiReadOptions& options, Nift
   for (int d = 5; d <= 7 && d <= ndim; ++d)
     if (nim->dim[d] > 1) bad(path, "has " + std::to_string(ndim) + " dimensions (" + dims_text(*nim) +
                                        "); expected a 3-D volume");
-  const std::int64_t frames = ndim >= 4 ? std::max<std::int64_t>(1, nim->dim[4]) : 1;
+  h.frames = ndim >= 4 ? std::max<std::int64_t>(1, nim->dim[4]) : 1;
   if (ndim < 3 || nim->dim[3] <= 1 || nim->dim[1] <= 1 || nim->dim[2] <= 1)
     bad(path, "is " + std::to_string(ndim) + "-D (" + dims_text(*nim) + "); QSM needs a 3-D volume");
-  if (frames > 1 && !options.allow_frames)
-    bad(path, "has " + std::to_string(frames) + " frames (" + dims_text(*nim) +
+  if (h.frames > 1 && !options.allow_frames)
+    bad(path, "has " + std::to_string(h.frames) + " frames (" + dims_text(*nim) +
                   "); expected a single 3-D volume here");
-  const Dims3 dims{nim->dim[1], nim->dim[2], nim->dim[3]};
-  const Geometry geometry = geometry_of(*nim, raw_header, path);
+  h.dims = Dims3{nim->dim[1], nim->dim[2], nim->dim[3]};
+  h.geometry = geometry_of(*nim, h.raw, path);
+  h.layout = checked_layout(*nim, h.raw, h.frames, path);
+  h.data_file = nim->iname != nullptr ? nim->iname : path;
+  check_data_fits(*nim, h.layout, h.data_file);
+  return h;
+}
 
-  const VoxelLayout layout = checked_layout(*nim, raw_header, frames, path);
-  const std::int64_t count = layout.count;
-  const std::size_t bytes = layout.bytes;
-  const std::string data_file = nim->iname != nullptr ? nim->iname : path;
-  check_data_fits(*nim, layout, data_file);
+}  // namespace
+
+NiftiHeader read_nifti_header(const std::string& path, const NiftiReadOptions& options) {
+  const OpenHeader h = open_header(path, options);
+  return {h.dims, h.frames, h.geometry, nifti_datatype_string(h.nim->datatype)};
+}
+
+Volume read_nifti(const std::string& path, const NiftiReadOptions& options, NiftiInfo* info) {
+  const OpenHeader h = open_header(path, options);
+  const RawHeader& raw_header = h.raw;
+  const Nim& nim = h.nim;
+  const std::int64_t frames = h.frames;
+  const Dims3 dims = h.dims;
+  const Geometry& geometry = h.geometry;
+  const std::int64_t count = h.layout.count;
+  const std::size_t bytes = h.layout.bytes;
+  const std::string& data_file = h.data_file;
   Buffer raw(bytes, MemCategory::IO);
   {
     GzFile f = open_gz(data_file, data_file);

@@ -34,6 +34,17 @@ struct NiftiInfo {
 /// dimensionality, a zero voxel size, non-finite values, Error{Unsupported} for complex/RGB data.
 Volume read_nifti(const std::string& path, const NiftiReadOptions& options = {}, NiftiInfo* info = nullptr);
 
+/// A volume's grid as its header states it, checked as read_nifti checks it (the voxel data's
+/// size against the file included) without reading the voxels: what `qsm batch plan` sizes a
+/// subject by.
+struct NiftiHeader {
+  Dims3 dims{};
+  std::int64_t frames = 1;
+  Geometry geometry;
+  std::string datatype_name;
+};
+NiftiHeader read_nifti_header(const std::string& path, const NiftiReadOptions& options = {});
+
 /// Reads a mask that must lie on `reference`'s grid (same dimensions, voxel size and affine);
 /// any non-zero value becomes 1. A mismatch is Error{InvalidInput} naming both grids.
 Volume read_mask(const std::string& path, const Volume& reference);

@@ -204,6 +204,34 @@ TEST(Nifti, ConvertsMetresAndPrefersTheSform) {
     for (int c = 0; c < 4; ++c) EXPECT_EQ(b.affine().m[r][c], rows[r][c]);
 }
 
+// What `qsm batch plan` reads of each subject: the grid read_nifti would return, from the header
+// alone, and the same refusals where the header (or the file's size) shows them.
+TEST(Nifti, HeaderAloneGivesTheGridReadNiftiGives) {
+  qsmtest::TempDir dir;
+  Geometry g = Geometry::with_voxel({0.5, 0.75, 2.0});
+  g.affine.m[0][3] = -12.5;
+  const Volume v = ramp({6, 5, 4}, g, 3);
+  const std::string path = dir.file("echoes.nii.gz");
+  write_nifti(path, v);
+  const NiftiHeader h = read_nifti_header(path, NiftiReadOptions{true, false});
+  const Volume r = read_nifti(path, NiftiReadOptions{true, false});
+  EXPECT_EQ(h.dims, r.dims());
+  EXPECT_EQ(h.frames, r.frames());
+  EXPECT_EQ(h.geometry.voxel_mm, r.voxel_mm());
+  for (int i = 0; i < 4; ++i)
+    for (int j = 0; j < 4; ++j) EXPECT_EQ(h.geometry.affine.m[i][j], r.affine().m[i][j]);
+  const std::string msg = error_of([&] { read_nifti_header(path); }, ErrorKind::InvalidInput);
+  EXPECT_TRUE(contains(msg, path) && contains(msg, "3 frames")) << msg;
+  const std::string plain = dir.file("plain.nii");
+  write_nifti(plain, v);
+  const auto b = bytes_of(plain);
+  const std::string cut = dir.file("cut.nii");
+  put(cut, b, b.size() - 100);
+  const std::string cut_msg =
+      error_of([&] { read_nifti_header(cut, NiftiReadOptions{true, false}); }, ErrorKind::InvalidInput);
+  EXPECT_TRUE(contains(cut_msg, cut) && contains(cut_msg, "truncated")) << cut_msg;
+}
+
 TEST(Nifti, TruncatedFilesAreNamedAsTruncated) {
   qsmtest::TempDir dir;
   const Volume v = ramp({8, 8, 8}, Geometry::isotropic(1.0));
