@@ -11,5 +11,6 @@ void register_demo_command(CLI::App& app);     // qsm demo
 void register_run_command(CLI::App& app);      // qsm run
 void register_phantom_command(CLI::App& app);  // qsm phantom
 void register_measure_command(CLI::App& app);  // qsm measure
+void register_batch_commands(CLI::App& app);   // qsm batch plan|submit|status|resume|run|task
 
 }  // namespace qsmcore::cli

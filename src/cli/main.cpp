@@ -16,6 +16,7 @@ int main(int argc, char** argv) {
   qsmcore::cli::register_demo_command(app);
   qsmcore::cli::register_phantom_command(app);
   qsmcore::cli::register_measure_command(app);
+  qsmcore::cli::register_batch_commands(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,0 +1,27 @@
+// A cohort as a TSV manifest: one row per subject, a header naming the columns. What `qsm batch
+// plan` reads; the columns are `qsm run`'s options (id, in, mask, magnitude, r2star, r2prime, qsm,
+// te, b0, unit, b0_dir). Relative paths are relative to the manifest's folder. A row that is
+// wrong is that subject's error (the others go on); a manifest that is wrong as a whole (no
+// header, no `id`/`in` column, an unknown column, a duplicate id) is an Error naming the file.
+#pragma once
+#include <map>
+#include <string>
+#include <vector>
+
+namespace qsmcore::batch {
+
+struct ManifestRow {
+  std::string id;
+  int line = 0;                               // 1-based line in the manifest
+  std::map<std::string, std::string> values;  // column -> cell, empty cells left out
+  std::string error;                          // "" = the row itself is well-formed
+};
+
+/// The columns a manifest may have, in the order `qsm run` documents them.
+const std::vector<std::string>& manifest_columns();
+
+/// Reads a TSV manifest. Paths in path-valued columns become absolute (relative to the
+/// manifest's folder).
+std::vector<ManifestRow> read_manifest(const std::string& path);
+
+}  // namespace qsmcore::batch

@@ -1,0 +1,90 @@
+// `qsm batch plan`: a cohort sized by the memory model before anything runs. Each subject's
+// headers are read (not its voxels), its run's peak is predicted by the engine itself (the
+// network's own files loaded and planned for that grid under the run's options, nothing run:
+// NetworkOptions::predict_only), and turned into what a scheduler must be asked for: --mem such
+// that the task's own default budget (SLURM_MEM_PER_NODE less the stated reserve) admits the
+// predicted run, and a time limit from the per-voxel time measured on this machine. Subjects
+// with the same request share a bucket: one array job per bucket (batch/slurm.h).
+#pragma once
+#include <array>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "qsmcore/networks.h"
+
+namespace qsmcore::batch {
+
+struct PlanOptions {
+  std::string model_id;
+  std::string manifest;               // the TSV read
+  std::string out_dir;                // DIR: batch.json, sbatch/, logs/, subjects/
+  std::string qsm;                    // absolute path of the qsm binary the tasks exec
+  NetworkOptions net;                 // the options each run gets, parsed (threads, backend, residency, tile, ...)
+  std::vector<std::string> run_args;  // the same options as `qsm run` arguments, passed to every task
+  bool verify = true;                 // resolve the weights with their SHA-256 checked
+  std::int64_t max_mem = 0;           // the largest --mem a task may request (bytes); 0 = no cap
+  std::optional<double> seconds_per_voxel;  // skips the calibration run
+  std::int64_t max_array_size = 0;          // 0 = the cluster's MaxArraySize (scontrol), else 1001
+  std::string partition, account;           // optional #SBATCH lines
+};
+
+struct SubjectPlan {
+  std::string id;
+  std::vector<std::string> args;  // this subject's input options of `qsm run` (--in, --mask, --te, ...)
+  std::array<std::int64_t, 3> dims{0, 0, 0};
+  std::int64_t frames = 1;
+  std::array<double, 3> voxel_mm{0, 0, 0};
+  std::int64_t input_bytes = 0;      // the inputs as the run holds them (f64 voxels × frames)
+  std::int64_t predicted_bytes = 0;  // the engine's predicted peak above the inputs
+  std::int64_t tiles = 1, tiles_in_flight = 1;
+  std::int64_t mem_mib = 0;  // what the task asks the scheduler for
+  std::int64_t time_min = 0;
+  std::string bucket;  // "" while not runnable
+  std::string error;   // why it cannot run (its input, its size); "" = planned
+  std::string out, report, preview, log_local;
+};
+
+struct Bucket {
+  std::string name;  // "b0", "b1", ...: sbatch/NAME-cK.sbatch, one per array chunk
+  std::int64_t mem_mib = 0, time_min = 0;
+  std::vector<std::string> subjects;
+};
+
+struct BatchPlan {
+  std::string model_id, manifest, out_dir, qsm;
+  std::vector<std::string> model_files;  // resolved once, at plan time
+  std::string model_dir;                 // the tasks' QSM_MODEL_DIR_<ID>
+  std::vector<std::string> run_args;
+  int threads = 1;
+  double seconds_per_voxel = 0, load_seconds = 0;
+  std::string time_source;  // "calibration on AxBxC", "--seconds-per-voxel"
+  std::int64_t max_array_size = 1001;
+  std::string partition, account;
+  std::vector<SubjectPlan> subjects;
+  std::vector<Bucket> buckets;
+
+  const SubjectPlan* find(const std::string& id) const;
+};
+
+/// --mem (MiB) whose default budget (the limit less qsmcore's reserve, process_limits.h) admits
+/// a run that holds `bytes`, rounded up to the bucket ladder: steps of 1/16 of the power of two
+/// below (at least 16 MiB), so a request is at most 6 % (or 16 MiB) above what it must be.
+std::int64_t mem_request_mib(std::int64_t bytes);
+/// `mib` rounded up to that ladder.
+std::int64_t ladder_mib(std::int64_t mib);
+
+/// Time limit (minutes) of a run of `voxels` (the network's whole input) from the per-voxel time
+/// and the load time measured: 3 × the estimate + 2 min, at least 5 min.
+std::int64_t time_request_min(double seconds_per_voxel, double load_seconds, std::int64_t voxels);
+
+/// Reads the manifest and headers, predicts, buckets; writes nothing.
+BatchPlan make_plan(const PlanOptions& o);
+
+/// DIR/batch.json (atomically) and one sbatch script + task list per bucket chunk.
+void write_plan(const BatchPlan& p);
+BatchPlan read_plan(const std::string& out_dir);
+
+}  // namespace qsmcore::batch

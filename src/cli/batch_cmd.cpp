@@ -1,0 +1,272 @@
+// qsm batch plan|submit|status|resume|run|task: a cohort through one registry network, on a
+// SLURM cluster (array jobs sized by the memory model) or on this machine (src/batch/).
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "batch/jobs.h"
+#include "batch/local.h"
+#include "batch/plan.h"
+#include "batch/scripts.h"
+#include "batch/slurm.h"
+#include "batch/status.h"
+#include "batch/submit.h"
+#include "cli/byte_size.h"
+#include "cli/cli_util.h"
+#include "cli/commands.h"
+#include "qsmcore/error.h"
+#include "qsmcore/models.h"
+#include "qsmcore/process_limits.h"
+#include "qsmcore/residency.h"
+
+namespace qsmcore::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct PlanArgs {
+  std::string manifest, model, out, tile, residency = "full", backend = "onednn", max_mem, partition, account;
+  int threads = 2;
+  double phase_sign = -1.0;
+  double seconds_per_voxel = 0;
+  std::int64_t max_array_size = 0;
+  bool no_verify = false, no_flips = false, ignore_domain = false;
+};
+
+// This binary, for the tasks to exec (the same build that planned them).
+std::string self_path() {
+  std::error_code ec;
+  const fs::path p = fs::read_symlink("/proc/self/exe", ec);
+  if (ec) throw Error(ErrorKind::Io, "cannot find the qsm binary (/proc/self/exe): " + ec.message());
+  return p.string();
+}
+
+void say(const std::string& line) {
+  std::printf("%s\n", line.c_str());
+}
+
+// The plan's options twice: parsed, for the prediction; as `qsm run` arguments, for the tasks.
+batch::PlanOptions plan_options(const PlanArgs& a) {
+  if (a.out.find_first_of(" \t\n'\"") != std::string::npos)
+    throw Error(ErrorKind::InvalidInput, "--out " + a.out +
+                                             ": the batch folder's path may not hold blanks or quotes "
+                                             "(sbatch's #SBATCH --output line cannot quote them)");
+  batch::PlanOptions o;
+  o.model_id = a.model;
+  o.manifest = a.manifest;
+  o.out_dir = a.out;
+  o.qsm = self_path();
+  o.net.model.backend = backend_from_string(a.backend);
+  o.net.model.threads = a.threads;
+  o.net.model.residency = parse_residency(a.residency);
+  if (!a.tile.empty()) o.net.tile = parse_tile(a.tile);
+  o.net.test_time_flips = !a.no_flips;
+  o.net.phase_sign = a.phase_sign;
+  o.net.ignore_domain = a.ignore_domain;
+  o.verify = !a.no_verify;
+  if (!a.max_mem.empty()) o.max_mem = parse_byte_size(a.max_mem, "--max-mem");
+  if (a.seconds_per_voxel > 0) o.seconds_per_voxel = a.seconds_per_voxel;
+  o.max_array_size = a.max_array_size;
+  o.partition = a.partition;
+  o.account = a.account;
+  o.run_args = {"--threads",    std::to_string(a.threads),    "--residency", a.residency, "--backend", a.backend,
+                "--phase-sign", a.phase_sign < 0 ? "-1" : "1"};
+  if (!a.tile.empty()) o.run_args.insert(o.run_args.end(), {"--tile", a.tile});
+  if (a.no_verify) o.run_args.push_back("--no-verify");
+  if (a.no_flips) o.run_args.push_back("--no-flips");
+  if (a.ignore_domain) o.run_args.push_back("--ignore-domain");
+  return o;
+}
+
+void plan_cmd(const PlanArgs& a) {
+  const batch::BatchPlan p = batch::make_plan(plan_options(a));
+  batch::write_plan(p);
+  int refused = 0;
+  for (const auto& s : p.subjects)
+    if (!s.error.empty()) {
+      ++refused;
+      std::fprintf(stderr, "qsm: %s: %s\n", s.id.c_str(), s.error.c_str());
+    }
+  say("planned " + std::to_string(p.subjects.size() - static_cast<std::size_t>(refused)) + " of " +
+      std::to_string(p.subjects.size()) + " subject(s) of " + p.model_id + " in " + std::to_string(p.buckets.size()) +
+      " bucket(s); time per voxel from " +
+      (p.time_source.empty() ? std::string("nothing (no subject)") : p.time_source));
+  for (const auto& b : p.buckets)
+    say("  " + b.name + ": " + std::to_string(b.subjects.size()) + " subject(s), --mem " + std::to_string(b.mem_mib) +
+        "M, --time " + std::to_string(b.time_min) + " min, --cpus-per-task " + std::to_string(p.threads));
+  say("wrote " + p.out_dir + "/batch.json and " + p.out_dir + "/sbatch/");
+}
+
+void submit_cmd(const std::string& dir) {
+  const batch::BatchPlan p = batch::read_plan(dir);
+  batch::Jobs jobs = batch::read_jobs(p.out_dir);
+  for (const auto& line : batch::submit(p, jobs)) say(line);
+}
+
+std::vector<batch::SubjectStatus> current_status(const batch::BatchPlan& p, const batch::Jobs& jobs) {
+  return batch::classify(p, jobs, batch::task_records(jobs.job_ids()));
+}
+
+void status_cmd(const std::string& dir) {
+  const batch::BatchPlan p = batch::read_plan(dir);
+  const batch::Jobs jobs = batch::read_jobs(p.out_dir);
+  const auto st = current_status(p, jobs);
+  batch::write_status(p, st);
+  std::printf("%s", batch::status_text(st).c_str());
+}
+
+void resume_cmd(const std::string& dir) {
+  const batch::BatchPlan p = batch::read_plan(dir);
+  batch::Jobs jobs = batch::read_jobs(p.out_dir);
+  const auto st = current_status(p, jobs);
+  for (const auto& line : batch::resume(p, jobs, st)) say(line);
+}
+
+void run_local_cmd(const std::string& dir, int jobs_at_once, const std::string& budget) {
+  const batch::BatchPlan p = batch::read_plan(dir);
+  batch::Jobs jobs = batch::read_jobs(p.out_dir);
+  batch::LocalOptions o;
+  o.jobs = jobs_at_once;
+  ModelOptions mo;
+  apply_mem_budget(budget, mo);
+  if (mo.mem_budget == kAutoMemBudget) {
+    const MemBudget b = process_mem_budget();
+    mo.mem_budget = b.bytes;
+    say("budget: " + format_bytes(b.bytes) + " (" + b.source + ")");
+  }
+  o.budget_bytes = mo.mem_budget;
+  o.say = say;
+  const int failed = batch::run_local(p, jobs, o);
+  const auto st = batch::classify(p, jobs, {});
+  batch::write_status(p, st);
+  std::printf("%s", batch::status_text(st).c_str());
+  if (failed > 0) throw Error(ErrorKind::InvalidInput, std::to_string(failed) + " subject(s) failed; see above");
+}
+
+// One subject: `qsm run` with the plan's arguments, exec'd (this process becomes the run).
+[[noreturn]] void task_cmd(const std::string& dir, const std::string& group, const std::string& subject,
+                           const std::vector<std::string>& extra) {
+  const batch::BatchPlan p = batch::read_plan(dir);
+  std::string id = subject;
+  if (id.empty()) {
+    const char* index = std::getenv("SLURM_ARRAY_TASK_ID");
+    if (group.empty() || index == nullptr)
+      throw Error(ErrorKind::InvalidInput, "qsm batch task needs --group and SLURM_ARRAY_TASK_ID, or --subject");
+    const auto tasks = batch::read_tasks(p, group);
+    const long k = std::strtol(index, nullptr, 10);
+    if (k < 0 || static_cast<std::size_t>(k) >= tasks.size())
+      throw Error(ErrorKind::InvalidInput, "SLURM_ARRAY_TASK_ID " + std::string(index) + " is not a task of " + group +
+                                               " (" + std::to_string(tasks.size()) + " tasks)");
+    id = tasks[static_cast<std::size_t>(k)];
+  }
+  const batch::SubjectPlan* s = p.find(id);
+  if (s == nullptr) throw Error(ErrorKind::NotFound, "subject '" + id + "' is not in " + dir + "/batch.json");
+  fs::create_directories(fs::path(s->out).parent_path());
+  std::vector<std::string> args{p.qsm, "run", p.model_id};
+  args.insert(args.end(), s->args.begin(), s->args.end());
+  args.insert(args.end(), p.run_args.begin(), p.run_args.end());
+  args.insert(args.end(), {"--out", s->out, "--report", s->report, "--preview", s->preview});
+  args.insert(args.end(), extra.begin(), extra.end());
+  ::setenv(model_dir_env_var(p.model_id).c_str(), p.model_dir.c_str(), 1);
+  std::string shown;
+  for (const auto& x : args) shown += " " + batch::shell_quote(x);
+  std::fprintf(stderr, "qsm batch: subject %s:%s\n", id.c_str(), shown.c_str());
+  std::fflush(stderr);
+  std::vector<char*> argv;
+  for (auto& x : args) argv.push_back(x.data());
+  argv.push_back(nullptr);
+  ::execv(argv[0], argv.data());
+  throw Error(ErrorKind::Io, "cannot run " + p.qsm + ": " + std::strerror(errno));
+}
+
+void add_plan(CLI::App& batch) {
+  auto a = std::make_shared<PlanArgs>();
+  auto* c =
+      batch.add_subcommand("plan", "Predict each subject's memory and time; write DIR/batch.json and sbatch scripts");
+  c->add_option("manifest", a->manifest,
+                "TSV with a header: id, in, and as the network needs mask, magnitude, r2star, "
+                "r2prime, qsm, te, b0, unit, b0_dir (paths relative to the TSV)")
+      ->required();
+  c->add_option("--model", a->model, "registry id (qsm models)")->required();
+  c->add_option("--out", a->out, "batch folder: batch.json, sbatch/, logs/, subjects/ID/")->required();
+  c->add_option("--threads", a->threads, "threads (and --cpus-per-task) per subject")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  c->add_option("--max-mem", a->max_mem,
+                "the largest --mem a task may ask for (e.g. a node's memory); larger subjects run "
+                "fewer tiles at once or are refused with the reason");
+  c->add_option("--tile", a->tile, "CORE[,HALO] as `qsm run --tile`");
+  c->add_option("--residency", a->residency, "as `qsm run --residency`")->capture_default_str();
+  c->add_option("--backend", a->backend, "onednn | reference")->check(CLI::IsMember({"onednn", "reference"}));
+  c->add_option("--phase-sign", a->phase_sign, "as `qsm run --phase-sign`")->check(CLI::IsMember({-1.0, 1.0}));
+  c->add_flag("--no-flips", a->no_flips, "as `qsm run --no-flips`");
+  c->add_flag("--ignore-domain", a->ignore_domain, "as `qsm run --ignore-domain`");
+  c->add_flag("--no-verify", a->no_verify, "use local weight files without checking their SHA-256");
+  c->add_option("--seconds-per-voxel", a->seconds_per_voxel,
+                "time per voxel for the time limits (default: measured by one run on the smallest subject's grid)");
+  c->add_option("--max-array-size", a->max_array_size, "array chunk size (default: the cluster's MaxArraySize - 1)");
+  c->add_option("--partition", a->partition, "#SBATCH --partition");
+  c->add_option("--account", a->account, "#SBATCH --account");
+  c->callback([a] { plan_cmd(*a); });
+}
+
+}  // namespace
+
+void register_batch_commands(CLI::App& app) {
+  auto* batch = app.add_subcommand("batch", "Cohorts: SLURM array jobs sized by the memory model, or local runs");
+  batch->require_subcommand(1);
+  add_plan(*batch);
+
+  auto dir = std::make_shared<std::string>();
+  auto* submit = batch->add_subcommand("submit", "Submit the plan's array jobs and a summary job after them");
+  submit->add_option("dir", *dir, "batch folder (qsm batch plan --out)")->required();
+  submit->callback([dir] { submit_cmd(*dir); });
+
+  auto* status = batch->add_subcommand(
+      "status", "Each subject: done, failed (its error), oom, timeout, pending, running; writes DIR/status.tsv");
+  status->add_option("dir", *dir, "batch folder")->required();
+  status->callback([dir] { status_cmd(*dir); });
+
+  auto* resume = batch->add_subcommand(
+      "resume", "Resubmit what is not done: more memory after an OOM kill, more time after a timeout");
+  resume->add_option("dir", *dir, "batch folder")->required();
+  resume->callback([dir] { resume_cmd(*dir); });
+
+  struct LocalArgs {
+    bool local = false;
+    int jobs = 1;
+    std::string budget;
+  };
+  auto la = std::make_shared<LocalArgs>();
+  auto* run = batch->add_subcommand("run", "Run the plan on this machine: subjects at once while their requests fit");
+  run->add_option("dir", *dir, "batch folder")->required();
+  run->add_flag("--local", la->local, "run here (the only mode: a cluster runs `submit`)")->required();
+  run->add_option("-j,--jobs", la->jobs, "subjects at once at most")->capture_default_str()->check(CLI::PositiveNumber);
+  run->add_option("--mem-budget", la->budget, kMemBudgetHelp);
+  run->callback([dir, la] { run_local_cmd(*dir, la->jobs, la->budget); });
+
+  struct TaskArgs {
+    std::string group, subject, mem_budget;
+  };
+  auto ta = std::make_shared<TaskArgs>();
+  auto* task = batch->add_subcommand("task", "Run one subject of a plan (what each array task execs)");
+  task->add_option("dir", *dir, "batch folder")->required();
+  task->add_option("--group", ta->group, "script name under DIR/sbatch (the subject is SLURM_ARRAY_TASK_ID's line)");
+  task->add_option("--subject", ta->subject, "the subject by id instead");
+  task->add_option("--mem-budget", ta->mem_budget,
+                   "passed to qsm run (default: what the task may use, e.g. SLURM_MEM_PER_NODE less the reserve)");
+  task->callback([dir, ta] {
+    std::vector<std::string> extra;
+    if (!ta->mem_budget.empty()) extra = {"--mem-budget", ta->mem_budget};
+    task_cmd(*dir, ta->group, ta->subject, extra);
+  });
+}
+
+}  // namespace qsmcore::cli
