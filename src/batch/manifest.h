@@ -15,6 +15,9 @@ struct ManifestRow {
   int line = 0;                               // 1-based line in the manifest
   std::map<std::string, std::string> values;  // column -> cell, empty cells left out
   std::string error;                          // "" = the row itself is well-formed
+  /// BIDS: a column whose input is one file per echo (values[column] then names the file the
+  /// task stacks them into).
+  std::map<std::string, std::vector<std::string>> echoes;
 };
 
 /// The columns a manifest may have, in the order `qsm run` documents them.

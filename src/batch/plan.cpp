@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <set>
 
+#include "batch/bids.h"
 #include "batch/manifest.h"
 #include "batch/slurm.h"
 #include "io/nifti.h"
@@ -53,16 +54,28 @@ struct SubjectGrid {
   std::vector<std::string> roles;  // the volume columns given
 };
 
+// The header of a column's input: its file, or (BIDS) its echoes' files as one framed volume.
+io::NiftiHeader column_header(const ManifestRow& row, const std::string& column) {
+  io::NiftiReadOptions frames_ok;
+  frames_ok.allow_frames = true;
+  const auto e = row.echoes.find(column);
+  if (e == row.echoes.end()) return io::read_nifti_header(row.values.at(column), frames_ok);
+  io::NiftiHeader first = io::read_nifti_header(e->second.at(0));
+  for (const auto& f : e->second)
+    if (io::read_nifti_header(f).dims != first.dims)
+      throw Error(ErrorKind::InvalidInput, f + ": not on the grid of the first echo " + e->second[0]);
+  first.frames = static_cast<std::int64_t>(e->second.size());
+  return first;
+}
+
 SubjectGrid read_headers(const ManifestRow& row) {
   static const std::vector<std::string> volumes{"in", "magnitude", "mask", "r2star", "r2prime", "qsm"};
   SubjectGrid g;
-  io::NiftiReadOptions frames_ok;
-  frames_ok.allow_frames = true;
-  g.primary = io::read_nifti_header(row.values.at("in"), frames_ok);
+  g.primary = column_header(row, "in");
   for (const auto& column : volumes) {
     auto it = row.values.find(column);
     if (it == row.values.end()) continue;
-    const io::NiftiHeader h = column == "in" ? g.primary : io::read_nifti_header(it->second, frames_ok);
+    const io::NiftiHeader h = column == "in" ? g.primary : column_header(row, column);
     if (h.dims != g.primary.dims)
       throw Error(ErrorKind::InvalidInput, it->second + ": its grid " + std::to_string(h.dims[0]) + "x" +
                                                std::to_string(h.dims[1]) + "x" + std::to_string(h.dims[2]) +
@@ -258,6 +271,22 @@ void make_buckets(BatchPlan& p) {
 
 }  // namespace
 
+void stack_inputs(const SubjectPlan& s) {
+  for (const SubjectPlan::Stack& st : s.stacks) {
+    if (fs::exists(st.path)) continue;
+    std::vector<Volume> echoes;
+    for (const auto& f : st.files) echoes.push_back(io::read_nifti(f));
+    for (std::size_t k = 1; k < echoes.size(); ++k)
+      if (echoes[k].dims() != echoes[0].dims())
+        throw Error(ErrorKind::InvalidInput, st.files[k] + ": not on the grid of the first echo " + st.files[0]);
+    Volume v = Volume::zeros(echoes[0].dims(), echoes[0].geometry(), static_cast<std::int64_t>(echoes.size()));
+    for (std::size_t k = 0; k < echoes.size(); ++k)
+      std::copy(echoes[k].data(), echoes[k].data() + v.voxels(), v.data() + static_cast<std::int64_t>(k) * v.voxels());
+    fs::create_directories(fs::path(st.path).parent_path());
+    io::write_nifti(st.path, v);
+  }
+}
+
 const SubjectPlan* BatchPlan::find(const std::string& id) const {
   for (const auto& s : subjects)
     if (s.id == id) return &s;
@@ -303,13 +332,20 @@ BatchPlan make_plan(const PlanOptions& o) {
   for (const ResolvedWeight& w : resolve_weights(spec, fetch)) p.model_files.push_back(fs::absolute(w.path).string());
   p.model_dir = fs::path(p.model_files.at(0)).parent_path().string();
 
-  const std::vector<ManifestRow> rows = read_manifest(o.manifest);
+  std::vector<ManifestRow> rows =
+      fs::is_directory(o.manifest) ? read_bids(o.manifest, needs) : read_manifest(o.manifest);
   std::map<std::string, Prediction> predictions;
-  for (const ManifestRow& row : rows) {
+  for (ManifestRow& row : rows) {
     SubjectPlan s;
     s.id = row.id;
-    s.args = subject_args(row);
     set_paths(s, spec, p.out_dir);
+    for (const auto& [column, files] : row.echoes) {
+      const std::string stacked =
+          (fs::path(s.out).parent_path() / "inputs" / (s.id + "_" + column + "_echoes.nii")).string();
+      row.values[column] = stacked;
+      s.stacks.push_back({stacked, files});
+    }
+    s.args = subject_args(row);
     try {
       if (!row.error.empty()) throw Error(ErrorKind::InvalidInput, o.manifest + ": " + row.error);
       const std::string missing = missing_inputs(row, needs);

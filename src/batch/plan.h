@@ -45,6 +45,13 @@ struct SubjectPlan {
   std::string bucket;  // "" while not runnable
   std::string error;   // why it cannot run (its input, its size); "" = planned
   std::string out, report, preview, log_local;
+  /// BIDS echoes given one file each: the task stacks `files` into `path` (one frame per echo)
+  /// before it runs, when `path` does not exist yet.
+  struct Stack {
+    std::string path;
+    std::vector<std::string> files;
+  };
+  std::vector<Stack> stacks;
 };
 
 struct Bucket {
@@ -82,6 +89,9 @@ std::int64_t time_request_min(double seconds_per_voxel, double load_seconds, std
 
 /// Reads the manifest and headers, predicts, buckets; writes nothing.
 BatchPlan make_plan(const PlanOptions& o);
+
+/// Writes each stack of `s` that is not there yet (what a task does before `qsm run`).
+void stack_inputs(const SubjectPlan& s);
 
 /// DIR/batch.json (atomically) and one sbatch script + task list per bucket chunk.
 void write_plan(const BatchPlan& p);

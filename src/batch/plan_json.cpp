@@ -31,7 +31,12 @@ json subject_json(const SubjectPlan& s) {
           {"out", s.out},
           {"report", s.report},
           {"preview", s.preview},
-          {"log_local", s.log_local}};
+          {"log_local", s.log_local},
+          {"stacks", [&] {
+             json a = json::array();
+             for (const auto& st : s.stacks) a.push_back({{"path", st.path}, {"files", st.files}});
+             return a;
+           }()}};
 }
 
 SubjectPlan subject_from(const json& j) {
@@ -53,6 +58,8 @@ SubjectPlan subject_from(const json& j) {
   s.report = j.at("report");
   s.preview = j.at("preview");
   s.log_local = j.at("log_local");
+  for (const auto& st : j.at("stacks"))
+    s.stacks.push_back({st.at("path"), st.at("files").get<std::vector<std::string>>()});
   return s;
 }
 

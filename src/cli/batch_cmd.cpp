@@ -169,6 +169,7 @@ void run_local_cmd(const std::string& dir, int jobs_at_once, const std::string& 
   const batch::SubjectPlan* s = p.find(id);
   if (s == nullptr) throw Error(ErrorKind::NotFound, "subject '" + id + "' is not in " + dir + "/batch.json");
   fs::create_directories(fs::path(s->out).parent_path());
+  batch::stack_inputs(*s);  // BIDS echoes, one file each: stacked once, atomically
   std::vector<std::string> args{p.qsm, "run", p.model_id};
   args.insert(args.end(), s->args.begin(), s->args.end());
   args.insert(args.end(), p.run_args.begin(), p.run_args.end());

@@ -81,6 +81,9 @@ for i in normal:
 check(st["nanfield"]["state"] == "failed" and "NaN" in st["nanfield"]["error"], "NaN subject: failed with its NaN error")
 if phase == "first":
     check(st["starved"]["state"] == "oom", "starved subject reported OOM")
+    import os
+    final = [f"{out}/subjects/starved/starved_{n}" for n in ("chi.nii.gz", "report.json", "preview.png")]
+    check(not any(os.path.exists(f) for f in final), "the killed task left an output under its final name")
 else:
     check(st["starved"]["state"] == "done" and st["starved"]["attempts"] == 2, "starved subject done on its second attempt")
     check(st["nanfield"]["attempts"] == 2, "NaN subject tried again by resume")
