@@ -154,7 +154,10 @@ ManifestRow make_row(const std::string& key, const std::vector<Image>& images, c
   if (needs.qsm) set("qsm", first_of(images, {"Chimap"}), "a _Chimap image");
   if (needs.r2prime) set("r2prime", first_of(images, {"R2primemap"}), "an _R2primemap image");
   if (needs.r2star && needs.field) set("r2star", first_of(images, {"R2starmap"}), "an _R2starmap image");
-  for (const auto& m : missing) r.error += (r.error.empty() ? "BIDS " + key + ": missing " : ", ") + m;
+  for (const auto& m : missing) {
+    r.error += r.error.empty() ? "BIDS " + key + ": missing " : std::string(", ");
+    r.error += m;
+  }
   if (r.values.count("in") == 0 && r.error.empty()) r.error = "BIDS " + key + ": no input";
   return r;
 }

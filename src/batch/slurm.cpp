@@ -90,7 +90,8 @@ std::string sbatch(const std::vector<std::string>& args) {
   std::vector<std::string> argv{"sbatch", "--parsable"};
   argv.insert(argv.end(), args.begin(), args.end());
   const auto r = system::run_command(argv);
-  const std::string id = trim(r.out).substr(0, trim(r.out).find(';'));  // "ID;cluster" on federations
+  const std::string out = trim(r.out);
+  std::string id = out.substr(0, out.find(';'));  // "ID;cluster" on federations
   if (r.exit_code != 0 || id.empty() || id.find_first_not_of("0123456789") != std::string::npos) {
     std::string shown;
     for (const auto& a : argv) shown += (shown.empty() ? "" : " ") + a;

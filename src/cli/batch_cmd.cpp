@@ -181,6 +181,7 @@ void run_local_cmd(const std::string& dir, int jobs_at_once, const std::string& 
   std::fprintf(stderr, "qsm batch: subject %s:%s\n", id.c_str(), shown.c_str());
   std::fflush(stderr);
   std::vector<char*> argv;
+  argv.reserve(args.size() + 1);
   for (auto& x : args) argv.push_back(x.data());
   argv.push_back(nullptr);
   ::execv(argv[0], argv.data());
