@@ -146,15 +146,21 @@ void run_bfrnet(Context& c) {
   run_field_net(c, r);
 }
 
+// xQSM, QSMnet/QSMnet+ and IR2QSM were trained on, and are fed by their authors, local fields
+// that are zero outside the brain (xQSM run_demo.py: mask = Field != 0; QSMnet: V-SHARP output;
+// iQSM_Plus Save_Input: field × mask), so the field is masked here too: a field that is not zero
+// there (a phantom's, an eroded mask's) would otherwise add sources at the brain's edge (#19).
 void run_xqsm(Context& c) {
   FieldRecipe r;
   r.tiled = true;
+  r.mask_input = true;
   run_field_net(c, r);
 }
 
 void run_qsmnet(Context& c, bool plus) {
   FieldRecipe r;
   r.tiled = true;
+  r.mask_input = true;
   r.in = plus ? ZScore{0.0, 0.0205} : ZScore{0.0, 0.01};
   r.out = plus ? ZScore{0.0, 0.0734} : ZScore{0.0, 0.0317};
   const Vec3& v = c.in.field->voxel_mm();
@@ -176,6 +182,7 @@ void run_ir2qsm(Context& c) {
   FieldRecipe r;
   r.rule = tiling::PadRule::CentredCeil;
   r.tiled = true;
+  r.mask_input = true;
   run_field_net(c, r);
 }
 

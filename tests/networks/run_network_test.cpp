@@ -159,6 +159,49 @@ TEST_P(EveryNetwork, PredictOnlyPredictsWhatTheRunPredicts) {
   EXPECT_LE(run.measured_peak_bytes, predicted.predicted_peak_bytes);
 }
 
+// Issue #19 item 1: the authors feed a local field that is zero outside the brain (xQSM's
+// run_demo.py derives mask = Field != 0; QSMnet expects V-SHARP output). A field that is not
+// zero there (a phantom's local field, an eroded mask) must not add sources at the brain's edge:
+// two fields that differ only outside the mask give the same χ.
+class LocalFieldNetwork : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(LocalFieldNetwork, WhatLiesOutsideTheMaskDoesNotReachTheOutput) {
+  const std::string dir = qsmtest::data_dir("QSM_TWINS_DIR");
+  QSM_REQUIRE_DATA(dir, "QSM_TWINS_DIR");
+  const ModelSpec& spec = require_model(GetParam());
+  const NetworkInputs in = inputs_for(spec);
+  Volume outside = in.field->clone();
+  std::int64_t changed = 0;
+  for (std::int64_t i = 0; i < outside.voxels(); ++i)
+    if (in.mask->data()[i] == 0.0) {
+      outside.data()[i] += 0.05 * std::sin(0.7 * static_cast<double>(i));
+      ++changed;
+    }
+  ASSERT_GT(changed, outside.voxels() / 10);
+  NetworkInputs other = in;
+  other.field = &outside;
+  const NetworkRun a = run_network(spec, twin_paths(dir, spec), in, small_opts());
+  const NetworkRun b = run_network(spec, twin_paths(dir, spec), other, small_opts());
+  ASSERT_EQ(a.outputs.size(), b.outputs.size());
+  for (std::size_t k = 0; k < a.outputs.size(); ++k) {
+    const Volume& x = a.outputs[k].volume;
+    const Volume& y = b.outputs[k].volume;
+    for (std::int64_t i = 0; i < x.voxels(); ++i) {
+      ASSERT_TRUE(std::isfinite(x.data()[i]) && std::isfinite(y.data()[i])) << "voxel " << i;
+      ASSERT_EQ(x.data()[i], y.data()[i]) << a.outputs[k].name << " voxel " << i;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Registry, LocalFieldNetwork,
+                         ::testing::Values("xqsm", "qsmnet", "qsmnet-plus", "ir2qsm", "qsmcore-invnet", "bfrnet"),
+                         [](const auto& info) {
+                           std::string n = info.param;
+                           for (char& ch : n)
+                             if (ch == '-') ch = '_';
+                           return n;
+                         });
+
 INSTANTIATE_TEST_SUITE_P(Registry, EveryNetwork,
                          ::testing::Values("bfrnet", "xqsm", "qsmnet", "qsmnet-plus", "qsmgan", "lpcnn", "ir2qsm",
                                            "autoqsm", "iqsm", "iqsm-plus", "iqfm", "nextqsm", "modl-qsm", "susep-net",
