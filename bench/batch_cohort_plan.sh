@@ -44,7 +44,7 @@ with open(f"{work}/cohort.tsv", "w") as t:
     for i, k in enumerate(pick):
         t.write(f"sub-{i:04d}\t{paths[k]}_field.nii\t{paths[k]}_mask.nii\n")
 PY
-env "QSM_MODEL_DIR_$(echo "$model" | tr a-z- A-Z_)=$twins" \
+env "QSM_MODEL_DIR_$(echo "$model" | tr '[:lower:]-' '[:upper:]_')=$twins" \
   "$qsm" batch plan "$work/cohort.tsv" --model "$model" --out "$work/plan" --threads "$threads" --no-verify
 /usr/bin/python3 - "$work/plan/batch.json" <<'PY'
 import json, sys

@@ -45,7 +45,7 @@ PY
 
 for model in iqsm xqsm; do
   out=$work/$model
-  env "QSM_MODEL_DIR_$(echo "$model" | tr a-z A-Z)=$twins" \
+  env "QSM_MODEL_DIR_$(echo "$model" | tr '[:lower:]' '[:upper:]')=$twins" \
     "$qsm" batch plan "$work/bids" --model "$model" --out "$out" --threads 1 --no-verify --seconds-per-voxel 1e-6 \
     >"$work/plan-$model.txt" 2>&1 || fail "$model: plan failed: $(cat "$work/plan-$model.txt")"
   cat "$work/plan-$model.txt"

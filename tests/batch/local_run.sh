@@ -8,20 +8,14 @@
 # Usage: local_run.sh QSM_BINARY   (QSM_TWINS_DIR: the reduced twins, tools/twins/make)
 set -euo pipefail
 qsm=$(realpath "$1")
+here=$(cd "$(dirname "$0")" && pwd)
 twins=${QSM_TWINS_DIR:?set QSM_TWINS_DIR to the reduced twins (tools/twins/make --out DIR)}
 work=$(mktemp -d /tmp/qsm-batch-local.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 fail() { echo "FAIL: $*" >&2; exit 1; }
 
 for n in 48 64; do "$qsm" phantom --out "$work/ph$n" --size "$n" >/dev/null; done
-/usr/bin/python3 - "$work" <<'PY'
-import sys, nibabel as nib, numpy as np
-w = sys.argv[1]
-img = nib.load(f"{w}/ph48/local_field.nii.gz")
-data = np.asarray(img.dataobj, dtype=np.float32).copy()
-data[5, 6, 7] = np.nan
-nib.save(nib.Nifti1Image(data, img.affine, img.header), f"{w}/nan_field.nii.gz")
-PY
+/usr/bin/python3 "$here/nan_field.py" "$work/ph48/local_field.nii.gz" "$work/nan_field.nii.gz" 5 6 7
 {
   printf 'id\tin\tmask\n'
   for k in 1 2; do printf 'a48-%s\tph48/local_field.nii.gz\tph48/mask.nii.gz\n' "$k"; done
@@ -41,7 +35,9 @@ cat "$work/one.txt"
 grep -q ', 2 running)' "$work/one.txt" && fail "two subjects ran at once within one subject's budget"
 grep -q 'nanfield: failed (local): .*NaN' "$work/one.txt" || fail "the NaN subject's error is not reported"
 for id in a48-1 a48-2 b64-1 b64-2; do
-  [ -f "$out/subjects/$id/${id}_chi.nii.gz" ] && [ -f "$out/subjects/$id/${id}_report.json" ] || fail "$id: no output"
+  if [ ! -f "$out/subjects/$id/${id}_chi.nii.gz" ] || [ ! -f "$out/subjects/$id/${id}_report.json" ]; then
+    fail "$id: no output"
+  fi
 done
 grep -q '^5 subject(s): done 4 failed 1$' "$work/one.txt" || fail "expected 4 done, 1 failed"
 

@@ -23,14 +23,7 @@ fail() { echo "FAIL: $*" >&2; exit 1; }
 # Subjects: 3 of 64³, 3 of 96³, 2 of 128³ (each its own phantom copy), one 64³ field with a NaN,
 # and one of 160³ that will be starved of memory.
 for n in 64 96 128 160; do "$qsm" phantom --out "$work/ph$n" --size "$n" >/dev/null; done
-/usr/bin/python3 - "$work" <<'PY'
-import sys, nibabel as nib, numpy as np
-w = sys.argv[1]
-img = nib.load(f"{w}/ph64/local_field.nii.gz")
-data = np.asarray(img.dataobj, dtype=np.float32).copy()
-data[10, 20, 30] = np.nan
-nib.save(nib.Nifti1Image(data, img.affine, img.header), f"{w}/nan_field.nii.gz")
-PY
+/usr/bin/python3 "$here/nan_field.py" "$work/ph64/local_field.nii.gz" "$work/nan_field.nii.gz" 10 20 30
 {
   printf 'id\tin\tmask\n'
   for k in 1 2 3; do printf 'a64-%s\tph64/local_field.nii.gz\tph64/mask.nii.gz\n' "$k"; done
@@ -54,7 +47,7 @@ wait_for_summary() {  # until the newest summary job has finished (bounded)
   local id
   id=$(/usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["summary_jobs"][-1])' "$out/jobs.json")
   for _ in $(seq 1 600); do
-    [ -z "$(squeue -h -j "$id" -o %T 2>/dev/null | grep -E 'PENDING|RUNNING|COMPLETING')" ] && return 0
+    squeue -h -j "$id" -o %T 2>/dev/null | grep -qE 'PENDING|RUNNING|COMPLETING' || return 0
     sleep 1
   done
   fail "the summary job $id did not finish within 600 s"

@@ -58,9 +58,31 @@ pid_of() {
   echo "$pid"
 }
 
+# still_alive COMM PID...: the PIDs that are still a COMM process (in ALIVE).
+still_alive() {
+  local comm=$1 pid
+  shift
+  ALIVE=()
+  for pid in "$@"; do
+    [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = "$comm" ] && ALIVE+=("$pid")
+  done
+  [ ${#ALIVE[@]} -gt 0 ]
+}
+
+# wait_gone TENTHS COMM PID...: true once none of the PIDs is a COMM process, within TENTHS × 0.1 s.
+wait_gone() {
+  local tenths=$1 i
+  shift
+  for ((i = 0; i < tenths; i++)); do
+    still_alive "$@" || return 0
+    sleep 0.1
+  done
+  return 1
+}
+
 # stop_daemon COMM FILE...: TERM the live COMM process named by any FILE, wait (bounded), then KILL.
 stop_daemon() {
-  local comm=$1 f pid pids=() alive=() i
+  local comm=$1 f pid pids=()
   shift
   for f in "$@"; do
     if pid=$(pid_of "$f" "$comm") && [[ " ${pids[*]} " != *" $pid "* ]]; then pids+=("$pid"); fi
@@ -68,25 +90,11 @@ stop_daemon() {
   [ ${#pids[@]} -gt 0 ] || return 0
   log "stopping $comm (pid ${pids[*]})"
   kill -TERM "${pids[@]}" 2>/dev/null || true
-  for ((i = 0; i < 150; i++)); do # 15 s
-    alive=()
-    for pid in "${pids[@]}"; do
-      [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = "$comm" ] && alive+=("$pid")
-    done
-    [ ${#alive[@]} -gt 0 ] || return 0
-    sleep 0.1
-  done
+  wait_gone 150 "$comm" "${pids[@]}" && return 0 # 15 s
   log "$comm did not exit after SIGTERM; sending SIGKILL"
-  kill -KILL "${alive[@]}" 2>/dev/null || true
-  for ((i = 0; i < 50; i++)); do
-    alive=()
-    for pid in "${pids[@]}"; do
-      [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = "$comm" ] && alive+=("$pid")
-    done
-    [ ${#alive[@]} -gt 0 ] || return 0
-    sleep 0.1
-  done
-  log "warning: $comm (pid ${alive[*]}) is still alive"
+  kill -KILL "${ALIVE[@]}" 2>/dev/null || true
+  wait_gone 50 "$comm" "${pids[@]}" && return 0
+  log "warning: $comm (pid ${ALIVE[*]}) is still alive"
 }
 
 stop_cluster() {
