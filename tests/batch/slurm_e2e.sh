@@ -47,7 +47,7 @@ wait_for_summary() {  # until the newest summary job has finished (bounded)
   local id
   id=$(/usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["summary_jobs"][-1])' "$out/jobs.json")
   for _ in $(seq 1 600); do
-    squeue -h -j "$id" -o %T 2>/dev/null | grep -qE 'PENDING|RUNNING|COMPLETING' || return 0
+    squeue -h -j "$id" -o %T 2>/dev/null | grep -E 'PENDING|RUNNING|COMPLETING' >/dev/null || return 0
     sleep 1
   done
   fail "the summary job $id did not finish within 600 s"
