@@ -1,6 +1,7 @@
 // Classifying a cohort's subjects (status.h).
 #include "batch/status.h"
 
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -180,8 +181,10 @@ std::string status_text(const std::vector<SubjectStatus>& st) {
   o << "\n";
   for (const auto& s : st) {
     if (s.state == "done") {
+      char secs[32];
+      std::snprintf(secs, sizeof secs, "%.1f", s.seconds);
       o << "  " << s.id << ": done, peak RSS " << (s.peak_rss_bytes >> 20) << " MiB of --mem " << s.mem_mib << " MiB, "
-        << s.seconds << " s\n";
+        << secs << " s\n";
     } else {
       o << "  " << s.id << ": " << s.state << (s.where.empty() ? "" : " (" + s.where + ")")
         << (s.error.empty() ? "" : ": " + s.error) << "\n";
