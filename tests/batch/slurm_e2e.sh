@@ -36,12 +36,12 @@ for n in 64 96 128 160; do "$qsm" phantom --out "$work/ph$n" --size "$n" >/dev/n
 export QSM_MODEL_DIR_XQSM=$twins
 out=$work/batch
 "$qsm" batch plan "$work/cohort.tsv" --model xqsm --out "$out" --threads 1 --no-verify
-# The starved subject is alone in the largest bucket: its script asks for a third of its memory
+# The starved subject is alone in the largest bucket: its script asks for a quarter of its memory
 # and turns the engine's own refusal off, so only the scheduler can stop it.
 starved_script=$(grep -l '160x160x160' "$out"/sbatch/*.sbatch)
 [ "$(wc -l <"${starved_script%.sbatch}.tasks")" = 1 ] || fail "the 160³ subject does not have a bucket of its own"
 planned_mem=$(sed -n 's/^#SBATCH --mem=\([0-9]*\)M$/\1/p' "$starved_script")
-sed -i "s/^#SBATCH --mem=.*/#SBATCH --mem=$((planned_mem / 3))M/; s/^exec .*/& --mem-budget none/" "$starved_script"
+sed -i "s/^#SBATCH --mem=.*/#SBATCH --mem=$((planned_mem / 4))M/; s/^exec .*/& --mem-budget none/" "$starved_script"
 
 wait_for_summary() {  # until the newest summary job has finished (bounded)
   local id
