@@ -4,7 +4,9 @@
 //    infos with symbolic dims, external-data declarations);
 //  - graph_plan: small valid models that plan and run (a 3-D conv block, a Reshape/Expand/
 //    Flatten/Unsqueeze chain, ConstantOfShape from a Shape, pooling/resize/concat/pad);
-//  - nifti_reader: valid NIfTI-1 and NIfTI-2 files written by our writer (f32, f64, u8, frames).
+//  - nifti_reader: valid NIfTI-1 and NIfTI-2 files written by our writer (f32, f64, u8, frames);
+//  - batch_files: a TSV manifest of every column and a jobs.json as `qsm batch submit` writes it.
+#include <cstdio>
 #include <filesystem>
 #include <string>
 
@@ -126,16 +128,34 @@ void nifti_seeds(const std::string& dir) {
   io::write_nifti(dir + "/v2_frames.nii", frames, {io::NiftiStore::F32, 2});
 }
 
+// qsm batch's files: a manifest of every column (relative and absolute paths, comments, blank
+// cells) and a jobs.json as `submit` writes it.
+void batch_seeds(const std::string& dir) {
+  auto put = [&](const std::string& name, const std::string& text) {
+    std::FILE* f = std::fopen((dir + "/" + name).c_str(), "wb");
+    if (f == nullptr) return;
+    std::fwrite(text.data(), 1, text.size(), f);
+    std::fclose(f);
+  };
+  put("cohort.tsv",
+      "# cohort\nid\tin\tmask\tmagnitude\tr2star\tr2prime\tqsm\tte\tb0\tunit\tb0_dir\n"
+      "sub-01\tf.nii.gz\t/m.nii\t\t\t\t\t0.004,0.012\t3\thz\t0,0,1\nsub-02\t\tm.nii\n");
+  put("jobs.json",
+      R"({"attempts": [{"subject": "s0", "kind": "slurm", "group": "b0", "job_id": "7", "index": 0, "mem_mib": 512,)"
+      R"( "time_min": 10, "number": 1, "finished": false, "exit_code": -1, "signal": 0}], "summary_jobs": ["9"]})");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc != 2) return 2;
   const std::string root = argv[1];
-  for (const char* t : {"onnx_reader", "graph_plan", "nifti_reader"})
+  for (const char* t : {"onnx_reader", "graph_plan", "nifti_reader", "batch_files"})
     std::filesystem::create_directories(root + "/" + t);
   Seeds reader{root + "/onnx_reader"}, graph{root + "/graph_plan"};
   reader_seeds(reader);
   graph_seeds(graph);
   nifti_seeds(root + "/nifti_reader");
+  batch_seeds(root + "/batch_files");
   return 0;
 }

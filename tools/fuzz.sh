@@ -7,6 +7,7 @@
 #   graph_plan    bytes -> Model -> typed graph (shape inference, folding) -> passes -> a
 #                 reference-backend plan for small input shapes -> a run when the plan is tiny
 #   nifti_reader  bytes -> read_nifti as .nii and as .nii.gz (NIfTI-1 and -2)
+#   batch_files   bytes -> qsm batch's TSV manifest reader and its DIR/jobs.json reader
 # Each target compiles only the sources it needs, straight from src/ (no CMake), through a
 # generated ninja file in build-fuzz/ (incremental between runs). Corpora in
 # build-fuzz/corpus/<target> grow across runs, seeded by fuzz/make_seeds.cpp, and every run replays
@@ -18,7 +19,7 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 secs="${1:-60}"
 shift || true
 out="${FUZZ_OUT:-$root/build-fuzz}"
-targets=(${FUZZ_TARGETS:-onnx_reader graph_plan nifti_reader})
+targets=(${FUZZ_TARGETS:-onnx_reader graph_plan nifti_reader batch_files})
 cxx="${CXX_FUZZ:-clang++}"
 # clang brings libFuzzer and the sanitizers; the planner's thread control needs clang's OpenMP.
 if ! command -v "$cxx" >/dev/null || ! echo '#include <omp.h>' | "$cxx" -fopenmp -x c++ -fsyntax-only - 2>/dev/null; then
@@ -38,6 +39,7 @@ srcs[graph_plan]="${reader[*]} $(ls src/graph/*.cpp src/graph/ops/*.cpp src/grap
   src/system/process_defaults.cpp src/system/process_limits.cpp"
 srcs[nifti_reader]="${common[*]} src/io/nifti.cpp src/io/atomic_file.cpp"
 libs[nifti_reader]="-lnifti2 -lznz -lz -lm"
+srcs[batch_files]="${common[*]} src/batch/manifest.cpp src/batch/jobs.cpp src/io/atomic_file.cpp"
 seed_srcs="${srcs[nifti_reader]}"
 
 obj() { echo "obj/$(echo "$1" | tr / _).o"; }
