@@ -10,16 +10,34 @@ namespace qsmcore::networks {
 
 using tiling::Box;
 
-void run_iqsm(Context& c, bool plus, bool iqfm) {
-  const Volume& phase = *c.in.field;
+namespace {
+
+// v with its y and z axes exchanged (frames kept, voxel sizes swapped with them).
+Volume swap_yz(const Volume& v) {
+  const Dims3 d = v.dims();
+  const Vec3& mm = v.voxel_mm();
+  Volume s =
+      Volume::zeros({d[0], d[2], d[1]}, Geometry::with_voxel({mm[0], mm[2], mm[1]}), v.frames(), MemCategory::IO);
+  const std::int64_t n = v.voxels();
+  for (std::int64_t f = 0; f < v.frames(); ++f)
+    for (std::int64_t z = 0; z < d[2]; ++z)
+      for (std::int64_t y = 0; y < d[1]; ++y)
+        for (std::int64_t x = 0; x < d[0]; ++x)
+          s.data()[f * n + x + d[0] * (z + d[2] * y)] = v.data()[f * n + x + d[0] * (y + d[1] * z)];
+  return s;
+}
+
+// The recipe on `in` (c.in, or iQSM+'s y/z-swapped copy of it).
+void run_iqsm_on(Context& c, const NetworkInputs& in, bool plus, bool iqfm) {
+  const Volume& phase = *in.field;
   const Dims3 dims = phase.dims();
   const std::int64_t echoes = phase.frames();
-  std::vector<double> tes = c.in.echo_times_s;
-  if (tes.empty()) tes.assign(static_cast<std::size_t>(echoes), *c.in.te_s);
-  const double b0 = *c.in.b0_tesla;
+  std::vector<double> tes = in.echo_times_s;
+  if (tes.empty()) tes.assign(static_cast<std::size_t>(echoes), *in.te_s);
+  const double b0 = *in.b0_tesla;
 
   c.stage("prepare");
-  Volume eroded = erode_sphere(*c.in.mask, 3);
+  Volume eroded = erode_sphere(*in.mask, 3);
   Box region{{0, 0, 0}, dims};
   if (plus) {
     const Box bb = nonzero_bbox(eroded);
@@ -78,7 +96,7 @@ void run_iqsm(Context& c, bool plus, bool iqfm) {
         }
   }
   Tensor b0_t = Tensor::from_vector<float>({1}, {static_cast<float>(b0)});
-  const Vec3 dir = b0_direction(c.in, phase);
+  const Vec3 dir = b0_direction(in, phase);
   Tensor z_t = Tensor::from_vector<float>(
       {1, 1, 3}, {static_cast<float>(dir[0]), static_cast<float>(dir[1]), static_cast<float>(dir[2])});
   Volume sum = make_like(phase), wsum = make_like(phase);
@@ -105,10 +123,14 @@ void run_iqsm(Context& c, bool plus, bool iqfm) {
     tiling::unpack_box(
         y.at(0).data<float>(), dims, frame, tiling::kXYZ, region, [&](std::int64_t i, double v, std::int64_t) {
           if (eroded.data()[i] == 0.0) return;
-          const double mag =
-              c.in.magnitude ? c.in.magnitude->frame(c.in.magnitude->frames() == 1 ? 0 : e)[static_cast<std::size_t>(i)]
-                             : 1.0;
-          const double w = mag * te * te;
+          const double mag = in.magnitude
+                                 ? in.magnitude->frame(in.magnitude->frames() == 1 ? 0 : e)[static_cast<std::size_t>(i)]
+                                 : 1.0;
+          // Echo weights as the authors combine echoes: iQSM+ (mag·TE)² (iQSM_Plus inference.py
+          // `weights = (mag_echo * te_bc) ** 2`, legacy/matlab/iQSM_plus.m); iQSM and iQFM mag·TE²
+          // (iQSM.m / iQFM_multi_echo.m: TE·χₑ through echofit.m's Σ mag·TE·y / Σ mag·TE²).
+          // Without a magnitude, mag = 1 in both.
+          const double w = plus ? (mag * te) * (mag * te) : mag * te * te;
           sum.data()[i] += w * v;
           wsum.data()[i] += w;
         });
@@ -120,6 +142,37 @@ void run_iqsm(Context& c, bool plus, bool iqfm) {
     out.data()[i] = w > 0.0 ? sum.data()[i] / w : 0.0;
   }
   add_output(c, iqfm ? "local_field" : "chi", "ppm", std::move(out));
+}
+
+}  // namespace
+
+// iQSM+ with B0 closer to y than to z: the authors exchange the y and z axes of phase, mask and
+// magnitude and B0's y and z components before the network, and exchange the χ map back after
+// (legacy/matlab/iQSM_plus.m: `if abs(B0_dir(3)) < abs(B0_dir(2))` ... permute(..., [1,3,2,4]);
+// their Python port swaps the mask's x and y instead, which we take for a slip). #19 item 3.
+void run_iqsm(Context& c, bool plus, bool iqfm) {
+  const Vec3 dir = b0_direction(c.in, *c.in.field);
+  if (!plus || std::abs(dir[1]) <= std::abs(dir[2])) {
+    run_iqsm_on(c, c.in, plus, iqfm);
+    return;
+  }
+  {
+    const Volume phase = swap_yz(*c.in.field), mask = swap_yz(*c.in.mask);
+    const Volume mag = c.in.magnitude ? swap_yz(*c.in.magnitude) : Volume{};
+    NetworkInputs in = c.in;
+    in.field = &phase;
+    in.mask = &mask;
+    in.magnitude = c.in.magnitude ? &mag : nullptr;
+    in.b0_dir = Vec3{dir[0], dir[2], dir[1]};
+    run_iqsm_on(c, in, plus, iqfm);
+  }
+  NetworkOutput& out = c.run.outputs.back();
+  Volume back = swap_yz(out.volume);
+  Volume on_grid = make_like(*c.in.field);
+  std::copy(back.data(), back.data() + back.voxels(), on_grid.data());
+  out.volume = std::move(on_grid);
+  c.warn("iqsm-plus: B0 (" + std::to_string(dir[0]) + ", " + std::to_string(dir[1]) + ", " + std::to_string(dir[2]) +
+         ") is closer to y than to z; the y and z axes were exchanged around the network, as its authors do");
 }
 
 }  // namespace qsmcore::networks
