@@ -54,10 +54,11 @@ void say(const std::string& line) {
 
 // The plan's options twice: parsed, for the prediction; as `qsm run` arguments, for the tasks.
 batch::PlanOptions plan_options(const PlanArgs& a) {
-  if (a.out.find_first_of(" \t\n'\"") != std::string::npos)
-    throw Error(ErrorKind::InvalidInput, "--out " + a.out +
-                                             ": the batch folder's path may not hold blanks or quotes "
-                                             "(sbatch's #SBATCH --output line cannot quote them)");
+  const std::string folder = fs::absolute(a.out).string();
+  if (folder.find_first_of(" \t\n'\"") != std::string::npos)
+    throw Error(ErrorKind::InvalidInput, "--out " + a.out + ": the batch folder's path (" + folder +
+                                             ") may not hold blanks or quotes (sbatch's #SBATCH --output line "
+                                             "cannot quote them)");
   batch::PlanOptions o;
   o.model_id = a.model;
   o.manifest = a.manifest;
