@@ -25,6 +25,13 @@ for n in 48 64; do "$qsm" phantom --out "$work/ph$n" --size "$n" >/dev/null; don
 export QSM_MODEL_DIR_XQSM=$twins
 out=$work/batch
 "$qsm" batch plan "$work/cohort.tsv" --model xqsm --out "$out" --threads 1 --no-verify --seconds-per-voxel 1e-6
+# A folder sbatch's #SBATCH lines could not name is refused before anything is written.
+if "$qsm" batch plan "$work/cohort.tsv" --model xqsm --out "$work/with space" --no-verify >"$work/space.txt" 2>&1; then
+  fail "a batch folder with a blank in its path was accepted"
+fi
+if ! grep -q 'may not hold blanks' "$work/space.txt" || [ -e "$work/with space" ]; then
+  fail "the blank is not named, or something was written"
+fi
 largest=$(/usr/bin/python3 -c 'import json,sys; print(max(s["mem_mib"] for s in json.load(open(sys.argv[1]))["subjects"]))' "$out/batch.json")
 
 # One request's room: never two at once, even with -j 4.
