@@ -8,19 +8,12 @@
 
 #include "batch/status.h"
 #include "qsmcore/error.h"
-#include "system/process_limits.h"
 #include "system/spawn.h"
 
 namespace qsmcore::batch {
 namespace {
 
 constexpr std::int64_t kMiB = std::int64_t{1} << 20;
-
-// The budget a cluster task with --mem=MIB gets by default (process_limits.h).
-std::int64_t task_budget(std::int64_t mem_mib) {
-  const auto limit = static_cast<std::uint64_t>(mem_mib * kMiB);
-  return static_cast<std::int64_t>(limit - std::min(limit, system::memory_reserve(limit)));
-}
 
 }  // namespace
 
@@ -48,7 +41,7 @@ int run_local(const BatchPlan& p, Jobs& jobs, const LocalOptions& o) {
       queue.pop_front();
       std::filesystem::remove(s->log_local);
       const int pid = system::spawn_logged({p.qsm, "batch", "task", p.out_dir, "--subject", s->id, "--mem-budget",
-                                            std::to_string(task_budget(s->mem_mib))},
+                                            std::to_string(task_budget_bytes(s->mem_mib * kMiB))},
                                            s->log_local);
       Attempt a;
       a.subject = s->id;

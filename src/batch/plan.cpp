@@ -6,7 +6,6 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
-#include <set>
 
 #include "batch/bids.h"
 #include "batch/manifest.h"
@@ -168,8 +167,7 @@ Prediction predict(const ModelSpec& spec, const std::vector<std::string>& files,
   opts.progress = nullptr;
   opts.model.mem_budget = 0;
   if (o.max_mem > 0) {
-    const auto cap = static_cast<std::uint64_t>(o.max_mem);
-    opts.model.mem_budget = static_cast<std::int64_t>(cap - std::min(cap, system::memory_reserve(cap)));
+    opts.model.mem_budget = task_budget_bytes(o.max_mem);
     opts.model.mem_budget_source = "--max-mem less the reserve";
   }
   Prediction p;
@@ -299,6 +297,12 @@ std::int64_t mem_request_mib(std::int64_t bytes) {
   std::uint64_t limit = (need + system::memory_reserve(need) + kMiB - 1) / kMiB * kMiB;
   while (limit < need + system::memory_reserve(limit)) limit += kMiB;
   return ladder_mib(static_cast<std::int64_t>(limit / kMiB));
+}
+
+std::int64_t task_budget_bytes(std::int64_t limit_bytes) {
+  const auto limit = static_cast<std::uint64_t>(std::max<std::int64_t>(limit_bytes, 0));
+  const std::uint64_t reserve = system::memory_reserve(limit);
+  return limit > reserve ? static_cast<std::int64_t>(limit - reserve) : 1;
 }
 
 std::int64_t ladder_mib(std::int64_t mib) {

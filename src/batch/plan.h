@@ -80,6 +80,9 @@ struct BatchPlan {
 /// a run that holds `bytes`, rounded up to the bucket ladder: steps of 1/16 of the power of two
 /// below (at least 16 MiB), so a request is at most 6 % (or 16 MiB) above what it must be.
 std::int64_t mem_request_mib(std::int64_t bytes);
+/// The default budget a task with a memory limit of `limit_bytes` gets (the limit less qsmcore's
+/// reserve, process_limits.h); at least 1 byte, so a tiny limit refuses every run, as there.
+std::int64_t task_budget_bytes(std::int64_t limit_bytes);
 /// `mib` rounded up to that ladder.
 std::int64_t ladder_mib(std::int64_t mib);
 

@@ -44,10 +44,17 @@ TEST(MemRequest, TheTasksDefaultBudgetAdmitsWhatWasPredicted) {
     const std::int64_t mib = mem_request_mib(bytes);
     const auto limit = static_cast<std::uint64_t>(mib * kMiB);
     EXPECT_GE(static_cast<std::int64_t>(limit - system::memory_reserve(limit)), bytes) << bytes;
+    EXPECT_GE(task_budget_bytes(mib * kMiB), std::max<std::int64_t>(bytes, 1)) << bytes;
     // Not more than the ladder's step above the smallest limit that would do.
     const auto tight = static_cast<double>(bytes + (64 * kMiB)) / 0.95;
     EXPECT_LE(static_cast<double>(limit), tight * 1.0625 + 17.0 * kMiB) << bytes;
   }
+}
+
+TEST(MemRequest, ATinyLimitStillRefusesRatherThanTurningTheBudgetOff) {
+  EXPECT_EQ(task_budget_bytes(10 * kMiB), 1);  // 0 would mean "no budget"
+  EXPECT_EQ(task_budget_bytes(1024 * kMiB),
+            1024 * kMiB - static_cast<std::int64_t>(system::memory_reserve(1024 * kMiB)));
 }
 
 TEST(MemRequest, LadderRoundsUpToFewDistinctSizes) {
