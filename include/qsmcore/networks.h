@@ -26,7 +26,7 @@ struct NetworkInputs {
   /// (iQSM, iQSM+, iQFM; frames = echoes).
   const Volume* field = nullptr;
   const Volume* magnitude = nullptr;      // magnitude (frames = echoes where relevant)
-  const Volume* mask = nullptr;           // brain mask (nonzero = inside)
+  const Volume* mask = nullptr;           // brain mask (above 0.5 = inside: mask_inside)
   const Volume* r2star = nullptr;         // R2* (s^-1) for R2PRIMEnet / χ-sepnet
   const Volume* r2prime = nullptr;        // R2' (s^-1 = Hz) where a network takes it (SUSEP-Net, χ-sepnet)
   const Volume* qsm = nullptr;            // χ map (ppm), the χ-separation networks' "qsm" input
@@ -38,7 +38,8 @@ struct NetworkInputs {
 };
 
 /// core 0 = whole volume (or the network's fixed patch); halo -1 = the network's default.
-/// Generic-tiler networks (xQSM, QSMnet, QSMnet+, IR2QSM; LPCNN, MoDL-QSM and NeXtQSM off-design):
+/// Generic-tiler networks (xQSM, QSMnet, QSMnet+, IR2QSM, qsmcore-invnet; LPCNN, MoDL-QSM and
+/// NeXtQSM run whole-volume, their FFT data consistency being global, and ignore a request):
 /// core/halo as memory.md §4.1, the patch edge rounded up to the network's multiple.
 /// Sliding-window networks (χ-sepnet, R2PRIMEnet, SUSEP-Net, HD-BET): `core` is the window
 /// (rounded up to the multiple; HD-BET's is (x, y, z)), the overlap is the recipe's, `halo` unused.
@@ -51,8 +52,9 @@ struct TileRequest {
 struct NetworkOptions {
   ModelOptions model;  // backend, threads, mem_budget (the engine's options; by default what the process may use)
   std::optional<TileRequest> tile;
-  /// Where the recipe uses TTA: SynthSeg's left/right flip averaging (on in its recipe) and
-  /// HD-BET's 8-flip mirroring (off in its recipe: enabled only with `hdbet_mirroring` too).
+  /// Where the recipe uses TTA: SynthSeg's left/right flip averaging and RS2-Net's 8-flip
+  /// mirroring (on in their recipes) and HD-BET's 8-flip mirroring (off in its recipe: enabled
+  /// only with `hdbet_mirroring` too).
   bool test_time_flips = true;
   bool hdbet_mirroring = false;
   /// iQSM/iQFM/iQSM+: the phase is multiplied by this first (models.md §5, default −1).
@@ -64,6 +66,13 @@ struct NetworkOptions {
   /// run_network then returns predicted_peak_bytes, tiles and tiles_in_flight, and no output.
   /// What `qsm batch plan` sizes cluster jobs with; a budget still refuses as in a real run.
   bool predict_only = false;
+  /// Called after each run of one of the network's graphs with what the wrapper fed it and what
+  /// it returned: the file's index in spec.files, the inputs, the outputs (in call order; calls
+  /// are serialised, tiles run in parallel may arrive in any order). What the wrapper computes
+  /// around the graph can so be checked against the authors' code (the recipe tests) or dumped
+  /// for debugging; the tensors are valid during the call only.
+  std::function<void(std::size_t file, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs)>
+      on_graph_run;
 };
 
 struct NetworkOutput {

@@ -25,10 +25,10 @@ def _primary_role(needs: Dict[str, Any]) -> str:
 
 
 def _binary_mask(mask: Any) -> np.ndarray:
-    # As `qsm run --mask`: non-zero is brain; an all-zero mask is refused.
-    m = (np.asarray(mask) != 0).astype(np.float64)
+    # As `qsm run --mask`: above 0.5 is brain (the authors' binarisation); an empty mask is refused.
+    m = (np.asarray(mask) > 0.5).astype(np.float64)
     if not m.any():
-        raise _qsmcore.InvalidInputError("mask: the mask is empty (every voxel is 0)")
+        raise _qsmcore.InvalidInputError("mask: the mask is empty (no voxel is above 0.5)")
     return m
 
 
@@ -65,7 +65,7 @@ def run_network(id: str, field: Any, mask: Any = None, voxel_size: Vec3 = (1.0, 
                 test_time_flips: bool = True, hdbet_mirroring: bool = False, phase_sign: float = -1.0,
                 ignore_domain: bool = False, progress: Optional[Progress] = None,
                 model_paths: Optional[Sequence[Union[str, os.PathLike]]] = None, verify: bool = True,
-                allow_download: bool = True, return_info: bool = False) -> Any:
+                allow_download: bool = True, return_info: bool = False, record_graph_runs: bool = False) -> Any:
     """Runs registry network ``id`` as ``qsm run`` does, on arrays in NIfTI index order (nx, ny, nz).
 
     ``field`` is the network's primary input: the local or total field (ppm unless ``unit``), the
@@ -77,7 +77,9 @@ def run_network(id: str, field: Any, mask: Any = None, voxel_size: Vec3 = (1.0, 
     a download) unless ``model_paths`` names the ONNX files.
 
     Returns ``{output name: float64 array}`` (e.g. ``"chi"`` in ppm), or ``(outputs, info)`` with
-    ``return_info``: units, predicted and measured peak bytes, tiles, stage times, warnings. Bad
+    ``return_info``: units, predicted and measured peak bytes, tiles, stage times, warnings, and
+    with ``record_graph_runs`` a copy of what each run of the ONNX graph(s) was fed and returned
+    (``info["graph_runs"]``: ``{"file", "inputs", "outputs"}`` in call order). Bad
     input raises InvalidInputError, a run over ``mem_budget`` BudgetError, before anything runs.
     """
     spec = _qsmcore.model(id)
@@ -103,7 +105,8 @@ def run_network(id: str, field: Any, mask: Any = None, voxel_size: Vec3 = (1.0, 
               "residency": residency, "backend": backend, "halo": int(halo),
               "tile": None if tile is None else ([int(tile)] if np.isscalar(tile) else [int(t) for t in tile]),
               "test_time_flips": test_time_flips, "hdbet_mirroring": hdbet_mirroring,
-              "phase_sign": float(phase_sign), "ignore_domain": ignore_domain}
+              "phase_sign": float(phase_sign), "ignore_domain": ignore_domain,
+              "record_graph_runs": bool(record_graph_runs)}
     outputs, info = _qsmcore._run_network(id, paths, {k: v for k, v in arrays.items() if v is not None},
                                           physics, engine, progress)
     for w in info["warnings"]:

@@ -42,6 +42,27 @@ struct Progress {
   }
 };
 
+// With engine["record_graph_runs"]: a copy of what each graph run was fed and returned, as
+// {"file", "inputs", "outputs"} dicts of C-ordered arrays in call order (the recipe tests'
+// window onto what a wrapper computes around the graph).
+struct GraphRuns {
+  py::list runs;
+
+  void operator()(std::size_t file, const std::vector<qsmcore::Tensor>& in, const std::vector<qsmcore::Tensor>& out) {
+    py::gil_scoped_acquire gil;
+    auto copies = [](const std::vector<qsmcore::Tensor>& ts) {
+      py::list l;
+      for (const auto& t : ts) l.append(tensor_to_numpy(t).attr("copy")());  // the engine reuses its buffers
+      return l;
+    };
+    py::dict r;
+    r["file"] = file;
+    r["inputs"] = copies(in);
+    r["outputs"] = copies(out);
+    runs.append(r);
+  }
+};
+
 struct Volumes {
   std::map<std::string, qsmcore::Volume> held;
   const qsmcore::Volume* get(const std::string& k) const {
@@ -141,6 +162,11 @@ py::tuple run_network(const std::string& id, const std::vector<std::string>& mod
   qsmcore::NetworkOptions opts = network_options(engine);
   Progress report{progress, std::nullopt};
   if (!progress.is_none()) opts.progress = [&report](double f, const std::string& s) { report(f, s); };
+  GraphRuns graph_runs;
+  const bool record = engine.contains("record_graph_runs") && engine["record_graph_runs"].cast<bool>();
+  if (record)
+    opts.on_graph_run = [&graph_runs](std::size_t f, const std::vector<qsmcore::Tensor>& i,
+                                      const std::vector<qsmcore::Tensor>& o) { graph_runs(f, i, o); };
   std::optional<qsmcore::NetworkRun> run;
   {
     py::gil_scoped_release release;
@@ -149,7 +175,9 @@ py::tuple run_network(const std::string& id, const std::vector<std::string>& mod
   if (report.error) throw std::move(*report.error);
   py::list outputs;
   for (auto& o : run->outputs) outputs.append(py::make_tuple(o.name, o.unit, volume_to_numpy(std::move(o.volume))));
-  return py::make_tuple(outputs, run_info(*run));
+  py::dict info = run_info(*run);
+  if (record) info["graph_runs"] = graph_runs.runs;
+  return py::make_tuple(outputs, info);
 }
 
 }  // namespace

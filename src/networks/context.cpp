@@ -62,6 +62,18 @@ void Context::load(int threads) {
   for (const auto& p : paths_) models_.push_back(OnnxModel::load(p, mo));
 }
 
+void Context::report_graph_run(std::size_t m, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs) {
+  if (!opts.on_graph_run) return;
+  const std::lock_guard<std::mutex> lock(hook_mutex_);
+  opts.on_graph_run(m, inputs, outputs);
+}
+
+std::vector<Tensor> Context::run_model(std::size_t m, const std::vector<Tensor>& inputs) {
+  std::vector<Tensor> y = model(m).run(inputs);
+  report_graph_run(m, inputs, y);
+  return y;
+}
+
 void Context::run_tiles(std::size_t m, std::int64_t n, std::int64_t in_flight,
                         const std::function<std::vector<Tensor>(std::int64_t)>& inputs,
                         const std::function<void(std::int64_t, std::vector<Tensor>&)>& outputs,
@@ -70,7 +82,7 @@ void Context::run_tiles(std::size_t m, std::int64_t n, std::int64_t in_flight,
     tiling::run_waves(
         n, in_flight,
         [&](std::int64_t t) {
-          std::vector<Tensor> y = model(m).run(inputs(t));
+          std::vector<Tensor> y = run_model(m, inputs(t));
           outputs(t, y);
         },
         done);
@@ -82,6 +94,8 @@ void Context::run_tiles(std::size_t m, std::int64_t n, std::int64_t in_flight,
     std::vector<std::vector<Tensor>> ins;
     for (std::int64_t t = first; t < last; ++t) ins.push_back(inputs(t));
     auto outs = model(m).run_batch(ins);
+    for (std::int64_t t = first; t < last; ++t)
+      report_graph_run(m, ins[static_cast<std::size_t>(t - first)], outs[static_cast<std::size_t>(t - first)]);
     ins.clear();
     for (std::int64_t t = first; t < last; ++t) {
       outputs(t, outs[static_cast<std::size_t>(t - first)]);

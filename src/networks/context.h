@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -52,6 +53,9 @@ class Context {
   /// PredictionMade instead under predict_only).
   std::int64_t reserve(const Reservation& r, const std::vector<std::size_t>& model_of = {});
 
+  /// Runs model `m` once on `inputs` (and reports the call to opts.on_graph_run).
+  std::vector<Tensor> run_model(std::size_t m, const std::vector<Tensor>& inputs);
+
   /// Runs model `m` on n tiles: `inputs(t)` builds tile t's inputs, `outputs(t, y)` consumes
   /// its outputs, `done(t)` reports progress. Fully resident: waves of `in_flight` tiles on
   /// threads, each a whole forward. Under a streaming residency policy: batches of `in_flight`
@@ -77,6 +81,8 @@ class Context {
  private:
   std::vector<std::string> paths_;
   std::vector<OnnxModel> models_;
+  std::mutex hook_mutex_;  // serialises opts.on_graph_run across tiles run on threads
+  void report_graph_run(std::size_t m, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs);
   // " from SOURCE" for refusals ("" when the budget's source is not known).
   std::string budget_from() const;
 

@@ -81,7 +81,7 @@ Volume run_windowed(Context& c, const WindowedSpec& w, const Volume& grid, std::
             ins.push_back(pack_channels(w.channels, w.dims, b, w.order, w.fill));
             for (int a : fl) flip_tensor(ins.back().data<float>(), C, td, w.order, a);
           }
-          std::vector<Tensor> outs = c.model(0).run(ins);
+          std::vector<Tensor> outs = c.run_model(0, ins);
           for (std::size_t o = 0; o < outs.size(); ++o) {
             const std::int64_t oc = outs[o].numel() / b.voxels();
             for (int a : fl) flip_tensor(outs[o].data<float>(), oc, td, w.order, a);
