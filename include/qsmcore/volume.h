@@ -104,4 +104,11 @@ bool same_grid(const Volume& a, const Volume& b, double tol_mm = 1e-4);
 /// "a×b×c at x×y×z mm" for messages.
 std::string describe_grid(const Volume& v);
 
+/// Whether a mask value counts as inside the brain: above one half, as the networks' authors
+/// binarise masks (iQSM inference.py `mask > 0.5`, HD-BET's and the iQSM+ ports' `> 0.5`). A 0/1
+/// or label mask reads the same as with "non-zero"; a probability map is cut at 0.5.
+inline bool mask_inside(double v) {
+  return v > 0.5;
+}
+
 }  // namespace qsmcore

@@ -449,7 +449,7 @@ void register_run_command(CLI::App& app) {
   auto args = std::make_shared<RunArgs>();
   cmd->add_option("id", args->id, "registry id (qsm models)")->required();
   cmd->add_option("--in", args->in, "primary input volume (.nii or .nii.gz), see below")->required();
-  cmd->add_option("--mask", args->mask, "brain mask on the input's grid (non-zero = brain)");
+  cmd->add_option("--mask", args->mask, "brain mask on the input's grid (above 0.5 = brain)");
   cmd->add_option("--magnitude", args->magnitude, "magnitude on the input's grid (frames = echoes)");
   cmd->add_option("--r2star", args->r2star, "R2* map in Hz on the input's grid");
   cmd->add_option("--r2prime", args->r2prime, "R2' map in Hz on the input's grid (SUSEP-Net, χ-sepnet)");

@@ -54,10 +54,10 @@ Volume read_mask_on_grid(const std::string& path, const Volume& reference, const
   Volume m = read_on_grid(path, "mask", reference, reference_what, reference_path);
   std::int64_t inside = 0;
   for (double& x : m.values()) {
-    x = x != 0.0 ? 1.0 : 0.0;
+    x = mask_inside(x) ? 1.0 : 0.0;
     inside += x != 0.0;
   }
-  if (inside == 0) throw Error(ErrorKind::InvalidInput, path + ": the mask is empty (every voxel is 0)");
+  if (inside == 0) throw Error(ErrorKind::InvalidInput, path + ": the mask is empty (no voxel is above 0.5)");
   return m;
 }
 

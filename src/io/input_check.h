@@ -19,7 +19,8 @@ Volume read_on_grid(const std::string& path, const std::string& what, const Volu
                     const std::string& reference_what, const std::string& reference_path,
                     const NiftiReadOptions& options = {});
 
-/// As read_on_grid, then binarised (non-zero = 1); an all-zero mask is Error{InvalidInput}.
+/// As read_on_grid, then binarised (mask_inside: above 0.5 = 1); a mask with no voxel inside is
+/// Error{InvalidInput}.
 Volume read_mask_on_grid(const std::string& path, const Volume& reference, const std::string& reference_what,
                          const std::string& reference_path);
 

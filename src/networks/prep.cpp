@@ -47,7 +47,7 @@ void validate_inputs(const ModelSpec& spec, const NetworkInputs& in) {
   };
   need(n.field, in.field, "field", n.field_kind);
   need(n.magnitude, in.magnitude, "magnitude", "magnitude image");
-  need(n.mask, in.mask, "mask", "brain mask, nonzero inside");
+  need(n.mask, in.mask, "mask", "brain mask, above 0.5 inside");
   need(n.r2star, in.r2star, "r2star", "R2* in s^-1");
   need(n.r2prime, in.r2prime, "r2prime", "R2' in s^-1");
   need(n.qsm, in.qsm, "qsm", "susceptibility map in ppm");
@@ -156,11 +156,11 @@ Volume erode_sphere(const Volume& mask, int radius) {
   for (std::int64_t k = 0; k < d[2]; ++k)
     for (std::int64_t j = 0; j < d[1]; ++j)
       for (std::int64_t i = 0; i < d[0]; ++i) {
-        if (mask.at(i, j, k) == 0.0) continue;
+        if (!mask_inside(mask.at(i, j, k))) continue;
         bool keep = true;
         for (const auto& o : offs) {
           const std::int64_t x = i + o[0], y = j + o[1], z = k + o[2];
-          if (x < 0 || y < 0 || z < 0 || x >= d[0] || y >= d[1] || z >= d[2] || mask.at(x, y, z) == 0.0) {
+          if (x < 0 || y < 0 || z < 0 || x >= d[0] || y >= d[1] || z >= d[2] || !mask_inside(mask.at(x, y, z))) {
             keep = false;
             break;
           }

@@ -25,9 +25,9 @@ Volume field_ppm(const NetworkInputs& in);
 /// B0 direction in voxel axes: the given one (normalised) or the affine's.
 Vec3 b0_direction(const NetworkInputs& in, const Volume& grid);
 
-/// Whether mask voxel i is inside.
+/// Whether mask voxel i is inside (mask_inside: above one half).
 inline bool inside(const Volume* mask, std::int64_t i) {
-  return mask == nullptr || mask->data()[i] != 0.0;
+  return mask == nullptr || mask_inside(mask->data()[i]);
 }
 
 /// Reverses volume (frame-wise) along `axis` in place: an involution.

@@ -251,6 +251,16 @@ TEST_F(QsmRun, EmptyMaskIsRefused) {
   expect_refused(xqsm_args(file("field.nii.gz"), file("empty.nii.gz")), {file("empty.nii.gz"), "mask is empty"});
 }
 
+// Masks are binarised as the networks' authors do, at > 0.5 (#19): a probability map whose every
+// value is at most one half holds no brain, and is refused as empty, not run on every voxel.
+TEST_F(QsmRun, MaskWithNoValueAboveOneHalfIsRefused) {
+  Volume low = Volume::zeros({32, 32, 32}, geometry_);
+  for (double& x : low.values()) x = 0.5;
+  write("half.nii.gz", low);
+  expect_refused(xqsm_args(file("field.nii.gz"), file("half.nii.gz")),
+                 {file("half.nii.gz"), "mask is empty", "above 0.5"});
+}
+
 TEST_F(QsmRun, PhaseNetworkWithoutTeOrB0IsRefusedBeforeAnything) {
   const std::vector<std::string> base = {
       "run",        "iqsm", "--in", file("phase.nii.gz"), "--mask", file("mask.nii.gz"), "--out", file("chi.nii.gz"),
