@@ -35,6 +35,16 @@ void axial_check(Context& c, const Volume& grid) {
   if (auto w = axial_only_warning(b0_direction(c.in, grid), c.id())) c.warn(*w);
 }
 
+void isotropy_check(Context& c, const Volume& grid) {
+  const Vec3& v = grid.voxel_mm();
+  const double lo = std::min({v[0], v[1], v[2]}), hi = std::max({v[0], v[1], v[2]});
+  if (hi > lo * 1.05)
+    c.warn(c.id() +
+           " was trained on isotropic voxels and its authors resample anisotropic data to isotropic voxels "
+           "and back around it; this volume has " +
+           describe_grid(grid) + ": resample it to isotropic voxels first for the published result");
+}
+
 namespace {
 
 struct FieldRecipe {
@@ -119,7 +129,7 @@ void run_field_net(Context& c, const FieldRecipe& r) {
         if (r.tkd_prior) {
           tiling::pack_box(prior.data(), dims, p, tiling::kXYZ, tiling::Fill::Zero, x.data<float>());
           tiling::pack_box(mask->data(), dims, p, tiling::kXYZ, tiling::Fill::Zero, x.data<float>() + 2 * p.voxels(),
-                           [](double v, std::int64_t) { return v != 0.0 ? 1.0 : 0.0; });
+                           [](double v, std::int64_t) { return mask_inside(v) ? 1.0 : 0.0; });
         }
         return std::vector<Tensor>{x};
       },
@@ -138,9 +148,10 @@ void run_field_net(Context& c, const FieldRecipe& r) {
 
 }  // namespace
 
+// BFRnet's authors centre the volume in the padded frame, the odd voxel before (#19 item 6).
 void run_bfrnet(Context& c) {
   FieldRecipe r;
-  r.rule = tiling::PadRule::End;
+  r.rule = tiling::PadRule::CentredCeil;
   r.mask_input = true;
   r.background = true;
   run_field_net(c, r);
@@ -150,10 +161,14 @@ void run_bfrnet(Context& c) {
 // that are zero outside the brain (xQSM run_demo.py: mask = Field != 0; QSMnet: V-SHARP output;
 // iQSM_Plus Save_Input: field × mask), so the field is masked here too: a field that is not zero
 // there (a phantom's, an eroded mask's) would otherwise add sources at the brain's edge (#19).
+// xQSM pads as its authors' ZeroPadding.m: pos_init = ceil((upSize - imSize)/2) + 1, the odd
+// voxel before the volume (#19 item 6).
 void run_xqsm(Context& c) {
   FieldRecipe r;
+  r.rule = tiling::PadRule::CentredCeil;
   r.tiled = true;
   r.mask_input = true;
+  isotropy_check(c, *c.in.field);
   run_field_net(c, r);
 }
 

@@ -41,5 +41,9 @@ std::optional<Dims3> static_spatial(const ValueDesc& d);
 void add_output(Context& c, const std::string& name, const std::string& unit, Volume v);
 /// The axial-only warning for networks that assume B0 along voxel z.
 void axial_check(Context& c, const Volume& grid);
+/// The warning for networks trained on isotropic voxels whose authors resample anisotropic data
+/// to isotropic voxels and back around them (xQSM, iQSM, iQFM, iQSM+; #19 item 4): qsmcore does
+/// not resample (a resampling changes the noise and the mask edge the user should choose).
+void isotropy_check(Context& c, const Volume& grid);
 
 }  // namespace qsmcore::networks
