@@ -73,6 +73,7 @@ void run_iqsm_on(Context& c, const NetworkInputs& in, bool plus, bool iqfm) {
   } else {
     axial_check(c, phase);
   }
+  isotropy_check(c, phase);
 
   auto in_region = [&](std::int64_t idx) {
     const std::int64_t x = idx % dims[0], y = (idx / dims[0]) % dims[1], z = idx / (dims[0] * dims[1]);
@@ -96,7 +97,13 @@ void run_iqsm_on(Context& c, const NetworkInputs& in, bool plus, bool iqfm) {
         }
   }
   Tensor b0_t = Tensor::from_vector<float>({1}, {static_cast<float>(b0)});
-  const Vec3 dir = b0_direction(in, phase);
+  Vec3 dir = b0_direction(in, phase);
+  // iQSM+ was trained on B0 directions with a non-negative z component (sunhongfu/scripts'
+  // all-directions training data: z_prjs_z = sqrt(1 - x² - y²)); the field is the same for b and
+  // −b (the dipole kernel holds (k·b)²), so a direction pointing down voxel z (a volume stored
+  // with z reversed) is given to the network as −b, inside what it learnt (#19 item 5).
+  if (plus && dir[2] < 0.0)
+    for (double& d : dir) d = -d;
   Tensor z_t = Tensor::from_vector<float>(
       {1, 1, 3}, {static_cast<float>(dir[0]), static_cast<float>(dir[1]), static_cast<float>(dir[2])});
   Volume sum = make_like(phase), wsum = make_like(phase);
@@ -118,7 +125,7 @@ void run_iqsm_on(Context& c, const NetworkInputs& in, bool plus, bool iqfm) {
                                                  (plus ? ", z_prjs" : "") + ", border)");
       inputs.push_back(it->second);
     }
-    std::vector<Tensor> y = c.model(0).run(inputs);
+    std::vector<Tensor> y = c.run_model(0, inputs);
     const double te = tes[static_cast<std::size_t>(e)];
     tiling::unpack_box(
         y.at(0).data<float>(), dims, frame, tiling::kXYZ, region, [&](std::int64_t i, double v, std::int64_t) {
