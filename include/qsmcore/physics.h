@@ -87,6 +87,9 @@ struct KernelOptions {
   double dc_value = 0.0;     // D at k = 0: 0 (LPCNN, MoDL, xQSM) or 1/3 (NeXtQSM, qsm-forward)
   bool normalise_b = true;   // NeXtQSM uses b̂ as given
   double eps = 0.0;          // added to |k|² in the denominator (NeXtQSM: FLT_EPSILON)
+  /// The kernel of D² (LPCNN's dk·dk in one FFT pass): symmetrised as (D(k)² + D(−k)²)/2, which
+  /// differs from the square of D's on the Nyquist planes of even sizes.
+  bool squared = false;
 
   /// LPCNN / MoDL glue in QSM.rs and deepMRI's xQSM forward model.
   static KernelOptions lpcnn_modl();

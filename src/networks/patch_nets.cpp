@@ -84,6 +84,27 @@ void run_qsmgan(Context& c) {
   add_output(c, "chi", "ppm", std::move(out));
 }
 
+namespace {
+
+// Blends the first `overlap` slabs of patch r along `axis` with the last ones of its stored
+// neighbour before it (util.py patch_process: weight 1 − l/(overlap − 1) on the neighbour).
+void blend_with_neighbour(Volume& r, const Volume& nb, int axis, std::int64_t overlap) {
+  const Dims3 q = r.dims();
+  const std::int64_t shift = q[axis] - overlap;
+  for (std::int64_t k = 0; k < q[2]; ++k)
+    for (std::int64_t j = 0; j < q[1]; ++j)
+      for (std::int64_t i = 0; i < q[0]; ++i) {
+        const std::int64_t l[3] = {i, j, k};
+        if (l[axis] >= overlap) continue;
+        const double w = 1.0 - static_cast<double>(l[axis]) / static_cast<double>(overlap - 1);
+        double& pv = r.at(i, j, k);
+        pv = w * nb.at(i + (axis == 0 ? shift : 0), j + (axis == 1 ? shift : 0), k + (axis == 2 ? shift : 0)) +
+             (1.0 - w) * pv;
+      }
+}
+
+}  // namespace
+
 void run_autoqsm(Context& c) {
   const Volume& grid = *c.in.field;
   const Dims3 dims = grid.dims();
@@ -107,9 +128,16 @@ void run_autoqsm(Context& c) {
     for (auto y : origins[1])
       for (auto x : origins[0]) tiles.push_back({x, y, z});
   const std::int64_t fv = frame[0] * frame[1] * frame[2];
+  // The authors blend each patch with the stored (already blended) patches before it along x, y
+  // and z (AMRI-Lab/AutoQSM code/util.py data_predict: output_patches[-1], [-num_i],
+  // [-num_i*num_j]), not with the canvas, which later patches have partly overwritten: the last
+  // num_i·num_j patches are kept (a ring; the neighbour along z shares the slot being replaced).
+  const auto ni = static_cast<std::int64_t>(origins[0].size());
+  const std::int64_t nij = ni * static_cast<std::int64_t>(origins[1].size());
+  const std::int64_t qv = Q[0] * Q[1] * Q[2];
   Context::Reservation res;
   res.shapes = {{{1, 1, P[0], P[1], P[2]}}};
-  res.wrapper_fixed = 2 * grid.voxels() * 8 + fv * 8 + Q[0] * Q[1] * Q[2] * 8 + 8192;
+  res.wrapper_fixed = 2 * grid.voxels() * 8 + fv * 8 + (nij + 1) * qv * 8 + 8192;
   res.wrapper_per_tile = P[0] * P[1] * P[2] * 4 + 4096;
   res.tiles = static_cast<std::int64_t>(tiles.size());
   c.reserve(res);
@@ -118,6 +146,7 @@ void run_autoqsm(Context& c) {
   Volume f = field_ppm(c.in);
   Volume acc = Volume::zeros(frame, grid.geometry());
   Volume r = Volume::zeros(Q, grid.geometry());
+  std::vector<Volume> kept(static_cast<std::size_t>(nij));
   c.stage("tiles");
   const auto n = static_cast<std::int64_t>(tiles.size());
   for (std::int64_t t = 0; t < n; ++t) {
@@ -125,26 +154,19 @@ void run_autoqsm(Context& c) {
     Box ib{{o[0] - (P[0] - Q[0]) / 2, o[1] - (P[1] - Q[1]) / 2, o[2] - (P[2] - Q[2]) / 2}, P};
     Tensor x = f32_tensor({1, 1, P[0], P[1], P[2]});
     tiling::pack_box(f.data(), dims, ib, tiling::kXYZ, tiling::Fill::Edge, x.data<float>());
-    std::vector<Tensor> y = c.model(0).run({x});
+    std::vector<Tensor> y = c.run_model(0, {x});
     Box qb{{0, 0, 0}, Q};
     tiling::unpack_box(y.at(0).data<float>(), Q, qb, tiling::kXYZ, qb,
                        [&](std::int64_t i, double v, std::int64_t) { r.data()[i] = v; });
-    // Blend the first 8 slabs with what the neighbour at −1 along each axis wrote.
-    for (int a = 0; a < 3; ++a) {
-      if (o[a] == 0) continue;
-      for (std::int64_t k = 0; k < Q[2]; ++k)
-        for (std::int64_t j = 0; j < Q[1]; ++j)
-          for (std::int64_t i = 0; i < Q[0]; ++i) {
-            const std::int64_t l[3] = {i, j, k};
-            if (l[a] >= kOverlap) continue;
-            const double w = 1.0 - static_cast<double>(l[a]) / 7.0;
-            double& pv = r.at(i, j, k);
-            pv = w * acc.at(o[0] + i, o[1] + j, o[2] + k) + (1.0 - w) * pv;
-          }
-    }
+    const std::int64_t back[3] = {1, ni, nij};
+    for (int a = 0; a < 3; ++a)
+      if (o[a] != 0) blend_with_neighbour(r, kept[static_cast<std::size_t>((t - back[a]) % nij)], a, kOverlap);
     for (std::int64_t k = 0; k < Q[2]; ++k)
       for (std::int64_t j = 0; j < Q[1]; ++j)
         for (std::int64_t i = 0; i < Q[0]; ++i) acc.at(o[0] + i, o[1] + j, o[2] + k) = r.at(i, j, k);
+    Volume& slot = kept[static_cast<std::size_t>(t % nij)];
+    if (slot.empty()) slot = Volume::zeros(Q, grid.geometry());
+    std::copy(r.data(), r.data() + qv, slot.data());
     c.progress(static_cast<double>(t + 1) / static_cast<double>(n), "tiles");
   }
   Volume out = make_like(grid);

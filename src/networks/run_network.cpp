@@ -20,8 +20,13 @@ NetworkNeeds network_needs(const ModelSpec& spec) {
     n.field = n.mask = true;
     n.field_kind = "local field";
   };
-  if (id == "bfrnet" || id == "autoqsm" || id == "nextqsm") {
+  if (id == "bfrnet" || id == "nextqsm") {
     n.field = n.mask = true;
+    n.field_kind = "total field";
+  } else if (id == "autoqsm") {
+    // "Without brain extraction": its authors run the whole field of view, no mask anywhere
+    // (AMRI-Lab/AutoQSM code/util.py data_predict); a mask, if given, masks χ (#19).
+    n.field = true;
     n.field_kind = "total field";
   } else if (id == "xqsm" || id == "qsmnet" || id == "qsmnet-plus" || id == "qsmgan" || id == "lpcnn" ||
              id == "ir2qsm" || id == "modl-qsm" || id == "qsmcore-invnet") {

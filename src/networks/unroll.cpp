@@ -11,11 +11,14 @@ namespace qsmcore::networks {
 DipoleOp::DipoleOp(const Dims3& dims, const Vec3& voxel_mm, const Vec3& b0_dir, const KernelOptions& o)
     : dims_(dims),
       kernel_(make_kernel(dims, voxel_mm, b0_dir, o)),
+      voxel_mm_(voxel_mm),
+      b0_dir_(b0_dir),
+      options_(o),
       fft_(std::make_unique<physics::RealFft3<double>>(dims)) {}
 
 std::int64_t DipoleOp::bytes(const Dims3& d) {
   const std::int64_t half = (d[0] / 2 + 1) * d[1] * d[2];
-  return d[0] * d[1] * d[2] * 8 + half * 16 + half * 8 + 3 * 64;
+  return d[0] * d[1] * d[2] * 8 + half * 16 + 2 * half * 8 + 3 * 64;  // two kernels: D, D²
 }
 
 void DipoleOp::apply(const double* in, double* out) {
@@ -28,14 +31,29 @@ void DipoleOp::apply(const double* in, double* out) {
   for (std::int64_t i = 0; i < n; ++i) out[i] = r[i];
 }
 
+void DipoleOp::apply_squared(const double* in, double* out) {
+  double* r = fft_->real();
+  const std::int64_t n = count();
+  for (std::int64_t i = 0; i < n; ++i) r[i] = in[i];
+  fft_->forward();
+  if (kernel_squared_.count() == 0) {
+    KernelOptions sq = options_;
+    sq.squared = true;
+    kernel_squared_ = make_kernel(dims_, voxel_mm_, b0_dir_, sq);
+  }
+  physics::multiply_spectrum(*fft_, kernel_squared_, [](double k) { return k; });
+  fft_->inverse();
+  for (std::int64_t i = 0; i < n; ++i) out[i] = r[i];
+}
+
 void lpcnn_step(DipoleOp& d, double alpha, std::span<const double> x_est, std::span<const double> den, int i,
                 std::span<double> p) {
   if (i == 0) {
     std::copy(x_est.begin(), x_est.end(), p.begin());
     return;
   }
-  d.apply(den.data(), p.data());
-  d.apply(p.data(), p.data());
+  // Sulam-Group/LPCNN lib/model/lpcnn/lpcnn.py forward: ifft(dk * dk * fft(den)), one pass (#19).
+  d.apply_squared(den.data(), p.data());
   for (std::size_t k = 0; k < p.size(); ++k) p[k] = den[k] + x_est[k] - alpha * p[k];
 }
 

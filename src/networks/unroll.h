@@ -20,12 +20,18 @@ class DipoleOp {
   std::int64_t count() const { return dims_[0] * dims_[1] * dims_[2]; }
   /// out = D·in (column-major, `dims`); in and out may alias.
   void apply(const double* in, double* out);
-  /// Bytes of its buffers (FFT real + half spectrum + kernel), for budgets.
+  /// out = F⁻¹(D² · F(in)) in one pass (in and out may alias): LPCNN's dk·dk, which differs from
+  /// two passes of apply() on the Nyquist planes of even grids, where D(−k) ≠ D(k).
+  void apply_squared(const double* in, double* out);
+  /// Bytes of its buffers (FFT real + half spectrum + the kernels of D and D²), for budgets.
   static std::int64_t bytes(const Dims3& dims);
 
  private:
   Dims3 dims_;
   DipoleKernel kernel_;
+  DipoleKernel kernel_squared_;  // built by the first apply_squared
+  Vec3 voxel_mm_, b0_dir_;
+  KernelOptions options_;
   std::unique_ptr<physics::RealFft3<double>> fft_;
 };
 

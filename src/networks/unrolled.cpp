@@ -49,7 +49,7 @@ void run_lpcnn(Context& c) {
     Tensor t = f32_tensor({1, 1, dims[0], dims[1], dims[2]});
     tiling::pack_box(p.data(), dims, {{0, 0, 0}, dims}, tiling::kXYZ, tiling::Fill::Zero, t.data<float>(),
                      [&](double v, std::int64_t k) { return inside(mask, k) ? (v - kLpcnnMean) / kLpcnnStd : 0.0; });
-    std::vector<Tensor> o = c.model(0).run({t});
+    std::vector<Tensor> o = c.run_model(0, {t});
     tiling::unpack_box(o.at(0).data<float>(), dims, {{0, 0, 0}, dims}, tiling::kXYZ, {{0, 0, 0}, dims},
                        [&](std::int64_t k, double v, std::int64_t) {
                          den.data()[k] = inside(mask, k) ? v * kLpcnnStd + kLpcnnMean : 0.0;
@@ -59,24 +59,50 @@ void run_lpcnn(Context& c) {
   add_output(c, "chi", "ppm", std::move(den));
 }
 
+namespace {
+
+// The voxels of `v` in `box`, as a volume of the box's size (geometry kept: only dims change).
+Volume crop_box(const Volume& v, const Box& box) {
+  Volume out = Volume::zeros(box.size, v.geometry());
+  for (std::int64_t k = 0; k < box.size[2]; ++k)
+    for (std::int64_t j = 0; j < box.size[1]; ++j)
+      for (std::int64_t i = 0; i < box.size[0]; ++i)
+        out.at(i, j, k) = v.at(box.origin[0] + i, box.origin[1] + j, box.origin[2] + k);
+  return out;
+}
+
+}  // namespace
+
+// MoDL-QSM runs on even dimensions: its authors drop the first slice of each odd axis from the
+// field and the mask (Ruimin-Feng/MoDL-QSM test/test_tools.py model_test -> crop_array,
+// np.delete(data, 0, axis)); χ there is returned as 0 (#19).
 void run_modl(Context& c) {
   const Volume& grid = *c.in.field;
-  const Dims3 dims = grid.dims();
-  const std::int64_t V = grid.voxels();
+  const Dims3 full = grid.dims();
   ignore_tile(c);
   const Vec3& vox = grid.voxel_mm();
   if (std::abs(vox[0] - 1) > 0.05 || std::abs(vox[1] - 1) > 0.05 || std::abs(vox[2] - 1) > 0.05)
-    c.warn(c.id() + " assumes 1 mm isotropic voxels; this volume has " + describe_grid(grid));
-  if (dims[0] % 2 || dims[1] % 2 || dims[2] % 2)
-    c.warn(c.id() + " assumes even dimensions; this volume is " + describe_grid(grid));
+    c.warn(c.id() +
+           " assumes 1 mm isotropic voxels (its authors resample k-space to 1 mm and back); this volume "
+           "has " +
+           describe_grid(grid));
+  const Box keep{{full[0] % 2, full[1] % 2, full[2] % 2},
+                 {full[0] - full[0] % 2, full[1] - full[1] % 2, full[2] - full[2] % 2}};
+  const Dims3 dims = keep.size;
+  if (dims[0] < 2 || dims[1] < 2 || dims[2] < 2)
+    throw Error(ErrorKind::InvalidInput,
+                c.id() + ": input 'field' is " + describe_grid(grid) + "; every dimension must be at least 2");
+  const std::int64_t V = dims[0] * dims[1] * dims[2];
   c.load(c.pool());
   Context::Reservation res;
   res.shapes = {{{1, 2, dims[0], dims[1], dims[2]}}};
-  res.wrapper_fixed = 8 * V * 8 + DipoleOp::bytes(dims) + 2 * V * 4 + V * 8 + 8192;
+  // y, x, l (2 channels each), the cropped field and mask; the output and the full-grid field.
+  res.wrapper_fixed = 8 * V * 8 + 2 * grid.voxels() * 8 + DipoleOp::bytes(dims) + 2 * V * 4 + V * 8 + 8192;
   c.reserve(res);
   c.stage("prepare");
-  const Volume* mask = c.in.mask;
-  Volume phi = field_ppm(c.in);
+  const Volume mask_c = crop_box(*c.in.mask, keep);
+  const Volume* mask = &mask_c;
+  const Volume phi = crop_box(field_ppm(c.in), keep);
   DipoleOp d(dims, vox, b0_direction(c.in, grid), KernelOptions::lpcnn_modl());
   Volume y = Volume::zeros(dims, grid.geometry(), 2), x = Volume::zeros(dims, grid.geometry(), 2),
          l = Volume::zeros(dims, grid.geometry(), 2);
@@ -90,17 +116,24 @@ void run_modl(Context& c) {
       tiling::pack_box(
           l.frame(ch).data(), dims, {{0, 0, 0}, dims}, tiling::kXYZ, tiling::Fill::Zero, t.data<float>() + ch * V,
           [&](double v, std::int64_t k) { return inside(mask, k) ? (v - kModlMean[ch]) / kModlStd[ch] : 0.0; });
-    std::vector<Tensor> o = c.model(0).run({t});
+    std::vector<Tensor> o = c.run_model(0, {t});
     for (int ch = 0; ch < 2; ++ch)
       tiling::unpack_box(o.at(0).data<float>() + ch * V, dims, {{0, 0, 0}, dims}, tiling::kXYZ, {{0, 0, 0}, dims},
                          [&](std::int64_t k, double v, std::int64_t) {
+                           // Masked, then de-normalised (model/MoDL_QSM.py define_generator):
+                           // outside the mask the state is the training mean, which the next
+                           // step's dipole convolution carries inside (#19).
                            x.frame(ch)[static_cast<std::size_t>(k)] =
-                               inside(mask, k) ? v * kModlStd[ch] + kModlMean[ch] : 0.0;
+                               (inside(mask, k) ? v : 0.0) * kModlStd[ch] + kModlMean[ch];
                          });
     c.progress((i + 1) / 3.0, "iterations");
   }
   Volume out = make_like(grid);
-  for (std::int64_t k = 0; k < V; ++k) out.data()[k] = inside(mask, k) ? x.frame(0)[static_cast<std::size_t>(k)] : 0.0;
+  for (std::int64_t k = 0; k < dims[2]; ++k)
+    for (std::int64_t j = 0; j < dims[1]; ++j)
+      for (std::int64_t i = 0; i < dims[0]; ++i)
+        if (inside(mask, i + dims[0] * (j + dims[1] * k)))
+          out.at(keep.origin[0] + i, keep.origin[1] + j, keep.origin[2] + k) = x.at(i, j, k, 0);
   add_output(c, "chi", "ppm", std::move(out));
 }
 
@@ -109,7 +142,8 @@ void run_nextqsm(Context& c) {
   const Dims3 dims = grid.dims();
   ignore_tile(c);
   const std::int64_t m = std::max<std::int64_t>(c.spec.pad_multiple[0], 1);
-  const Box frame = tiling::pad_frame(dims, {m, m, m}, tiling::PadRule::CentredFloor);
+  // The odd padding voxel goes before the volume, as NeXtQSM's authors centre it (#19 item 6).
+  const Box frame = tiling::pad_frame(dims, {m, m, m}, tiling::PadRule::CentredCeil);
   const std::int64_t N = frame.voxels();
   const Shape shape{1, 1, frame.size[0], frame.size[1], frame.size[2]};
   c.load(c.pool());
@@ -139,7 +173,7 @@ void run_nextqsm(Context& c) {
     Tensor t = f32_tensor(shape);
     tiling::pack_box(f.data(), dims, frame, tiling::kXYZ, tiling::Fill::Zero, t.data<float>(),
                      [&](double v, std::int64_t k) { return inside(mask, k) ? v : 0.0; });
-    std::vector<Tensor> o = c.model(0).run({t});
+    std::vector<Tensor> o = c.run_model(0, {t});
     tiling::unpack_box(o.at(0).data<float>(), frame.size, all, tiling::kXYZ, all,
                        [&](std::int64_t k, double v, std::int64_t) { bf.data()[k] = v * mpad.data()[k]; });
   }
@@ -149,7 +183,7 @@ void run_nextqsm(Context& c) {
   for (int i = 0; i < iters; ++i) {
     Tensor t = f32_tensor(shape);
     tiling::pack_box(x.data(), frame.size, all, tiling::kXYZ, tiling::Fill::Zero, t.data<float>());
-    std::vector<Tensor> o = c.model(1).run({t});
+    std::vector<Tensor> o = c.run_model(1, {t});
     tiling::unpack_box(o.at(0).data<float>(), frame.size, all, tiling::kXYZ, all,
                        [&](std::int64_t k, double v, std::int64_t) { grad.data()[k] = v / static_cast<double>(N); });
     nextqsm_step(d, kNextqsmLambdas[i], bf.values(), grad.values(), mpad.values(), x.values());

@@ -86,7 +86,7 @@ DipoleKernel make_kernel(const Dims3& dims, const Vec3& voxel_mm, const Vec3& b0
         // average makes D·F Hermitian there, as c2r requires (see DipoleKernel).
         const double d = dipole_at(fx[static_cast<std::size_t>(i)], ky, kz, b, o);
         const double dm = dipole_at(fx[mirror(i, dims[0])], ky_m, kz_m, b, o);
-        *out++ = 0.5 * (d + dm);
+        *out++ = o.squared ? 0.5 * (d * d + dm * dm) : 0.5 * (d + dm);
       }
     }
   }
