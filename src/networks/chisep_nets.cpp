@@ -23,7 +23,8 @@ Volume zscored(const Volume& v, const ZScore& z, const Volume* mask, double scal
 
 // Window and frame: the requested (or default) window rounded up to the multiple and capped at
 // the volume rounded up to it ([O]: a window never exceeds what the volume needs); the frame is
-// the volume end-padded to the multiple and at least the window.
+// the volume end-padded to at least the window and no further, so the last window ends on the
+// volume's last voxel as in the authors' recon.py (`pad = max(0, PATCH[k] - X)`; #19).
 std::pair<Dims3, Box> window_frame(Context& c, const Dims3& dims, const Dims3& def, std::int64_t m) {
   Dims3 win = def;
   if (c.opts.tile && (c.opts.tile->core[0] > 0 || c.opts.tile->core[1] > 0 || c.opts.tile->core[2] > 0))
@@ -32,7 +33,7 @@ std::pair<Dims3, Box> window_frame(Context& c, const Dims3& dims, const Dims3& d
     if (win[a] <= 0) win[a] = tiling::round_up(dims[a], m);
     win[a] = std::min(tiling::round_up(win[a], m), tiling::round_up(dims[a], m));
   }
-  const Box frame = tiling::pad_frame(dims, {m, m, m}, tiling::PadRule::End, win);
+  const Box frame = tiling::pad_frame(dims, {1, 1, 1}, tiling::PadRule::End, win);
   return {win, frame};
 }
 
@@ -95,8 +96,11 @@ void run_chisepnet(Context& c) {
   Volume pos = make_like(grid), neg = make_like(grid);
   for (std::int64_t i = 0; i < grid.voxels(); ++i) {
     if (!inside(mask, i)) continue;
-    pos.data()[i] = o.frame(0)[static_cast<std::size_t>(i)] * 0.03526417911052704 + 0.025912819430232048;
-    neg.data()[i] = -std::abs(o.frame(1)[static_cast<std::size_t>(i)] * 0.027936099097132683 + 0.026700690388679504);
+    // The authors zero-truncate both maps (SNU-LIST/chi_sepnet Code/test.py inference(),
+    // "Zero-truncation": pred[pred < 0] = 0); χ− is returned with its sign, ≤ 0.
+    pos.data()[i] = std::max(0.0, o.frame(0)[static_cast<std::size_t>(i)] * 0.03526417911052704 + 0.025912819430232048);
+    neg.data()[i] =
+        -std::max(0.0, o.frame(1)[static_cast<std::size_t>(i)] * 0.027936099097132683 + 0.026700690388679504);
   }
   add_output(c, "chi_pos", "ppm", std::move(pos));
   add_output(c, "chi_neg", "ppm", std::move(neg));

@@ -91,7 +91,9 @@ void run_hdbet(Context& c) {
   WindowedSpec w;
   w.channels = {img.data()};
   w.dims = rd;
-  w.frame = tiling::pad_frame(rd, multiple, tiling::PadRule::CentredFloor, win);
+  // nnU-Net pads the volume only up to the patch (predict_from_raw_data.py: pad_nd_image(data,
+  // patch_size)), so on an extent above the patch the last window ends on the last voxel (#19).
+  w.frame = tiling::pad_frame(rd, {1, 1, 1}, tiling::PadRule::CentredFloor, win);
   w.window = win;
   w.starts = [](std::int64_t s, std::int64_t p) { return tiling::nnunet_starts(s, p, 0.5); };
   w.gaussian = true;
@@ -130,6 +132,11 @@ void run_rs2net(Context& c) {
   w.frame = tiling::pad_frame(img.dims(), one, tiling::PadRule::CentredFloor, win);
   w.window = win;
   w.starts = [](std::int64_t s, std::int64_t pp) { return tiling::nnunet_starts(s, pp, 0.5); };
+  // The authors blend windows with nnU-Net's Gaussian and mirror each along all three axes by
+  // default (VitoLin21/Rodent-Skull-Stripping RS2/inference/predict.py: use_gaussian=True,
+  // use_mirroring = not --disable_tta, mirror axes (0, 1, 2); #19).
+  w.gaussian = true;
+  if (c.opts.test_time_flips) w.flips = {{}, {0}, {1}, {2}, {0, 1}, {0, 2}, {1, 2}, {0, 1, 2}};
   w.order = order;
   w.out_channels = 1;
   w.multiple = 32;
@@ -284,7 +291,7 @@ void run_synthseg(Context& c) {
       for (std::int64_t i = 0; i < frame.size[0] / 2; ++i)
         std::swap_ranges(d + i * plane, d + (i + 1) * plane, d + (frame.size[0] - 1 - i) * plane);
     }
-    std::vector<Tensor> y = c.model(0).run({t});
+    std::vector<Tensor> y = c.run_model(0, {t});
     const float* p = y.at(0).data<float>();
     for (std::int64_t k = 0; k < rd[2]; ++k)
       for (std::int64_t j = 0; j < rd[1]; ++j)
