@@ -179,7 +179,7 @@ constexpr ModelSpec kModels[] = {
               .paper = "Lai et al., MICCAI 2020; doi:10.1007/978-3-030-59713-9_13",
               .source = "https://github.com/Sulam-Group/LPCNN", .license = "",
               .files = kLpcnnFiles, .inputs = kFieldMaskBvec, .outputs = kChi,
-              .size_divisor = 8, .pad_multiple = cube(1), .tiled = true}),
+              .size_divisor = 8, .pad_multiple = cube(1)}),
     measured({.id = "ir2qsm", .name = "IR2QSM", .stage = DipoleInversion, .status = Available,
               .origin = PyTorch,
               .description = "Dipole inversion with a U-net unrolled four times with reverse "
@@ -227,7 +227,7 @@ constexpr ModelSpec kModels[] = {
               .paper = "Cognolato et al., NeuroImage 2023; doi:10.1016/j.neuroimage.2022.119729",
               .source = "https://github.com/wayne1123/NeXtQSM", .license = "MIT",
               .files = kNextqsmFiles, .inputs = kFieldMaskBvec, .outputs = kChi,
-              .size_divisor = 64, .pad_multiple = cube(64), .tiled = true}),
+              .size_divisor = 64, .pad_multiple = cube(64)}),
     measured({.id = "modl-qsm", .name = "MoDL-QSM", .stage = DipoleInversion,
               .status = Available, .origin = TensorFlow,
               .description = "Model-based deep learning: three unrolled steps on a two-channel "
@@ -235,7 +235,7 @@ constexpr ModelSpec kModels[] = {
               .paper = "Feng et al., NeuroImage 2021; doi:10.1016/j.neuroimage.2021.118376",
               .source = "https://github.com/Ruimin-Feng/MoDL-QSM", .license = "",
               .files = kModlFiles, .inputs = kFieldMaskBvec, .outputs = kChi,
-              .size_divisor = 1, .pad_multiple = cube(1), .tiled = true}),
+              .size_divisor = 1, .pad_multiple = cube(1)}),
     measured({.id = "susep-net", .name = "SUSEP-Net", .stage = ChiSeparation,
               .status = Available, .origin = PyTorch,
               .description = "Susceptibility source separation with a dual-branch 3-D U-Net",

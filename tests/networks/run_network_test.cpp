@@ -2,6 +2,7 @@
 // reduced twin (QSM_TWINS_DIR), tiled vs whole volume, the budget, and bad inputs.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 
@@ -157,6 +158,29 @@ TEST_P(EveryNetwork, PredictOnlyPredictsWhatTheRunPredicts) {
   EXPECT_EQ(predicted.tiles, run.tiles);
   EXPECT_EQ(predicted.tiles_in_flight, run.tiles_in_flight);
   EXPECT_LE(run.measured_peak_bytes, predicted.predicted_peak_bytes);
+}
+
+// The registry's `tiled` says which networks qsmcore runs through the generic tiler (#19 item 6):
+// one marked tiled honours a tile request (more than one tile, no "ignored" warning), and one
+// whose wrapper ignores the request (LPCNN, MoDL-QSM, NeXtQSM: global FFT steps) is not marked.
+TEST_P(EveryNetwork, RegistryTiledFlagSaysWhetherATileRequestIsHonoured) {
+  const std::string dir = qsmtest::data_dir("QSM_TWINS_DIR");
+  QSM_REQUIRE_DATA(dir, "QSM_TWINS_DIR");
+  const ModelSpec& spec = require_model(GetParam());
+  NetworkOptions o = small_opts();
+  o.predict_only = true;
+  o.tile = TileRequest{{16, 16, 16}, 4};
+  const NetworkRun run = run_network(spec, twin_paths(dir, spec), inputs_for(spec), o);
+  const bool ignored = std::any_of(run.warnings.begin(), run.warnings.end(), [](const std::string& w) {
+    return w.find("tile request is ignored") != std::string::npos;
+  });
+  if (spec.tiled) {
+    EXPECT_FALSE(ignored) << "marked tiled, but the wrapper ignores the tile request";
+    EXPECT_GT(run.tiles, 1) << "marked tiled, but a 16³ core on a 32³ volume ran as one tile";
+  }
+  if (ignored) {
+    EXPECT_FALSE(spec.tiled);
+  }
 }
 
 // Issue #19 item 1: the authors feed a local field that is zero outside the brain (xQSM's
