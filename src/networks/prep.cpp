@@ -186,6 +186,15 @@ Volume rss_frames(const Volume& v) {
   return out;
 }
 
+Volume crop_box(const Volume& v, const tiling::Box& box) {
+  Volume out = Volume::zeros(box.size, v.geometry());
+  for (std::int64_t k = 0; k < box.size[2]; ++k)
+    for (std::int64_t j = 0; j < box.size[1]; ++j)
+      for (std::int64_t i = 0; i < box.size[0]; ++i)
+        out.at(i, j, k) = v.at(box.origin[0] + i, box.origin[1] + j, box.origin[2] + k);
+  return out;
+}
+
 tiling::Box nonzero_bbox(const Volume& v) {
   Dims3 lo{v.nx(), v.ny(), v.nz()}, hi{-1, -1, -1};
   for (std::int64_t k = 0; k < v.nz(); ++k)

@@ -43,6 +43,10 @@ Volume rss_frames(const Volume& v);
 /// Bounding box of voxels with value ≠ 0 (frame 0); an empty box if none.
 tiling::Box nonzero_bbox(const Volume& v);
 
+/// Frame 0's voxels in `box` (inside the volume), as a volume of the box's size; the geometry is
+/// kept (only the dimensions change).
+Volume crop_box(const Volume& v, const tiling::Box& box);
+
 /// Mean and population standard deviation of frame 0 (optionally only where mask ≠ 0).
 std::pair<double, double> mean_std(const Volume& v, const Volume* mask = nullptr);
 

@@ -16,15 +16,6 @@ using tiling::Box;
 
 namespace {
 
-Volume crop(const Volume& v, const Box& b) {
-  Volume out = Volume::zeros(b.size, v.geometry());
-  for (std::int64_t k = 0; k < b.size[2]; ++k)
-    for (std::int64_t j = 0; j < b.size[1]; ++j)
-      for (std::int64_t i = 0; i < b.size[0]; ++i)
-        out.at(i, j, k) = v.at(b.origin[0] + i, b.origin[1] + j, b.origin[2] + k);
-  return out;
-}
-
 // Brain extraction's input: the magnitude's root sum of squares over echoes, cropped to its
 // non-zero box, z-scored and resampled to the network's spacing (nnU-Net's rule, `order` cubic
 // for HD-BET, linear for RS2-Net). Empty (after writing an empty mask) when the image is all zero.
@@ -43,7 +34,7 @@ std::optional<BetInput> bet_input(Context& c, const Vec3& target_mm, Interp orde
     add_output(c, "mask", "label", make_like(*c.in.magnitude));
     return std::nullopt;
   }
-  Volume cimg = crop(img, bb);
+  Volume cimg = crop_box(img, bb);
   auto [mean, sd] = mean_std(cimg);
   sd = std::max(sd, 1e-8);
   for (double& v : cimg.values()) v = (v - mean) / sd;

@@ -59,20 +59,6 @@ void run_lpcnn(Context& c) {
   add_output(c, "chi", "ppm", std::move(den));
 }
 
-namespace {
-
-// The voxels of `v` in `box`, as a volume of the box's size (geometry kept: only dims change).
-Volume crop_box(const Volume& v, const Box& box) {
-  Volume out = Volume::zeros(box.size, v.geometry());
-  for (std::int64_t k = 0; k < box.size[2]; ++k)
-    for (std::int64_t j = 0; j < box.size[1]; ++j)
-      for (std::int64_t i = 0; i < box.size[0]; ++i)
-        out.at(i, j, k) = v.at(box.origin[0] + i, box.origin[1] + j, box.origin[2] + k);
-  return out;
-}
-
-}  // namespace
-
 // MoDL-QSM runs on even dimensions: its authors drop the first slice of each odd axis from the
 // field and the mask (Ruimin-Feng/MoDL-QSM test/test_tools.py model_test -> crop_array,
 // np.delete(data, 0, axis)); χ there is returned as 0 (#19).
