@@ -1,0 +1,62 @@
+// Activation residency (issue #16): which arena buffers leave memory between their uses, and
+// where each stretch of their life sits in the arena, so the arena fits a limit. Measure only:
+// nothing is allocated or moved here (the runtime does that from the plan this returns).
+//
+// A buffer is written and read at known steps (its events). Between two consecutive events a
+// and b it may be spilled: written to the spill file while step a + 1 runs, absent for steps
+// a + 2 .. b - 2, read back while step b - 1 runs, so the transfers overlap kernels. Where the
+// step next to a use is itself the busiest, the transfer is made synchronous instead (the write
+// right after step a, the read right before step b): the buffer is then absent from a + 1 or
+// until b - 1, at the price of a stall. Each resident stretch (segment) is placed in the arena
+// on its own: a buffer may come back at a different offset. The file holds one region per
+// spilled buffer.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "memory/offset_planner.h"
+
+namespace qsmcore::memory {
+
+struct SpillBuffer {
+  std::size_t bytes = 0;
+  std::vector<int> events;   // sorted, unique steps that write or read it
+  std::vector<bool> writes;  // per event: the step writes it (what the file holds goes stale)
+};
+
+/// One resident stretch of a buffer: steps [first, last] at `offset` in the arena.
+struct Segment {
+  int buffer = 0;
+  int first = 0, last = 0;
+  int first_event = 0, last_event = 0;  // indices into the buffer's events
+  bool reload = false;                  // starts by reading the buffer back from the file: during step first,
+  bool read_sync = false;               //   or, when synchronous, right before it
+  bool write_out = false;               // ends by writing the buffer to the file: during step last,
+  bool write_sync = false;              //   or, when synchronous, right after it
+  std::size_t offset = 0;
+};
+
+struct SpillLayout {
+  std::vector<Segment> segments;           // grouped by buffer, in event order
+  std::vector<std::size_t> fixed_offsets;  // one per fixed lifetime (kernel scratch)
+  std::vector<std::uint64_t> file_offset;  // per buffer: its region in the spill file (spilled ones)
+  std::size_t arena = 0;
+  std::uint64_t file_bytes = 0;                   // spill file size
+  std::uint64_t write_bytes = 0, read_bytes = 0;  // moved per run
+  bool fits = true;                               // arena <= the limit asked for
+  std::size_t spilled_gaps() const;
+};
+
+/// Places every buffer and fixed lifetime (scratch: never spilled) within `limit` arena bytes,
+/// spilling gaps only when the whole-life placement does not fit: at the step with the most
+/// live bytes, the spillable gap of the largest buffer (then the longest gap) goes first, with
+/// overlapped transfers where they free that step and synchronous ones only where they alone do,
+/// until the placement fits. limit 0 = no limit (no spills). When even spilling every gap does not
+/// fit, returns that placement (the smallest arena there is) with fits = false.
+SpillLayout plan_spills(const std::vector<SpillBuffer>& buffers, const std::vector<Lifetime>& fixed, std::size_t limit);
+
+/// The smallest arena these buffers can run in: every gap spilled, with synchronous transfers.
+SpillLayout plan_all_spilled(const std::vector<SpillBuffer>& buffers, const std::vector<Lifetime>& fixed);
+
+}  // namespace qsmcore::memory
