@@ -60,6 +60,14 @@ struct ModelOptions {
   /// one packed copy of each weight, so a cached plan costs its tables and primitives; under a
   /// residency policy one plan is held at a time whatever this says.
   int max_cached_plans = 4;
+  /// Activation residency: a run whose activations do not fit the budget writes values to a
+  /// spill file between their uses and reads them back before the next, instead of being
+  /// refused. Outputs are bitwise those of the unbudgeted run (same kernels, same order); the
+  /// price is the I/O, overlapped with the kernels. Off = such a run is refused.
+  bool spill_activations = true;
+  /// Directory of the spill file ("" = $TMPDIR, else /tmp). The file is unlinked as soon as
+  /// it is created and written back and dropped from the page cache after every transfer.
+  std::string spill_dir;
 };
 
 /// `o` with threads 0 and mem_budget kAutoMemBudget replaced by what this process may use
@@ -87,9 +95,22 @@ struct PlanMemory {
   std::int64_t io_bytes = 0;             // output tensors handed back
   std::int64_t weight_window_bytes = 0;  // weights a streamed run brings in (residency window,
                                          // host cache, staging); 0 when fully resident
+  /// Activation residency, when the run must spill to fit (else 0): the spill file's size and
+  /// the bytes one run writes to it and reads back. arena_bytes is then the spilled arena.
+  std::int64_t spill_file_bytes = 0;
+  std::int64_t spill_write_bytes = 0;
+  std::int64_t spill_read_bytes = 0;
   /// Predicted peak above the resident model and plan for one run (arena, scratch included, +
   /// outputs + the streamed weights' window).
   std::int64_t run_peak_bytes() const { return arena_bytes + io_bytes + weight_window_bytes; }
+};
+
+/// What a run's activation spill tier did: the file's size and directory, bytes written and
+/// read back, seconds the spill worker spent in I/O and seconds the kernels waited for it.
+struct SpillReport {
+  std::uint64_t file_bytes = 0, written = 0, read = 0;
+  double io_seconds = 0, wait_seconds = 0;
+  std::string dir;
 };
 
 /// OpenMP threads the kernels of the last run got, as observed (not as asked): when its plan's
@@ -125,6 +146,20 @@ class OnnxModel {
 
   /// Memory figures of the plan for these shapes (builds it if needed).
   PlanMemory plan_memory(const std::vector<Shape>& input_shapes);
+  /// The same, for a run that may take at most `run_bytes` above the model (arena, outputs and
+  /// weight window): activations spill as needed (spill_* figures). Throws OutOfBudget naming
+  /// the least that would do when even spilling every activation does not fit, or when
+  /// spill_activations is off and the run does not fit as planned.
+  PlanMemory plan_memory(const std::vector<Shape>& input_shapes, std::int64_t run_bytes);
+  /// The least bytes one run at these shapes needs above the model, every activation that can
+  /// leave memory between its uses spilled.
+  std::int64_t min_run_bytes(const std::vector<Shape>& input_shapes);
+  /// Caps what each later run may take above the model (as plan_memory's run_bytes), on top of
+  /// mem_budget: a network wrapper that budgets the whole run gives each graph its share.
+  /// 0 = no cap.
+  void limit_run_bytes(std::int64_t run_bytes);
+  /// What the last run's spill tier did (all zero when it did not spill).
+  SpillReport last_spill() const;
   /// The residency report of the current plan as JSON (residency.md §8): policy, admission
   /// figures, per-unit bytes, tier counters, transfers, prefetch and weight-store counters.
   std::string residency_report_json() const;

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <atomic>
 #include <filesystem>
+#include <limits>
 #include <mutex>
 
 #include "graph/passes/passes.h"
@@ -173,7 +174,8 @@ struct OnnxModel::Impl {
 
   // A fully resident plan packs every weight when it is built. Before a run's new plan packs
   // anything, a dry plan (the backend packs nothing, it only counts the bytes it would pack
-  // anew) gives the run's figures; a run that cannot fit is refused there.
+  // anew) gives the run's figures; a run that cannot fit, even spilling its activations, is
+  // refused there.
   void refuse_before_packing(const std::vector<Shape>& shapes, const std::vector<DType>& dtypes, std::int64_t sets) {
     std::lock_guard<std::mutex> lock(mu);
     if (cached_plan(shapes)) return;
@@ -182,19 +184,51 @@ struct OnnxModel::Impl {
     graph::LeafFn leaf = leaf_fn();
     packed->dry = true;
     packed->dry_new_bytes = 0;
-    std::int64_t held = 0, run = 0;
+    std::int64_t held = 0, run = 0, least = 0;
     try {
       const kernels::PackCacheScope count(packed.get());
       const Plan dry(std::move(tg), opts.backend, opts.threads, reader ? &leaf : nullptr, true);
       held = memory_current() + packed->dry_new_bytes;
       run = (dry.memory().arena_bytes + dry.memory().io_bytes) * sets;
+      least = run;
+      if (held + run > opts.mem_budget && opts.spill_activations)
+        least = (static_cast<std::int64_t>(dry.min_arena_bytes()) + dry.memory().io_bytes) * sets;
     } catch (...) {
       packed->dry = false;
       throw;
     }
     packed->dry = false;
-    if (held + run > opts.mem_budget) throw Error(ErrorKind::OutOfBudget, refusal(shapes[0], held, run));
+    if (held + least > opts.mem_budget) throw Error(ErrorKind::OutOfBudget, refusal(shapes[0], held, run, least));
   }
+
+  // The bytes a run may take above what is held now: the budget's room and the cap a wrapper
+  // set, whichever is less.
+  std::int64_t run_room(std::int64_t held) const {
+    std::int64_t room = std::numeric_limits<std::int64_t>::max();
+    if (opts.mem_budget > 0) room = opts.mem_budget - held;
+    if (run_cap > 0) room = std::min<std::int64_t>(room, run_cap);
+    return room;
+  }
+
+  // The layout a run of `sets` input sets takes within `room` bytes: the plan's own when it
+  // fits, else a spilled one; nullptr when nothing fits.
+  std::shared_ptr<const ArenaLayout> layout_for(const Plan& p, std::int64_t room, std::int64_t sets) const {
+    const PlanMemory& pm = p.memory();
+    if ((pm.arena_bytes + pm.io_bytes) * sets + pm.weight_window_bytes <= room) return p.layout_within(0);
+    if (!opts.spill_activations || room <= 0) return nullptr;
+    const std::int64_t arena = (room - pm.weight_window_bytes) / sets - pm.io_bytes;
+    if (arena <= 0) return nullptr;
+    auto l = p.layout_within(static_cast<std::size_t>(arena));
+    return l->fits ? l : nullptr;
+  }
+
+  // The least bytes a run of `sets` needs above the model (spilling, when allowed).
+  std::int64_t least_run(const Plan& p, std::int64_t sets) const {
+    const PlanMemory& pm = p.memory();
+    const std::int64_t arena = opts.spill_activations ? static_cast<std::int64_t>(p.min_arena_bytes()) : pm.arena_bytes;
+    return (arena + pm.io_bytes) * sets + pm.weight_window_bytes;
+  }
+
   ResidencyExecutor* executor_for(const Plan& p) {
     std::lock_guard<std::mutex> lock(mu);
     auto it = executors.find(&p);
@@ -214,16 +248,18 @@ struct OnnxModel::Impl {
     std::erase_if(plans, [p](const std::shared_ptr<Plan>& q) { return q.get() == p; });
   }
 
-  // The refusal names the predicted peak, the budget and what would fit: the run's bytes grow
-  // with the input's voxels, so about (budget - held) / run of them would.
-  std::string refusal(const Shape& shape, std::int64_t held, std::int64_t run) const {
+  // The refusal names the predicted peak, the budget and what would fit: the least the run
+  // needs with its activations spilled, and, as the run's bytes grow with the input's voxels,
+  // about how many of them would fit.
+  std::string refusal(const Shape& shape, std::int64_t held, std::int64_t run, std::int64_t least) const {
     std::string s = model.path + ": a run at input shape " + shape_to_string(shape) + " needs " +
                     std::to_string(held + run) + " bytes (model and plans " + std::to_string(held) + " + run " +
                     std::to_string(run) + "), above the budget of " + std::to_string(opts.mem_budget) + " bytes" +
                     (opts.mem_budget_source.empty() ? "" : " from " + opts.mem_budget_source);
+    if (least < run) s += "; with its activations spilled to disk it would need " + std::to_string(held + least);
     const std::int64_t room = opts.mem_budget - held;
     if (room <= 0) return s + "; nothing would fit: the loaded model and plans alone fill the budget";
-    const double fraction = static_cast<double>(room) / static_cast<double>(run);
+    const double fraction = static_cast<double>(room) / static_cast<double>(least);
     const double voxels = fraction * static_cast<double>(numel(shape));
     return s + "; at most about " + std::to_string(static_cast<std::int64_t>(voxels)) + " input elements (" +
            std::to_string(static_cast<int>(fraction * 100.0)) + " % of these) would fit: run it tiled or smaller";
@@ -261,19 +297,23 @@ struct OnnxModel::Impl {
     const std::shared_ptr<Plan> held_plan = plan(shapes, dtypes);
     Plan& p = *held_plan;
     ResidencyExecutor* ex = executor_for(p);
-    if (opts.mem_budget > 0) {
-      const std::int64_t held = memory_current();
-      // One arena (scratch inside) and outputs per set; the weight window is shared.
+    const auto sets = static_cast<std::int64_t>(batch.size());
+    const std::int64_t held = memory_current();
+    const std::shared_ptr<const ArenaLayout> layout = layout_for(p, run_room(held), sets);
+    if (!layout) {
       const PlanMemory& pm = p.memory();
-      const auto sets = static_cast<std::int64_t>(batch.size());
-      std::int64_t run = (pm.arena_bytes + pm.io_bytes) * sets + pm.weight_window_bytes;
-      if (held + run > opts.mem_budget) {
-        // A plan built for this call only is dropped too: a refusal leaves memory as it found it.
-        if (!had_plan) drop_plan(&p);
-        throw Error(ErrorKind::OutOfBudget, refusal(shapes[0], held, run));
-      }
+      const std::int64_t run = (pm.arena_bytes + pm.io_bytes) * sets + pm.weight_window_bytes;
+      const std::int64_t least = least_run(p, sets);
+      // A plan built for this call only is dropped too: a refusal leaves memory as it found it.
+      if (!had_plan) drop_plan(&p);
+      throw Error(ErrorKind::OutOfBudget, refusal(shapes[0], held, run, least));
     }
-    auto out = p.run_batch(batch, ex);
+    SpillReport spilled;
+    auto out = p.run_batch(batch, ex, SpillRun{layout.get(), opts.spill_dir, &spilled});
+    {
+      std::lock_guard<std::mutex> lock(spill_mu);
+      last_spill = spilled;
+    }
     // Tile threads run concurrently: each field is one atomic store (they all see the same plan).
     seen_created = p.created_with_threads();
     seen_run = p.last_run_threads();
@@ -281,6 +321,9 @@ struct OnnxModel::Impl {
   }
 
   std::atomic<int> seen_created{0}, seen_run{0};
+  std::atomic<std::int64_t> run_cap{0};  // limit_run_bytes
+  mutable std::mutex spill_mu;
+  SpillReport last_spill;
 };
 
 OnnxModel::OnnxModel(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -378,6 +421,41 @@ std::size_t ModelInternals::cached_plans(const OnnxModel& m) {
 
 PlanMemory OnnxModel::plan_memory(const std::vector<Shape>& input_shapes) {
   return impl_->plan(input_shapes, impl_->declared_dtypes())->memory();
+}
+
+PlanMemory OnnxModel::plan_memory(const std::vector<Shape>& input_shapes, std::int64_t run_bytes) {
+  const auto p = impl_->plan(input_shapes, impl_->declared_dtypes());
+  PlanMemory pm = p->memory();
+  if (run_bytes <= 0 || pm.run_peak_bytes() <= run_bytes) return pm;
+  const auto layout = impl_->layout_for(*p, run_bytes, 1);
+  if (!layout) {
+    throw Error(ErrorKind::OutOfBudget,
+                impl_->model.path + ": a run at input shape " + shape_to_string(input_shapes.front()) + " needs " +
+                    std::to_string(pm.run_peak_bytes()) + " bytes above the model, " + std::to_string(run_bytes) +
+                    " given; the least it can run in" +
+                    (impl_->opts.spill_activations ? ", its activations spilled to disk," : "") + " is " +
+                    std::to_string(impl_->least_run(*p, 1)) + " bytes");
+  }
+  pm.arena_bytes = static_cast<std::int64_t>(layout->arena_bytes);
+  pm.spill_file_bytes = static_cast<std::int64_t>(layout->file_bytes);
+  pm.spill_write_bytes = static_cast<std::int64_t>(layout->write_bytes);
+  pm.spill_read_bytes = static_cast<std::int64_t>(layout->read_bytes);
+  return pm;
+}
+
+std::int64_t OnnxModel::min_run_bytes(const std::vector<Shape>& input_shapes) {
+  const auto p = impl_->plan(input_shapes, impl_->declared_dtypes());
+  const PlanMemory& pm = p->memory();
+  return static_cast<std::int64_t>(p->min_arena_bytes()) + pm.io_bytes + pm.weight_window_bytes;
+}
+
+void OnnxModel::limit_run_bytes(std::int64_t run_bytes) {
+  impl_->run_cap = std::max<std::int64_t>(run_bytes, 0);
+}
+
+SpillReport OnnxModel::last_spill() const {
+  std::lock_guard<std::mutex> lock(impl_->spill_mu);
+  return impl_->last_spill;
 }
 
 void OnnxModel::clear_plans() {

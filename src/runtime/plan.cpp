@@ -11,6 +11,7 @@
 #include "qsmcore/error.h"
 #include "qsmcore/process_limits.h"
 #include "runtime/omp_threads.h"
+#include "runtime/spill_transfers.h"
 
 namespace qsmcore {
 namespace {
@@ -391,83 +392,6 @@ void Plan::drop_unread_constants() {
   }
 }
 
-void Plan::assign_offsets() {
-  const int n_steps = static_cast<int>(steps_.size());
-  std::vector<int> def(values_.size(), -1), last(values_.size(), -1);
-  for (int s = 0; s < n_steps; ++s) {
-    for (int v : steps_[static_cast<std::size_t>(s)].out)
-      if (v >= 0 && def[static_cast<std::size_t>(v)] < 0) def[static_cast<std::size_t>(v)] = s;
-    for (int v : steps_[static_cast<std::size_t>(s)].in)
-      if (v >= 0) last[static_cast<std::size_t>(v)] = s;
-  }
-  // In place: output 0 takes the bytes of the input the kernel allows when nothing reads that
-  // input later. Groups of aliased values share one lifetime.
-  alias_.assign(values_.size(), -1);
-  std::vector<int> group_last(values_.size());
-  for (std::size_t v = 0; v < values_.size(); ++v) group_last[v] = std::max(last[v], def[v]);
-  auto root = [&](int v) {
-    while (alias_[static_cast<std::size_t>(v)] >= 0) v = alias_[static_cast<std::size_t>(v)];
-    return v;
-  };
-  for (int s = 0; s < n_steps; ++s) {
-    const Step& st = steps_[static_cast<std::size_t>(s)];
-    const int k = st.kernel ? st.kernel->inplace_input() : st.inplace;
-    if (k < 0 || st.out.empty() || st.out[0] < 0 || static_cast<std::size_t>(k) >= st.in.size() ||
-        st.in[static_cast<std::size_t>(k)] < 0)
-      continue;
-    const int out = st.out[0];
-    const int r = root(st.in[static_cast<std::size_t>(k)]);
-    const Value& rv = values_[static_cast<std::size_t>(r)];
-    const Value& ov = values_[static_cast<std::size_t>(out)];
-    if (rv.storage != Storage::Arena || ov.storage != Storage::Arena) continue;
-    if (group_last[static_cast<std::size_t>(r)] != s || rv.bytes != ov.bytes || rv.dtype != ov.dtype) continue;
-    if (rv.layout.plain() != ov.layout.plain()) continue;
-    alias_[static_cast<std::size_t>(out)] = r;
-    group_last[static_cast<std::size_t>(r)] =
-        std::max(group_last[static_cast<std::size_t>(r)], group_last[static_cast<std::size_t>(out)]);
-  }
-  std::vector<memory::Lifetime> lifetimes;
-  std::vector<int> slot_of(values_.size(), -1);
-  for (std::size_t v = 0; v < values_.size(); ++v) {
-    if (values_[v].storage != Storage::Arena || alias_[v] >= 0) continue;
-    slot_of[v] = static_cast<int>(lifetimes.size());
-    lifetimes.push_back({values_[v].bytes, std::max(def[v], 0), std::max(group_last[v], 0)});
-  }
-  // A kernel's scratchpad is one more arena buffer, live during its step only: the run's peak
-  // is the largest live set plus the scratch of the step where it occurs, not the largest live
-  // set plus the largest scratch of any step (xQSM twin at 64³: a 64 MiB deconvolution
-  // scratchpad sits at a step where only half the arena is in use).
-  const std::size_t first_scratch = lifetimes.size();
-  for (int s = 0; s < n_steps; ++s) {
-    const Step& st = steps_[static_cast<std::size_t>(s)];
-    const std::size_t b = st.kernel ? st.kernel->scratch_bytes() : st.scratch;
-    if (b > 0) lifetimes.push_back({b, s, s});
-  }
-  live_bytes_.assign(steps_.size(), 0);
-  for (const auto& l : lifetimes)
-    for (int s = l.first; s <= l.last && s < n_steps; ++s) live_bytes_[static_cast<std::size_t>(s)] += l.bytes;
-  const auto op = memory::plan_offsets(lifetimes);
-  scratch_offset_.assign(steps_.size(), 0);
-  scratch_slot_.assign(steps_.size(), 0);
-  for (std::size_t i = first_scratch; i < lifetimes.size(); ++i) {
-    scratch_offset_[static_cast<std::size_t>(lifetimes[i].first)] = op.offsets[i];
-    scratch_slot_[static_cast<std::size_t>(lifetimes[i].first)] = lifetimes[i].bytes;
-  }
-  for (std::size_t v = 0; v < values_.size(); ++v) {
-    if (values_[v].storage != Storage::Arena) continue;
-    values_[v].offset =
-        op.offsets[static_cast<std::size_t>(slot_of[static_cast<std::size_t>(root(static_cast<int>(v)))])];
-  }
-  memory_.arena_bytes = static_cast<std::int64_t>(op.total);
-  for (const auto& st : steps_) {
-    memory_.scratch_bytes = std::max<std::int64_t>(
-        memory_.scratch_bytes, static_cast<std::int64_t>(st.kernel ? st.kernel->scratch_bytes() : st.scratch));
-    memory_.packed_weight_bytes += st.kernel ? st.kernel->packed_bytes() : st.packed;
-  }
-  for (int v : outputs_) memory_.io_bytes += static_cast<std::int64_t>(values_[static_cast<std::size_t>(v)].bytes);
-  memory_.table_bytes = static_cast<std::int64_t>(steps_.size() * 512 + values_.size() * 256);
-}
-
 void Plan::check_inputs(const std::vector<Tensor>& inputs) const {
   if (inputs.size() != inputs_.size())
     throw Error(ErrorKind::InvalidInput,
@@ -486,23 +410,26 @@ std::vector<Tensor> Plan::run(const std::vector<Tensor>& inputs, UnitProvider* u
   return std::move(run_batch({inputs}, units).front());
 }
 
-std::vector<std::vector<Tensor>> Plan::run_batch(const std::vector<std::vector<Tensor>>& batch,
-                                                 UnitProvider* units) const {
+std::vector<std::vector<Tensor>> Plan::run_batch(const std::vector<std::vector<Tensor>>& batch, UnitProvider* units,
+                                                 const SpillRun& spill) const {
   if (!units_.empty() && units == nullptr)
     throw Error(ErrorKind::Internal, "a plan with weight units run without a unit provider");
   for (const auto& inputs : batch) check_inputs(inputs);
+  const ArenaLayout& lay = spill.layout ? *spill.layout : *layout_;
   const OmpThreads omp(threads_);  // tile threads start with OpenMP's default
   run_threads_ = omp_team_size_here();
-  // Everything the run allocates is allocated here, before the first step.
+  // Everything the run allocates is allocated here, before the first step. Arena values get
+  // their views per step (a spilled value may come back elsewhere); the others once.
   struct Set {
     Buffer arena;
     std::vector<Tensor> outs;
     std::vector<Tensor> t;
   };
   std::vector<Set> sets;
+  std::vector<std::byte*> arenas;
   sets.reserve(batch.size());
   for (const auto& inputs : batch) {
-    Set set{Buffer(static_cast<std::size_t>(memory_.arena_bytes), MemCategory::Arena), {}, {}};
+    Set set{Buffer(lay.arena_bytes, MemCategory::Arena), {}, {}};
     for (int v : outputs_) {
       const Value& val = values_[static_cast<std::size_t>(v)];
       set.outs.push_back(Tensor::empty(val.dtype, val.shape, MemCategory::IO));
@@ -517,40 +444,54 @@ std::vector<std::vector<Tensor>> Plan::run_batch(const std::vector<std::vector<T
         case Storage::Constant:
           set.t[v] = *val.constant;
           break;
-        case Storage::Arena:
-          set.t[v] = Tensor::view(val.dtype, val.shape, set.arena.data() + val.offset);
-          break;
         case Storage::Output:
           set.t[v] = set.outs[static_cast<std::size_t>(val.index)];
           break;
+        case Storage::Arena:
         case Storage::Deferred:
         case Storage::Absent:
           break;
       }
     }
+    arenas.push_back(set.arena.data());
     sets.push_back(std::move(set));
   }
+  // After the arenas: the worker stops before they are freed, whatever happens.
+  std::unique_ptr<SpillTransfers> io;
+  if (lay.spills()) io = std::make_unique<SpillTransfers>(lay, sets.size(), spill.dir);
   // Scratch lives in the arena (assign_offsets). In a batch every set's step s runs before any
   // set's step s + 1, so all sets can use the first set's scratch region of that step.
   kernels::ExecContext ctx;
   ctx.threads = threads_;
   std::vector<Tensor> ins, os;
+  auto view = [&](const Set& set, int v, std::size_t off) {
+    if (v < 0) return Tensor();
+    if (off == ArenaLayout::npos) return set.t[static_cast<std::size_t>(v)];
+    const Value& val = values_[static_cast<std::size_t>(v)];
+    return Tensor::view(val.dtype, val.shape, set.arena.data() + off);
+  };
   if (units) units->begin_forward();
   try {
     for (const auto& st : steps_) {
+      const auto si = static_cast<std::size_t>(&st - steps_.data());
+      using When = ArenaLayout::When;
+      if (io) {
+        io->start(si, When::Before, arenas);
+        io->finish();
+        io->start(si, When::During, arenas);
+      }
       const UnitCopy* copy = st.unit >= 0 ? &units->acquire(st.unit) : nullptr;
       kernels::Kernel* k = copy ? copy->kernel.get() : st.kernel.get();
-      const auto si = static_cast<std::size_t>(&st - steps_.data());
       // The slot planned for this step, not what the kernel says now: a weight unit's kernel is
       // rebuilt at run time, and a scratchpad larger than its slot would overwrite live values.
       // Every kernel checks its own need against this before it runs.
-      ctx.scratch_bytes = scratch_slot_[si];
-      ctx.scratch = ctx.scratch_bytes > 0 ? sets.front().arena.data() + scratch_offset_[si] : nullptr;
+      ctx.scratch_bytes = lay.scratch_slot[si];
+      ctx.scratch = ctx.scratch_bytes > 0 ? sets.front().arena.data() + lay.scratch_offset[si] : nullptr;
       for (auto& set : sets) {
         ins.clear();
         os.clear();
-        for (int v : st.in) ins.push_back(v < 0 ? Tensor() : set.t[static_cast<std::size_t>(v)]);
-        for (int v : st.out) os.push_back(v < 0 ? Tensor() : set.t[static_cast<std::size_t>(v)]);
+        for (std::size_t i = 0; i < st.in.size(); ++i) ins.push_back(view(set, st.in[i], lay.in_offset[si][i]));
+        for (std::size_t i = 0; i < st.out.size(); ++i) os.push_back(view(set, st.out[i], lay.out_offset[si][i]));
         if (copy) {
           const auto& slots = units_[static_cast<std::size_t>(st.unit)].read_slots;
           for (std::size_t j = 0; j < slots.size(); ++j) ins[static_cast<std::size_t>(slots[j])] = copy->plain[j];
@@ -558,12 +499,18 @@ std::vector<std::vector<Tensor>> Plan::run_batch(const std::vector<std::vector<T
         k->run(ins, os, ctx);
       }
       if (copy) units->complete(st.unit);
+      if (io) {
+        io->finish();
+        io->start(si, When::After, arenas);
+        io->finish();
+      }
     }
   } catch (...) {
     if (units) units->finish_forward(false);
     throw;
   }
   if (units) units->finish_forward(true);
+  if (io && spill.stats) *spill.stats = io->stats();
   std::vector<std::vector<Tensor>> result;
   for (auto& set : sets) result.push_back(std::move(set.outs));
   return result;

@@ -11,6 +11,7 @@
 
 #include "graph/typed_graph.h"
 #include "kernels/backend.h"
+#include "memory/spill_planner.h"
 #include "qsmcore/onnx_model.h"
 
 namespace qsmcore {
@@ -48,6 +49,43 @@ class UnitProvider {
   virtual void finish_forward(bool ok) { (void)ok; }
 };
 
+/// Where the arena values sit at each step, and the spill transfers around the steps
+/// (activation residency, issue #16). A plan's own layout keeps every value resident for its
+/// whole life; Plan::layout_within builds one for a smaller arena, in which values leave the
+/// arena between uses and come back, possibly elsewhere. Outputs are the same bits either way:
+/// the same kernels run in the same order on the same bytes, only their addresses differ.
+struct ArenaLayout {
+  static constexpr std::size_t npos = static_cast<std::size_t>(-1);
+  // Overlapped transfers run During a step (started as it starts, finished before the next);
+  // synchronous ones right Before or After its kernel.
+  enum class When { Before, During, After };
+  struct Transfer {
+    When when = When::During;
+    bool write = false;  // arena -> file (else file -> arena)
+    std::size_t arena_offset = 0;
+    std::uint64_t file_offset = 0;
+    std::size_t bytes = 0;
+  };
+  std::size_t arena_bytes = 0;
+  std::vector<std::vector<std::size_t>> in_offset, out_offset;  // per step and slot (npos: not in the arena)
+  std::vector<std::size_t> scratch_offset, scratch_slot;        // per step
+  // Per step. An overlapped write runs during the step after a value's last use before a gap,
+  // an overlapped read during the step before its next use; a synchronous one right after that
+  // use or right before the next.
+  std::vector<std::vector<Transfer>> transfers;
+  std::uint64_t file_bytes = 0, write_bytes = 0, read_bytes = 0;  // per set
+  bool fits = true;                                               // within the limit it was built for
+  bool spills() const { return file_bytes > 0; }
+};
+
+/// How one run places activations: the layout (nullptr = the plan's own) and, when it spills,
+/// where the file goes and where the figures are reported.
+struct SpillRun {
+  const ArenaLayout* layout = nullptr;
+  std::string dir;
+  SpillReport* stats = nullptr;
+};
+
 class Plan {
  public:
   struct Step {
@@ -73,7 +111,7 @@ class Plan {
     Storage storage = Storage::Absent;
     std::shared_ptr<const Tensor> constant;
     int index = -1;          // graph input/output index
-    std::size_t offset = 0;  // in the arena
+    std::size_t offset = 0;  // in the arena, in the plan's own layout (ArenaLayout: per step)
     std::size_t bytes = 0;
   };
 
@@ -92,7 +130,16 @@ class Plan {
   /// set before the next step, so each weight unit is acquired once per batch. Holds one arena
   /// per set (the scratch block is shared).
   std::vector<std::vector<Tensor>> run_batch(const std::vector<std::vector<Tensor>>& batch,
-                                             UnitProvider* units = nullptr) const;
+                                             UnitProvider* units = nullptr, const SpillRun& spill = {}) const;
+
+  /// The plan's own layout: every arena value resident from its first write to its last read.
+  const ArenaLayout& layout() const { return *layout_; }
+  /// A layout whose arena fits `arena_limit` bytes, spilling values between their uses when
+  /// the plan's own does not; fits = false when even spilling every gap does not (the smallest
+  /// arena there is, then). Cached per limit; thread-safe.
+  std::shared_ptr<const ArenaLayout> layout_within(std::size_t arena_limit) const;
+  /// The smallest arena this plan can run in, every spillable gap spilled (computed once).
+  std::size_t min_arena_bytes() const;
 
   const std::vector<WeightUnit>& units() const { return units_; }
   /// Builds unit u's execution-ready copy, reading its leaves through `leaf`.
@@ -132,6 +179,7 @@ class Plan {
   void drop_unread_constants();
   void check_inputs(const std::vector<Tensor>& inputs) const;
   void assign_offsets();
+  std::shared_ptr<const ArenaLayout> build_layout(const memory::SpillLayout& sl) const;
 
   Backend backend_;
   int threads_;
@@ -141,10 +189,18 @@ class Plan {
   std::vector<Step> steps_;
   std::vector<Value> values_;
   std::vector<int> inputs_, outputs_;
-  std::vector<int> alias_;                   // value -> value whose bytes it shares (in-place), or -1
-  std::vector<std::size_t> live_bytes_;      // per step
-  std::vector<std::size_t> scratch_offset_;  // per step: its scratchpad's place in the arena
-  std::vector<std::size_t> scratch_slot_;    // per step: the bytes planned there (a kernel checks its need)
+  std::vector<int> alias_;               // value -> value whose bytes it shares (in-place), or -1
+  std::vector<std::size_t> live_bytes_;  // per step
+  // Activation residency: one buffer per in-place group of arena values (what may spill), the
+  // kernels' scratchpads (never spilled) and the step of each.
+  std::vector<memory::SpillBuffer> buffers_;
+  std::vector<int> buffer_of_;  // value -> buffer, or -1 outside the arena
+  std::vector<memory::Lifetime> scratch_;
+  std::vector<int> scratch_step_;
+  std::shared_ptr<const ArenaLayout> layout_;
+  mutable std::mutex layout_mu_;
+  mutable std::vector<std::pair<std::size_t, std::shared_ptr<const ArenaLayout>>> spilled_layouts_;
+  mutable std::size_t min_arena_ = 0;
   PlanMemory memory_;
   std::vector<WeightUnit> units_;
   // Kept only when the plan has units: the typed graph (deferred constants unset) and the

@@ -1,0 +1,87 @@
+#include "residency/spill_file.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "qsmcore/error.h"
+
+namespace qsmcore::residency {
+namespace {
+
+std::string sys_error(int e) {
+  return std::strerror(e);
+}
+
+// Written-back pages are clean and can be dropped; dirty ones would stay charged until the
+// kernel's writeback got to them, so write back first.
+void drop_cached(int fd, std::uint64_t offset, std::uint64_t bytes, bool written) {
+#ifdef __linux__
+  if (written)
+    ::sync_file_range(fd, static_cast<off_t>(offset), static_cast<off_t>(bytes),
+                      SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE | SYNC_FILE_RANGE_WAIT_AFTER);
+#else
+  (void)written;
+#endif
+  ::posix_fadvise(fd, static_cast<off_t>(offset), static_cast<off_t>(bytes), POSIX_FADV_DONTNEED);
+}
+
+}  // namespace
+
+std::string SpillFile::resolve_dir(const std::string& dir) {
+  if (!dir.empty()) return dir;
+  const char* tmp = std::getenv("TMPDIR");
+  return tmp && *tmp ? std::string(tmp) : std::string("/tmp");
+}
+
+SpillFile::SpillFile(const std::string& dir, std::uint64_t bytes) : dir_(resolve_dir(dir)) {
+  std::string pattern = dir_ + "/qsmcore-spill-XXXXXX";
+  std::vector<char> name(pattern.begin(), pattern.end());
+  name.push_back('\0');
+  fd_ = ::mkstemp(name.data());
+  if (fd_ < 0)
+    throw Error(ErrorKind::Io, "cannot create an activation spill file in '" + dir_ + "': " + sys_error(errno) +
+                                   " (set --spill-dir or TMPDIR to a writable directory)");
+  ::unlink(name.data());
+  const int e = bytes > 0 ? ::posix_fallocate(fd_, 0, static_cast<off_t>(bytes)) : 0;
+  if (e != 0) {
+    ::close(fd_);
+    fd_ = -1;
+    throw Error(ErrorKind::Io, "cannot reserve " + std::to_string(bytes) + " bytes for spilled activations in '" +
+                                   dir_ + "': " + sys_error(e));
+  }
+}
+
+SpillFile::~SpillFile() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+void SpillFile::write(const void* src, std::uint64_t bytes, std::uint64_t offset) const {
+  const auto* p = static_cast<const char*>(src);
+  for (std::uint64_t done = 0; done < bytes;) {
+    const ssize_t n = ::pwrite(fd_, p + done, bytes - done, static_cast<off_t>(offset + done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) throw Error(ErrorKind::Io, "writing spilled activations to '" + dir_ + "' failed: " + sys_error(errno));
+    done += static_cast<std::uint64_t>(n);
+  }
+  drop_cached(fd_, offset, bytes, true);
+}
+
+void SpillFile::read(void* dst, std::uint64_t bytes, std::uint64_t offset) const {
+  auto* p = static_cast<char*>(dst);
+  for (std::uint64_t done = 0; done < bytes;) {
+    const ssize_t n = ::pread(fd_, p + done, bytes - done, static_cast<off_t>(offset + done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0)
+      throw Error(ErrorKind::Io, "reading spilled activations back from '" + dir_ + "' failed: " +
+                                     (n == 0 ? std::string("unexpected end of file") : sys_error(errno)));
+    done += static_cast<std::uint64_t>(n);
+  }
+  drop_cached(fd_, offset, bytes, false);
+}
+
+}  // namespace qsmcore::residency

@@ -1,0 +1,35 @@
+// The spill tier of activation residency (issue #16): one anonymous file that arena buffers
+// are written to and read back from, by offset. Created and unlinked at once, so nothing is left
+// behind however the process ends; its full size is allocated up front, so a full disk is an
+// error before the run starts, not in the middle of it. Every transfer is written back and
+// dropped from the page cache at once: the bytes a spill frees must not reappear as page cache
+// charged to the process's cgroup.
+#pragma once
+#include <cstdint>
+#include <string>
+
+namespace qsmcore::residency {
+
+class SpillFile {
+ public:
+  /// A file of `bytes` in `dir` ("" = $TMPDIR, else /tmp). Throws Error{Io} naming the
+  /// directory when it cannot be created or sized.
+  SpillFile(const std::string& dir, std::uint64_t bytes);
+  ~SpillFile();
+  SpillFile(const SpillFile&) = delete;
+  SpillFile& operator=(const SpillFile&) = delete;
+
+  /// Thread-safe (positioned I/O): the spill worker moves several buffers through one file.
+  void write(const void* src, std::uint64_t bytes, std::uint64_t offset) const;
+  void read(void* dst, std::uint64_t bytes, std::uint64_t offset) const;
+  const std::string& dir() const { return dir_; }
+
+  /// The directory a spill file goes to for `dir` ("" = $TMPDIR, else /tmp).
+  static std::string resolve_dir(const std::string& dir);
+
+ private:
+  int fd_ = -1;
+  std::string dir_;
+};
+
+}  // namespace qsmcore::residency

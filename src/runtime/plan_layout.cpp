@@ -1,0 +1,163 @@
+// Arena layouts of a Plan: offsets by liveness for the whole-life layout, and the spilled
+// layouts of activation residency (memory/spill_planner.h) for arenas under a limit.
+#include <algorithm>
+
+#include "runtime/plan.h"
+
+namespace qsmcore {
+
+// In place: output 0 takes the bytes of the input the kernel allows when nothing reads that
+// input later. Each group of aliased values is one buffer, written and read at its members'
+// steps; the kernels' scratchpads are buffers live during their step only.
+void Plan::assign_offsets() {
+  const int n_steps = static_cast<int>(steps_.size());
+  std::vector<int> def(values_.size(), -1), last(values_.size(), -1);
+  for (int s = 0; s < n_steps; ++s) {
+    for (int v : steps_[static_cast<std::size_t>(s)].out)
+      if (v >= 0 && def[static_cast<std::size_t>(v)] < 0) def[static_cast<std::size_t>(v)] = s;
+    for (int v : steps_[static_cast<std::size_t>(s)].in)
+      if (v >= 0) last[static_cast<std::size_t>(v)] = s;
+  }
+  alias_.assign(values_.size(), -1);
+  std::vector<int> group_last(values_.size());
+  for (std::size_t v = 0; v < values_.size(); ++v) group_last[v] = std::max(last[v], def[v]);
+  auto root = [&](int v) {
+    while (alias_[static_cast<std::size_t>(v)] >= 0) v = alias_[static_cast<std::size_t>(v)];
+    return v;
+  };
+  for (int s = 0; s < n_steps; ++s) {
+    const Step& st = steps_[static_cast<std::size_t>(s)];
+    const int k = st.kernel ? st.kernel->inplace_input() : st.inplace;
+    if (k < 0 || st.out.empty() || st.out[0] < 0 || static_cast<std::size_t>(k) >= st.in.size() ||
+        st.in[static_cast<std::size_t>(k)] < 0)
+      continue;
+    const int out = st.out[0];
+    const int r = root(st.in[static_cast<std::size_t>(k)]);
+    const Value& rv = values_[static_cast<std::size_t>(r)];
+    const Value& ov = values_[static_cast<std::size_t>(out)];
+    if (rv.storage != Storage::Arena || ov.storage != Storage::Arena) continue;
+    if (group_last[static_cast<std::size_t>(r)] != s || rv.bytes != ov.bytes || rv.dtype != ov.dtype) continue;
+    if (rv.layout.plain() != ov.layout.plain()) continue;
+    alias_[static_cast<std::size_t>(out)] = r;
+    group_last[static_cast<std::size_t>(r)] =
+        std::max(group_last[static_cast<std::size_t>(r)], group_last[static_cast<std::size_t>(out)]);
+  }
+  // One buffer per group root; its events are every step that writes or reads a member.
+  buffer_of_.assign(values_.size(), -1);
+  for (std::size_t v = 0; v < values_.size(); ++v) {
+    if (values_[v].storage != Storage::Arena || alias_[v] >= 0) continue;
+    buffer_of_[v] = static_cast<int>(buffers_.size());
+    buffers_.push_back({values_[v].bytes, {}, {}});
+  }
+  for (std::size_t v = 0; v < values_.size(); ++v)
+    if (values_[v].storage == Storage::Arena)
+      buffer_of_[v] = buffer_of_[static_cast<std::size_t>(root(static_cast<int>(v)))];
+  for (int s = 0; s < n_steps; ++s) {
+    const Step& st = steps_[static_cast<std::size_t>(s)];
+    auto note = [&](int v, bool write) {
+      if (v < 0 || buffer_of_[static_cast<std::size_t>(v)] < 0) return;
+      auto& b = buffers_[static_cast<std::size_t>(buffer_of_[static_cast<std::size_t>(v)])];
+      if (b.events.empty() || b.events.back() != s) {
+        b.events.push_back(s);
+        b.writes.push_back(false);
+      }
+      if (write) b.writes.back() = true;
+    };
+    for (int v : st.in) note(v, false);
+    for (int v : st.out) note(v, true);
+  }
+  // A kernel's scratchpad is one more arena buffer, live during its step only: the run's peak
+  // is the largest live set plus the scratch of the step where it occurs, not the largest live
+  // set plus the largest scratch of any step (xQSM twin at 64³: a 64 MiB deconvolution
+  // scratchpad sits at a step where only half the arena is in use).
+  for (int s = 0; s < n_steps; ++s) {
+    const Step& st = steps_[static_cast<std::size_t>(s)];
+    const std::size_t b = st.kernel ? st.kernel->scratch_bytes() : st.scratch;
+    if (b == 0) continue;
+    scratch_.push_back({b, s, s});
+    scratch_step_.push_back(s);
+  }
+  live_bytes_.assign(steps_.size(), 0);
+  for (const auto& b : buffers_)
+    for (int s = b.events.front(); s <= b.events.back() && s < n_steps; ++s)
+      live_bytes_[static_cast<std::size_t>(s)] += b.bytes;
+  for (const auto& l : scratch_) live_bytes_[static_cast<std::size_t>(l.first)] += l.bytes;
+  const memory::SpillLayout own = memory::plan_spills(buffers_, scratch_, 0);
+  layout_ = build_layout(own);
+  memory_.arena_bytes = static_cast<std::int64_t>(layout_->arena_bytes);
+  // Unspilled, each buffer is one segment: Value::offset is where its value lives (tools and
+  // tests read it; runs take the layout's per-step offsets).
+  for (std::size_t v = 0; v < values_.size(); ++v)
+    if (buffer_of_[v] >= 0) values_[v].offset = own.segments[static_cast<std::size_t>(buffer_of_[v])].offset;
+  for (const auto& st : steps_) {
+    memory_.scratch_bytes = std::max<std::int64_t>(
+        memory_.scratch_bytes, static_cast<std::int64_t>(st.kernel ? st.kernel->scratch_bytes() : st.scratch));
+    memory_.packed_weight_bytes += st.kernel ? st.kernel->packed_bytes() : st.packed;
+  }
+  for (int v : outputs_) memory_.io_bytes += static_cast<std::int64_t>(values_[static_cast<std::size_t>(v)].bytes);
+  memory_.table_bytes = static_cast<std::int64_t>(steps_.size() * 512 + values_.size() * 256);
+}
+
+std::shared_ptr<const ArenaLayout> Plan::build_layout(const memory::SpillLayout& sl) const {
+  auto l = std::make_shared<ArenaLayout>();
+  l->arena_bytes = sl.arena;
+  l->file_bytes = sl.file_bytes;
+  l->write_bytes = sl.write_bytes;
+  l->read_bytes = sl.read_bytes;
+  l->fits = sl.fits;
+  const std::size_t n = steps_.size();
+  l->scratch_offset.assign(n, 0);
+  l->scratch_slot.assign(n, 0);
+  for (std::size_t i = 0; i < scratch_.size(); ++i) {
+    l->scratch_offset[static_cast<std::size_t>(scratch_step_[i])] = sl.fixed_offsets[i];
+    l->scratch_slot[static_cast<std::size_t>(scratch_step_[i])] = scratch_[i].bytes;
+  }
+  // Segments by buffer, in step order: the one covering a step is where the buffer is then.
+  std::vector<std::vector<const memory::Segment*>> by_buffer(buffers_.size());
+  for (const auto& seg : sl.segments) by_buffer[static_cast<std::size_t>(seg.buffer)].push_back(&seg);
+  auto offset_at = [&](int v, int s) {
+    if (v < 0 || buffer_of_[static_cast<std::size_t>(v)] < 0) return ArenaLayout::npos;
+    for (const auto* seg : by_buffer[static_cast<std::size_t>(buffer_of_[static_cast<std::size_t>(v)])])
+      if (seg->first <= s && s <= seg->last) return seg->offset;
+    return ArenaLayout::npos;  // unreachable: every event of a buffer lies in one of its segments
+  };
+  l->in_offset.resize(n);
+  l->out_offset.resize(n);
+  for (std::size_t s = 0; s < n; ++s) {
+    for (int v : steps_[s].in) l->in_offset[s].push_back(offset_at(v, static_cast<int>(s)));
+    for (int v : steps_[s].out) l->out_offset[s].push_back(offset_at(v, static_cast<int>(s)));
+  }
+  l->transfers.resize(n);
+  for (const auto& seg : sl.segments) {
+    const auto b = static_cast<std::size_t>(seg.buffer);
+    using When = ArenaLayout::When;
+    if (seg.reload)
+      l->transfers[static_cast<std::size_t>(seg.first)].push_back(
+          {seg.read_sync ? When::Before : When::During, false, seg.offset, sl.file_offset[b], buffers_[b].bytes});
+    if (seg.write_out)
+      l->transfers[static_cast<std::size_t>(seg.last)].push_back(
+          {seg.write_sync ? When::After : When::During, true, seg.offset, sl.file_offset[b], buffers_[b].bytes});
+  }
+  return l;
+}
+
+std::shared_ptr<const ArenaLayout> Plan::layout_within(std::size_t arena_limit) const {
+  if (arena_limit == 0 || layout_->arena_bytes <= arena_limit) return layout_;
+  std::lock_guard<std::mutex> lock(layout_mu_);
+  for (const auto& [limit, l] : spilled_layouts_)
+    if (limit == arena_limit) return l;
+  auto l = build_layout(memory::plan_spills(buffers_, scratch_, arena_limit));
+  // A few limits are kept: a wrapper asks for the same one at planning and at run time.
+  constexpr std::size_t kKept = 4;
+  if (spilled_layouts_.size() >= kKept) spilled_layouts_.erase(spilled_layouts_.begin());
+  spilled_layouts_.emplace_back(arena_limit, l);
+  return l;
+}
+
+std::size_t Plan::min_arena_bytes() const {
+  std::lock_guard<std::mutex> lock(layout_mu_);
+  if (min_arena_ == 0) min_arena_ = memory::plan_all_spilled(buffers_, scratch_).arena;
+  return min_arena_;
+}
+
+}  // namespace qsmcore

@@ -1,0 +1,200 @@
+// Activation residency (issue #16) on the engine: every reduced architecture twin, run under a
+// cap that forces its activations to spill, gives outputs bitwise identical to the unbudgeted
+// run, moves bytes through the spill file, and stays within the cap by the accounting layer's
+// own high-water. The cap is the unbudgeted peak's half, then the least the planner says the
+// network can run in; one below that is refused before anything is allocated.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "../support/test_data.h"
+#include "qsmcore/error.h"
+#include "qsmcore/memory.h"
+#include "qsmcore/onnx_model.h"
+#include "qsmcore/residency.h"
+
+namespace {
+
+using nlohmann::json;
+
+struct Case {
+  std::string file;
+  std::vector<std::pair<std::string, qsmcore::Shape>> inputs;
+};
+
+std::vector<Case> cases() {
+  const std::string dir = qsmtest::data_dir("QSM_TWINS_DIR");
+  if (dir.empty()) return {Case{"missing.onnx", {}}};
+  std::ifstream f(dir + "/manifest.json");
+  const auto manifest = json::parse(f);
+  std::vector<Case> out;
+  for (const auto& [id, twin] : manifest.at("twins").items()) {
+    for (const auto& file : twin.at("files")) {
+      Case c;
+      c.file = file.at("file").get<std::string>();
+      const auto& shapes = file.at("test_inputs").at(0);
+      for (const auto& in : file.at("inputs"))
+        c.inputs.emplace_back(in.at("name"), shapes.at(in.at("name").get<std::string>()).get<qsmcore::Shape>());
+      out.push_back(std::move(c));
+    }
+  }
+  return out;
+}
+
+std::string case_name(const testing::TestParamInfo<Case>& info) {
+  std::string s = info.param.file.substr(0, info.param.file.find('.'));
+  for (char& ch : s)
+    if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+  return s;
+}
+
+std::vector<qsmcore::Tensor> inputs_of(const Case& c, unsigned seed) {
+  std::vector<qsmcore::Tensor> in;
+  for (const auto& [name, shape] : c.inputs) in.push_back(qsmtest::random_tensor(shape, seed++));
+  return in;
+}
+
+std::vector<qsmcore::Shape> shapes_of(const Case& c) {
+  std::vector<qsmcore::Shape> s;
+  for (const auto& [name, shape] : c.inputs) s.push_back(shape);
+  return s;
+}
+
+// Fails on a difference in any bit, a non-finite value included.
+void expect_bitwise(const std::vector<qsmcore::Tensor>& a, const std::vector<qsmcore::Tensor>& ref,
+                    const std::string& what) {
+  ASSERT_EQ(a.size(), ref.size()) << what;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    ASSERT_EQ(a[i].shape(), ref[i].shape()) << what;
+    ASSERT_EQ(a[i].nbytes(), ref[i].nbytes()) << what;
+    EXPECT_EQ(std::memcmp(a[i].raw(), ref[i].raw(), a[i].nbytes()), 0) << what << ": output " << i << " differs";
+  }
+}
+
+qsmcore::ModelOptions options() {
+  qsmcore::ModelOptions o;
+  o.threads = 2;
+  o.mem_budget = 0;
+  return o;
+}
+
+class ActivationSpill : public testing::TestWithParam<Case> {};
+
+TEST_P(ActivationSpill, SpilledRunsAreBitwiseTheUnbudgetedRunWithinTheCap) {
+  const std::string dir = qsmtest::data_dir("QSM_TWINS_DIR");
+  QSM_REQUIRE_DATA(dir, "QSM_TWINS_DIR");
+  const Case& c = GetParam();
+  const auto in = inputs_of(c, 11);
+  auto m = qsmcore::OnnxModel::load(dir + "/" + c.file, options());
+  const auto ref = m.run(in);
+  const qsmcore::PlanMemory full = m.plan_memory(shapes_of(c));
+  const std::int64_t least = m.min_run_bytes(shapes_of(c));
+  ASSERT_LE(least, full.run_peak_bytes());
+  if (least == full.run_peak_bytes()) GTEST_SKIP() << c.file << ": no activation lives across a gap it could spill";
+  const std::int64_t half = full.io_bytes + full.weight_window_bytes + full.arena_bytes / 2;
+  for (const std::int64_t cap : {std::max(half, least), least}) {
+    const qsmcore::PlanMemory pm = m.plan_memory(shapes_of(c), cap);
+    EXPECT_LE(pm.run_peak_bytes(), cap);
+    EXPECT_GT(pm.spill_read_bytes, 0);
+    m.limit_run_bytes(cap);
+    const std::int64_t before = qsmcore::memory_current();
+    qsmcore::reset_memory_peak();
+    const auto out = m.run(in);
+    const std::int64_t peak = qsmcore::memory_peak() - before;
+    const std::string what = c.file + " within " + std::to_string(cap) + " bytes";
+    expect_bitwise(out, ref, what);
+    EXPECT_LE(peak, cap) << what << ": the accounted high-water passed the cap";
+    const qsmcore::SpillReport rep = m.last_spill();
+    EXPECT_EQ(rep.written, static_cast<std::uint64_t>(pm.spill_write_bytes)) << what;
+    EXPECT_EQ(rep.read, static_cast<std::uint64_t>(pm.spill_read_bytes)) << what;
+    EXPECT_GT(rep.read, 0u) << what;
+  }
+  // Below the least there is nothing to try: refused before the run allocates.
+  m.limit_run_bytes(least - 64 * 1024);
+  const std::int64_t before = qsmcore::memory_current();
+  qsmcore::reset_memory_peak();
+  EXPECT_THROW(m.run(in), qsmcore::Error);
+  EXPECT_EQ(qsmcore::memory_peak(), before) << "a refused run allocated";
+}
+
+INSTANTIATE_TEST_SUITE_P(Twins, ActivationSpill, testing::ValuesIn(cases()), case_name);
+
+}  // namespace
+
+namespace {
+
+// The process budget (ModelOptions::mem_budget) spills the same way: between the least and
+// the unbudgeted peak a run spills and fits; below the least the refusal names it; with
+// spilling off the run is refused as before. The spill directory must exist.
+TEST(ActivationSpillBudget, TheProcessBudgetSpillsRefusesBelowTheLeastAndNamesIt) {
+  const std::string dir = qsmtest::data_dir("QSM_TWINS_DIR");
+  QSM_REQUIRE_DATA(dir, "QSM_TWINS_DIR");
+  const std::string path = dir + "/xqsm.onnx";
+  const qsmcore::Shape shape{1, 1, 16, 16, 16};
+  const std::vector<qsmcore::Tensor> in = {qsmtest::random_tensor(shape, 3)};
+  std::vector<qsmcore::Tensor> ref;
+  std::int64_t full = 0, least = 0, plan_bytes = 0, resident = 0;
+  {
+    const std::int64_t loaded = qsmcore::memory_current();
+    auto m = qsmcore::OnnxModel::load(path, options());
+    const std::int64_t before = qsmcore::memory_current();
+    resident = before - loaded;
+    full = m.plan_memory({shape}).run_peak_bytes();
+    plan_bytes = qsmcore::memory_current() - before;
+    least = m.min_run_bytes({shape});
+    ref = m.run(in);
+  }
+  ASSERT_LT(least, full);
+  auto load = [&](std::int64_t run_bytes, bool spill, const std::string& spill_dir = "") {
+    qsmcore::ModelOptions o = options();
+    o.spill_activations = spill;
+    o.spill_dir = spill_dir;
+    // What is held now, the model once loaded and its plan, plus the run's share.
+    o.mem_budget = qsmcore::memory_current() + resident + plan_bytes + run_bytes;
+    return qsmcore::OnnxModel::load(path, o);
+  };
+  {
+    auto m = load((least + full) / 2, true);
+    const std::int64_t budget = m.options().mem_budget;
+    qsmcore::reset_memory_peak();
+    const auto out = m.run(in);
+    expect_bitwise(out, ref, "within the process budget");
+    EXPECT_LE(qsmcore::memory_peak(), budget);
+    EXPECT_GT(m.last_spill().read, 0u);
+  }
+  {
+    auto m = load((least + full) / 2, false);
+    try {
+      m.run(in);
+      FAIL() << "a run over the budget with spilling off was not refused";
+    } catch (const qsmcore::Error& e) {
+      EXPECT_EQ(e.kind(), qsmcore::ErrorKind::OutOfBudget);
+    }
+  }
+  {
+    auto m = load(least / 2, true);
+    try {
+      m.run(in);
+      FAIL() << "a run below its least was not refused";
+    } catch (const qsmcore::Error& e) {
+      EXPECT_EQ(e.kind(), qsmcore::ErrorKind::OutOfBudget);
+      EXPECT_NE(std::string(e.what()).find("with its activations spilled to disk it would need"), std::string::npos)
+          << e.what();
+    }
+  }
+  {
+    auto m = load((least + full) / 2, true, "/nonexistent/spill-dir");
+    try {
+      m.run(in);
+      FAIL() << "a missing spill directory was not reported";
+    } catch (const qsmcore::Error& e) {
+      EXPECT_EQ(e.kind(), qsmcore::ErrorKind::Io);
+      EXPECT_NE(std::string(e.what()).find("/nonexistent/spill-dir"), std::string::npos) << e.what();
+    }
+  }
+}
+
+}  // namespace
