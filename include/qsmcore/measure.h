@@ -28,6 +28,10 @@ struct ShapeMeasurement {
   std::int64_t run_peak_bytes = 0;     // high-water of the run (inputs included) above the plan
   std::int64_t predicted_run_bytes = 0;  // the plan's own prediction of that (PlanMemory)
   std::int64_t inference_bytes = 0;    // high-water of plan + run above the resident model
+  // The least the same could be, activations spilled to disk between their uses (ModelOptions::
+  // spill_activations): resident model + this is the smallest budget the network runs within
+  // at this shape, whole-volume and exact.
+  std::int64_t least_inference_bytes = 0;
   std::int64_t process_hwm_bytes = -1;  // VmHWM growth over the resident state; -1 unknown
   double seconds = 0.0;
 };

@@ -93,6 +93,10 @@ struct NetworkRun {
   std::int64_t predicted_peak_bytes = 0, measured_peak_bytes = 0;
   std::vector<StageTime> stages;
   std::int64_t tiles = 1, tiles_in_flight = 1;
+  /// Activation residency: when the run only fit the budget by spilling, the spill file's size
+  /// (predicted) and what its graphs wrote and read back, and the seconds they waited for it.
+  std::int64_t spill_file_bytes = 0, spill_written_bytes = 0, spill_read_bytes = 0;
+  double spill_seconds = 0;
   std::vector<std::string> warnings;  // e.g. the oblique warning
   /// Per ONNX file, the weight-residency report (OnnxModel::residency_report_json).
   std::vector<std::string> residency_reports;

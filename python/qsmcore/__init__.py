@@ -66,15 +66,20 @@ class OnnxModel:
         threads: kernel threads; None = the CPUs this process may use (affinity, cgroup, SLURM).
         mem_budget: bytes (int), a size ("2GiB", "500MB"), "none"/0 for no budget, or None for what
             the process may use (cgroup, SLURM, MemAvailable, less a reserve). A run whose predicted
-            peak exceeds it raises BudgetError before allocating.
+            peak exceeds it first spills activations to disk (exactly: the same output bits), and
+            raises BudgetError before allocating when even that cannot fit.
         residency: where weights live: "full", "layerwise[:...]" or "stream[:...]" (as ``--residency``).
         backend: "onednn" or "reference".
+        spill: False refuses a run over the budget instead of spilling its activations.
+        spill_dir: directory of the spill file (None: $TMPDIR, else /tmp).
     """
 
     def __init__(self, path: Union[str, os.PathLike], threads: Optional[int] = None,
-                 mem_budget: MemBudget = None, residency: str = "full", backend: str = "onednn") -> None:
+                 mem_budget: MemBudget = None, residency: str = "full", backend: str = "onednn",
+                 spill: bool = True, spill_dir: Optional[Union[str, os.PathLike]] = None) -> None:
         self._m = _qsmcore._OnnxModel(os.fspath(path), 0 if threads is None else int(threads),
-                                      parse_mem_budget(mem_budget), residency, backend)
+                                      parse_mem_budget(mem_budget), residency, backend, bool(spill),
+                                      "" if spill_dir is None else os.fspath(spill_dir))
 
     @property
     def path(self) -> str:
@@ -111,8 +116,15 @@ class OnnxModel:
 
     def plan(self, shapes: Mapping[str, Sequence[int]]) -> Dict[str, int]:
         """Plans (without running) for ``{input name: shape}``: ``peak_bytes`` (the predicted peak
-        of one run above the loaded model), ``arena_bytes``, ``packed_weight_bytes``, ... ."""
+        of one run above the loaded model), ``least_peak_bytes`` (the same with every activation
+        that can leave memory between its uses spilled: the smallest a budget can leave a run),
+        ``arena_bytes``, ``packed_weight_bytes``, ... ."""
         return self._m.plan({k: [int(x) for x in v] for k, v in shapes.items()})
+
+    def last_spill(self) -> Dict[str, Any]:
+        """What the last run's activation spill did: ``spilled``, ``file_bytes``, ``written_bytes``,
+        ``read_bytes``, ``io_seconds``, ``wait_seconds`` and ``dir`` (all zero when it fit)."""
+        return self._m.last_spill()
 
     def residency_report(self) -> Dict[str, Any]:
         """The weight-residency report of the current plan (as ``--report``)."""

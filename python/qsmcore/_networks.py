@@ -65,7 +65,8 @@ def run_network(id: str, field: Any, mask: Any = None, voxel_size: Vec3 = (1.0, 
                 test_time_flips: bool = True, hdbet_mirroring: bool = False, phase_sign: float = -1.0,
                 ignore_domain: bool = False, progress: Optional[Progress] = None,
                 model_paths: Optional[Sequence[Union[str, os.PathLike]]] = None, verify: bool = True,
-                allow_download: bool = True, return_info: bool = False, record_graph_runs: bool = False) -> Any:
+                allow_download: bool = True, return_info: bool = False, record_graph_runs: bool = False,
+                spill: bool = True, spill_dir: Optional[Union[str, os.PathLike]] = None) -> Any:
     """Runs registry network ``id`` as ``qsm run`` does, on arrays in NIfTI index order (nx, ny, nz).
 
     ``field`` is the network's primary input: the local or total field (ppm unless ``unit``), the
@@ -79,8 +80,11 @@ def run_network(id: str, field: Any, mask: Any = None, voxel_size: Vec3 = (1.0, 
     Returns ``{output name: float64 array}`` (e.g. ``"chi"`` in ppm), or ``(outputs, info)`` with
     ``return_info``: units, predicted and measured peak bytes, tiles, stage times, warnings, and
     with ``record_graph_runs`` a copy of what each run of the ONNX graph(s) was fed and returned
-    (``info["graph_runs"]``: ``{"file", "inputs", "outputs"}`` in call order). Bad
-    input raises InvalidInputError, a run over ``mem_budget`` BudgetError, before anything runs.
+    (``info["graph_runs"]``: ``{"file", "inputs", "outputs"}`` in call order). Over
+    ``mem_budget`` the whole volume still runs, its activations spilled to a file in ``spill_dir``
+    ($TMPDIR, else /tmp) and read back exactly (``info["spill"]`` says what moved); ``spill=False``
+    refuses instead. Bad input raises InvalidInputError, a run that cannot fit BudgetError, before
+    anything runs.
     """
     spec = _qsmcore.model(id)
     primary = _primary_role(spec.needs)
@@ -106,7 +110,8 @@ def run_network(id: str, field: Any, mask: Any = None, voxel_size: Vec3 = (1.0, 
               "tile": None if tile is None else ([int(tile)] if np.isscalar(tile) else [int(t) for t in tile]),
               "test_time_flips": test_time_flips, "hdbet_mirroring": hdbet_mirroring,
               "phase_sign": float(phase_sign), "ignore_domain": ignore_domain,
-              "record_graph_runs": bool(record_graph_runs)}
+              "record_graph_runs": bool(record_graph_runs), "spill": bool(spill),
+              "spill_dir": None if spill_dir is None else os.fspath(spill_dir)}
     outputs, info = _qsmcore._run_network(id, paths, {k: v for k, v in arrays.items() if v is not None},
                                           physics, engine, progress)
     for w in info["warnings"]:

@@ -92,6 +92,13 @@ py::dict run_info(const qsmcore::NetworkRun& r) {
   info["measured_peak_bytes"] = r.measured_peak_bytes;
   info["tiles"] = r.tiles;
   info["tiles_in_flight"] = r.tiles_in_flight;
+  py::dict spill;
+  spill["spilled"] = r.spill_written_bytes + r.spill_read_bytes > 0;
+  spill["file_bytes"] = r.spill_file_bytes;
+  spill["written_bytes"] = r.spill_written_bytes;
+  spill["read_bytes"] = r.spill_read_bytes;
+  spill["wait_seconds"] = r.spill_seconds;
+  info["spill"] = spill;
   info["warnings"] = r.warnings;
   py::list stages;
   for (const auto& s : r.stages) stages.append(py::make_tuple(s.stage, s.seconds));
@@ -106,8 +113,9 @@ struct EngineArgs {
   std::string residency = "full", backend = "onednn";
   std::optional<std::vector<std::int64_t>> tile_core;
   std::int64_t tile_halo = -1;
-  bool test_time_flips = true, hdbet_mirroring = false, ignore_domain = false;
+  bool test_time_flips = true, hdbet_mirroring = false, ignore_domain = false, spill = true;
   double phase_sign = -1.0;
+  std::string spill_dir;
 };
 
 qsmcore::NetworkOptions network_options(const py::dict& kw) {
@@ -122,6 +130,8 @@ qsmcore::NetworkOptions network_options(const py::dict& kw) {
   if (kw.contains("hdbet_mirroring")) a.hdbet_mirroring = kw["hdbet_mirroring"].cast<bool>();
   if (kw.contains("ignore_domain")) a.ignore_domain = kw["ignore_domain"].cast<bool>();
   if (kw.contains("phase_sign")) a.phase_sign = kw["phase_sign"].cast<double>();
+  if (kw.contains("spill")) a.spill = kw["spill"].cast<bool>();
+  if (kw.contains("spill_dir") && !kw["spill_dir"].is_none()) a.spill_dir = kw["spill_dir"].cast<std::string>();
   qsmcore::NetworkOptions o;
   if (a.threads < 0) throw Error(ErrorKind::InvalidInput, "threads must be >= 0");
   o.model.threads = a.threads;
@@ -129,6 +139,8 @@ qsmcore::NetworkOptions network_options(const py::dict& kw) {
   if (a.mem_budget > 0) o.model.mem_budget_source = "mem_budget";
   o.model.residency = qsmcore::parse_residency(a.residency);
   o.model.backend = qsmcore::backend_from_string(a.backend);
+  o.model.spill_activations = a.spill;
+  o.model.spill_dir = a.spill_dir;
   if (a.tile_core) {
     const auto& c = *a.tile_core;
     if (c.size() != 1 && c.size() != 3) throw Error(ErrorKind::InvalidInput, "tile: one edge or three");

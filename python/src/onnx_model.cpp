@@ -30,8 +30,10 @@ struct PyOnnxModel {
 };
 
 qsmcore::ModelOptions make_options(int threads, std::int64_t mem_budget, const std::string& residency,
-                                   const std::string& backend) {
+                                   const std::string& backend, bool spill, const std::string& spill_dir) {
   qsmcore::ModelOptions o;
+  o.spill_activations = spill;
+  o.spill_dir = spill_dir;
   if (threads < 0) throw Error(ErrorKind::InvalidInput, "threads must be >= 0 (0 or None: what the process may use)");
   o.threads = threads;
   o.mem_budget = mem_budget;
@@ -118,13 +120,16 @@ py::dict plan(PyOnnxModel& self, const py::dict& shapes) {
     s.push_back(py::cast<qsmcore::Shape>(shapes[py::str(d.name)]));
   }
   qsmcore::PlanMemory pm;
+  std::int64_t least = 0;
   {
     py::gil_scoped_release release;
     std::lock_guard<std::mutex> lock(self.mutex);
     pm = self.model.plan_memory(s);
+    least = self.model.min_run_bytes(s);
   }
   py::dict r;
   r["peak_bytes"] = pm.run_peak_bytes();
+  r["least_peak_bytes"] = least;
   r["arena_bytes"] = pm.arena_bytes;
   r["scratch_bytes"] = pm.scratch_bytes;
   r["packed_weight_bytes"] = pm.packed_weight_bytes;
@@ -140,12 +145,13 @@ py::dict plan(PyOnnxModel& self, const py::dict& shapes) {
 void bind_onnx_model(py::module_& m) {
   py::class_<PyOnnxModel>(m, "_OnnxModel")
       .def(py::init([](const std::string& path, int threads, std::int64_t mem_budget, const std::string& residency,
-                       const std::string& backend) {
-             const auto o = make_options(threads, mem_budget, residency, backend);
+                       const std::string& backend, bool spill, const std::string& spill_dir) {
+             const auto o = make_options(threads, mem_budget, residency, backend, spill, spill_dir);
              py::gil_scoped_release release;
              return new PyOnnxModel{qsmcore::OnnxModel::load(path, o), {}, {}};
            }),
-           py::arg("path"), py::arg("threads"), py::arg("mem_budget"), py::arg("residency"), py::arg("backend"))
+           py::arg("path"), py::arg("threads"), py::arg("mem_budget"), py::arg("residency"), py::arg("backend"),
+           py::arg("spill"), py::arg("spill_dir"))
       .def_property_readonly("path", [](PyOnnxModel& s) { return s.model.path(); })
       .def_property_readonly("inputs",
                              [](PyOnnxModel& s) {
@@ -166,6 +172,19 @@ void bind_onnx_model(py::module_& m) {
       .def("run", &run, py::arg("feeds"))
       .def("plan", &plan, py::arg("shapes"))
       .def("residency_report_json", [](PyOnnxModel& s) { return s.model.residency_report_json(); })
+      .def("last_spill",
+           [](PyOnnxModel& s) {
+             const qsmcore::SpillReport r = s.model.last_spill();
+             py::dict d;
+             d["spilled"] = r.written + r.read > 0;
+             d["file_bytes"] = r.file_bytes;
+             d["written_bytes"] = r.written;
+             d["read_bytes"] = r.read;
+             d["io_seconds"] = r.io_seconds;
+             d["wait_seconds"] = r.wait_seconds;
+             d["dir"] = r.dir;
+             return d;
+           })
       .def("clear_plans",
            [](PyOnnxModel& s) {
              std::lock_guard<std::mutex> lock(s.mutex);

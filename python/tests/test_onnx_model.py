@@ -1,6 +1,8 @@
 """qsmcore.OnnxModel on the reduced twins: parity with `qsm onnx run`, zero-copy inputs, errors,
 budgets and the GIL."""
 
+import gc
+import re
 import subprocess
 import threading
 import time
@@ -101,6 +103,39 @@ def test_budget_refuses_before_running(twins):
     with pytest.raises(qsmcore.InvalidInputError, match="byte size"):
         qsmcore.OnnxModel(twins / "xqsm.onnx", mem_budget="2 parsecs")
     assert qsmcore.OnnxModel(twins / "xqsm.onnx", mem_budget="1MiB").mem_budget == 1 << 20
+
+
+def test_budget_below_the_peak_spills_and_gives_the_same_bits(tmp_path, twins):
+    # Budgets count what the process holds: earlier tests' garbage must not leave in between.
+    gc.collect()
+    shape = (1, 1, 16, 16, 16)
+    x = {"field": _field(shape)}
+    free = qsmcore.OnnxModel(twins / "xqsm.onnx", threads=2, mem_budget="none")
+    plan = free.plan({"field": shape})
+    assert 0 < plan["least_peak_bytes"] < plan["peak_bytes"]
+    ref = free.run(x)["chi"]
+    assert not free.last_spill()["spilled"]
+    # Half the peak is below the least: refused, naming what would fit ...
+    tight = qsmcore.OnnxModel(twins / "xqsm.onnx", threads=2, mem_budget=plan["peak_bytes"] // 2)
+    with pytest.raises(qsmcore.BudgetError) as e:
+        tight.run(x)
+    m = re.search(r"with its activations spilled to disk it would need (\d+)", str(e.value))
+    assert m, str(e.value)
+    del e, tight  # the traceback holds the model (its run's frame): let both go
+    # ... and that budget runs the whole volume, spilled, to the same bits.
+    spill_dir = tmp_path / "spill"
+    spill_dir.mkdir()
+    least = qsmcore.OnnxModel(twins / "xqsm.onnx", threads=2, mem_budget=int(m.group(1)), spill_dir=spill_dir)
+    out = least.run(x)["chi"]
+    np.testing.assert_array_equal(out, ref)
+    s = least.last_spill()
+    assert s["spilled"] and s["written_bytes"] > 0 and s["read_bytes"] > 0 and s["dir"] == str(spill_dir)
+    assert list(spill_dir.iterdir()) == []
+    del least
+    # The same budget without spilling is refused (the same model and plan held as above).
+    no_spill = qsmcore.OnnxModel(twins / "xqsm.onnx", threads=2, mem_budget=int(m.group(1)), spill=False)
+    with pytest.raises(qsmcore.BudgetError):
+        no_spill.run(x)
 
 
 def test_missing_file_and_bad_options_raise(tmp_path, twins):

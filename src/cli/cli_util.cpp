@@ -109,9 +109,28 @@ const char* const kThreadsHelp =
     "SLURM_CPUS_PER_TASK)";
 
 const char* const kMemBudgetHelp =
-    "refuse a run whose predicted peak exceeds this, before allocating it (2GiB, 500MB, bytes; none = no "
-    "budget). Default: what this process may use (cgroup memory limit, SLURM_MEM_PER_NODE or "
+    "keep the run's predicted peak within this (2GiB, 500MB, bytes; none = no budget): activations that do not "
+    "fit are spilled to disk and read back exactly (--spill-dir, --no-spill); a run that cannot fit even so is "
+    "refused before allocating. Default: what this process may use (cgroup memory limit, SLURM_MEM_PER_NODE or "
     "SLURM_MEM_PER_CPU, else MemAvailable) less a reserve of 64 MiB + 5 %";
+
+const char* const kSpillDirHelp =
+    "directory of the activation spill file when a run spills to fit --mem-budget (default: $TMPDIR, else /tmp); "
+    "the file is unlinked at once and is never left behind";
+
+const char* const kNoSpillHelp = "refuse a run over --mem-budget instead of spilling its activations to disk";
+
+nlohmann::json spill_json(std::uint64_t file_bytes, std::uint64_t written, std::uint64_t read, double wait_seconds,
+                          const std::string& dir) {
+  nlohmann::json j;
+  j["spilled"] = written + read > 0;
+  j["file_bytes"] = file_bytes;
+  j["written_bytes"] = written;
+  j["read_bytes"] = read;
+  j["wait_seconds"] = wait_seconds;
+  if (!dir.empty()) j["dir"] = dir;
+  return j;
+}
 
 void apply_mem_budget(const std::string& text, ModelOptions& o) {
   if (text.empty()) return;  // ModelOptions' default: the automatic budget

@@ -37,6 +37,15 @@ extern const char* const kThreadsHelp;
 /// What --mem-budget's help says about its default and "none" (one text for every command).
 extern const char* const kMemBudgetHelp;
 
+/// What --spill-dir and --no-spill say (qsm run, qsm onnx run).
+extern const char* const kSpillDirHelp;
+extern const char* const kNoSpillHelp;
+
+/// The report's "spill" section: whether the run spilled, the file's size, bytes written and
+/// read back, seconds the kernels waited for the transfers, and the directory.
+nlohmann::json spill_json(std::uint64_t file_bytes, std::uint64_t written, std::uint64_t read, double wait_seconds,
+                          const std::string& dir);
+
 /// Sets o.mem_budget from --mem-budget as typed: "" leaves the automatic budget (what the process
 /// may use, qsmcore/process_limits.h), "none" turns budgeting off, anything else is a byte size.
 void apply_mem_budget(const std::string& text, ModelOptions& o);

@@ -81,6 +81,8 @@ struct RunArgs {
   std::string residency = "full";
   std::string report;      // JSON file ("" = none)
   bool layerwise = false;  // no depth-slab conv chains
+  std::string spill_dir;   // activation spill file's directory ("" = $TMPDIR, else /tmp)
+  bool no_spill = false;   // refuse over budget instead of spilling
 };
 
 // What a run measured, for the summary and the report.
@@ -88,6 +90,8 @@ struct RunFigures {
   double load_s = 0, run_s = 0, median_s = -1;
   std::vector<double> times;
   std::int64_t load_peak = 0, resident = 0, plan_bytes = 0, predicted_peak = -1, measured_peak = 0, weights_peak = 0;
+  PlanMemory planned;  // the first run's plan figures (spilled ones when it must spill to fit)
+  SpillReport spill;   // what the first run's spill tier did
 };
 
 std::map<std::string, Tensor> read_inputs(const RunArgs& a, const OnnxModel& model) {
@@ -118,9 +122,19 @@ std::map<std::string, Tensor> run_model(const RunArgs& a, OnnxModel& model, cons
   // Plan first, so the run's peak is predicted from what the plan holds and then measured over
   // the run alone (the run refuses before allocating when the prediction is over the budget).
   if (shapes.size() == model.inputs().size()) {
-    const std::int64_t run_bytes = model.plan_memory(shapes).run_peak_bytes();  // builds the plan
+    f.planned = model.plan_memory(shapes);  // builds the plan
     f.plan_bytes = memory_current() - before_plan;
-    f.predicted_peak = memory_current() + run_bytes;
+    // Over the budget, one run spills its activations to fit: predict that run.
+    const ModelOptions& o = model.options();
+    const std::int64_t room = o.mem_budget > 0 ? o.mem_budget - memory_current() : 0;
+    if (a.batch <= 1 && room > 0 && f.planned.run_peak_bytes() > room && o.spill_activations) {
+      try {
+        f.planned = model.plan_memory(shapes, room);
+      } catch (const Error& e) {
+        if (e.kind() != ErrorKind::OutOfBudget) throw;  // the run refuses, with the whole story
+      }
+    }
+    f.predicted_peak = memory_current() + f.planned.run_peak_bytes();
   }
   reset_memory_peak();
   // --batch N: N copies of the inputs run layer-major (each weight unit fetched once per batch).
@@ -143,6 +157,7 @@ std::map<std::string, Tensor> run_model(const RunArgs& a, OnnxModel& model, cons
   };
   auto outputs = run_once();
   f.measured_peak = memory_peak();
+  f.spill = model.last_spill();
   f.run_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t2).count();
   // Further runs reuse the plan: their median is the steady-state time.
   f.times = {f.run_s};
@@ -174,11 +189,17 @@ void print_summary(const RunArgs& a, OnnxModel& model, const std::map<std::strin
   if (f.predicted_peak >= 0) {
     std::vector<Shape> shapes;
     for (const auto& d : model.inputs()) shapes.push_back(inputs.at(d.name).shape());
-    const PlanMemory pm = model.plan_memory(shapes);
+    const PlanMemory& pm = f.planned;
     std::printf("predicted run memory %s (arena %s, scratch %s, outputs %s; packed weights %s)\n",
                 mib(pm.run_peak_bytes()).c_str(), mib(pm.arena_bytes).c_str(), mib(pm.scratch_bytes).c_str(),
                 mib(pm.io_bytes).c_str(), mib(pm.packed_weight_bytes).c_str());
   }
+  if (f.spill.written + f.spill.read > 0)
+    std::printf(
+        "activations spilled to fit the budget: %s written and %s read back through %s in %s, kernels "
+        "waited %.3f s for it\n",
+        mib(static_cast<std::int64_t>(f.spill.written)).c_str(), mib(static_cast<std::int64_t>(f.spill.read)).c_str(),
+        mib(static_cast<std::int64_t>(f.spill.file_bytes)).c_str(), f.spill.dir.c_str(), f.spill.wait_seconds);
   std::printf("resident model %s; plan %s\n", mib(f.resident).c_str(), mib(f.plan_bytes).c_str());
   if (f.predicted_peak >= 0) {
     const std::string budget =
@@ -210,6 +231,9 @@ nlohmann::json report_json(const RunArgs& a, const OnnxModel& model, const RunFi
   j["weights_peak_bytes"] = f.weights_peak;
   j["process_peak_rss_bytes"] = process_hwm_bytes();
   j["residency"] = nlohmann::json::parse(model.residency_report_json());
+  j["spill"] = spill_json(f.spill.file_bytes, f.spill.written, f.spill.read, f.spill.wait_seconds, f.spill.dir);
+  j["spill"]["planned_write_bytes"] = f.planned.spill_write_bytes;
+  j["spill"]["planned_read_bytes"] = f.planned.spill_read_bytes;
   return j;
 }
 
@@ -222,6 +246,8 @@ void run(const RunArgs& a) {
   opts.backend = backend_from_string(a.backend);
   opts.threads = a.threads;
   opts.stream_conv_chains = !a.layerwise;
+  opts.spill_dir = a.spill_dir;
+  opts.spill_activations = !a.no_spill;
   apply_mem_budget(a.mem_budget, opts);
   opts.residency = parse_residency(a.residency);
   RunFigures f;
@@ -373,6 +399,8 @@ void register_onnx_commands(CLI::App& app) {
   run_cmd->add_option("--repeat", args->repeat, "run K times; prints the median of the runs after the first")
       ->check(CLI::Range(1, 1000));
   run_cmd->add_option("--mem-budget", args->mem_budget, kMemBudgetHelp);
+  run_cmd->add_option("--spill-dir", args->spill_dir, kSpillDirHelp);
+  run_cmd->add_flag("--no-spill", args->no_spill, kNoSpillHelp);
   run_cmd
       ->add_option("--residency", args->residency,
                    "where weights live: full | layerwise[:depth=N,host=BYTES,device=BYTES] | "

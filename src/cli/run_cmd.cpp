@@ -28,6 +28,7 @@
 #include "qsmcore/networks.h"
 #include "qsmcore/physics.h"
 #include "qsmcore/residency.h"
+#include "residency/spill_file.h"
 
 namespace qsmcore::cli {
 namespace {
@@ -44,9 +45,10 @@ struct RunArgs {
   std::string out, preview, report;
   std::string tile, mem_budget, backend = "onednn";
   std::string residency = "full";
+  std::string spill_dir;
   int threads = 0;
   double phase_sign = -1.0;
-  bool no_verify = false, quiet = false, no_flips = false, ignore_domain = false;
+  bool no_verify = false, quiet = false, no_flips = false, ignore_domain = false, no_spill = false;
 };
 
 bool ends_with(const std::string& s, const std::string& suffix) {
@@ -115,6 +117,8 @@ RunSetup parse_setup(const RunArgs& a, const ModelSpec& spec, bool phase_net) {
   r.opts.model.backend = backend_from_string(a.backend);
   r.opts.model.threads = a.threads;
   apply_mem_budget(a.mem_budget, r.opts.model);
+  r.opts.model.spill_dir = a.spill_dir;
+  r.opts.model.spill_activations = !a.no_spill;
   r.opts.model = with_process_defaults(r.opts.model);  // the report records what the run used
   r.opts.model.residency = parse_residency(a.residency);
   if (!a.tile.empty()) r.opts.tile = parse_tile(a.tile);
@@ -342,6 +346,12 @@ std::string report_text(const RunRecord& r) {
   j["warnings"] = r.warnings;
   j["residency"] = nlohmann::json::array();
   for (const auto& rep : r.result.residency_reports) j["residency"].push_back(nlohmann::json::parse(rep));
+  j["spill"] = spill_json(static_cast<std::uint64_t>(r.result.spill_file_bytes),
+                          static_cast<std::uint64_t>(r.result.spill_written_bytes),
+                          static_cast<std::uint64_t>(r.result.spill_read_bytes), r.result.spill_seconds,
+                          r.result.spill_written_bytes + r.result.spill_read_bytes > 0
+                              ? residency::SpillFile::resolve_dir(r.setup.opts.model.spill_dir)
+                              : std::string());
   j["outputs"] = r.outputs;
   j["preview"] = r.a.preview.empty() ? nlohmann::json(nullptr) : nlohmann::json(fs::absolute(r.a.preview).string());
   return j.dump(2) + "\n";
@@ -430,6 +440,11 @@ void run(const RunArgs& a) {
                 std::string(spec.id).c_str(), describe_grid(inputs[0].volume).c_str(), run_seconds,
                 static_cast<long long>(result.tiles), static_cast<long long>(result.tiles_in_flight),
                 mib(result.predicted_peak_bytes).c_str(), mib(result.measured_peak_bytes).c_str());
+    if (result.spill_written_bytes + result.spill_read_bytes > 0)
+      std::printf(
+          "whole volume within the budget: activations spilled to disk, %s written and %s read back "
+          "(kernels waited %.2f s for it)\n",
+          mib(result.spill_written_bytes).c_str(), mib(result.spill_read_bytes).c_str(), result.spill_seconds);
   }
 }
 
@@ -464,6 +479,8 @@ void register_run_command(CLI::App& app) {
   cmd->add_option("--tile", args->tile,
                   "CORE[,HALO]: tile core N or XxYxZ voxels and halo (default: the network's); 0 = whole volume");
   cmd->add_option("--mem-budget", args->mem_budget, kMemBudgetHelp);
+  cmd->add_option("--spill-dir", args->spill_dir, kSpillDirHelp);
+  cmd->add_flag("--no-spill", args->no_spill, kNoSpillHelp);
   cmd->add_option("--threads", args->threads, kThreadsHelp)->check(CLI::NonNegativeNumber);
   cmd->add_option("--residency", args->residency,
                   "where weights live: full | layerwise[:depth=N,host=BYTES] | "

@@ -32,6 +32,8 @@ std::string to_json_string(const MemoryMeasurement& m, int indent) {
     q["run_peak_bytes"] = p.run_peak_bytes;
     q["predicted_run_bytes"] = p.predicted_run_bytes;
     q["inference_bytes"] = p.inference_bytes;
+    q["least_inference_bytes"] = p.least_inference_bytes;
+    q["least_budget_bytes"] = static_cast<std::int64_t>(m.memory.resident_bytes) + p.least_inference_bytes;
     q["predicted_inference_bytes"] =
         m.memory.inference_fixed_bytes + m.memory.inference_bytes_per_voxel * p.voxels;
     if (p.process_hwm_bytes >= 0) q["process_hwm_bytes"] = p.process_hwm_bytes;

@@ -90,6 +90,8 @@ ShapeMeasurement measure_one(OnnxModel& m, const std::vector<Shape>& shapes) {
   sm.plan_peak_bytes = memory_peak() - resident;
   sm.plan_bytes = memory_current() - resident;
   sm.predicted_run_bytes = pm.run_peak_bytes();
+  const std::int64_t least_run = m.min_run_bytes(shapes);
+  sm.least_inference_bytes = std::max(sm.plan_peak_bytes, sm.plan_bytes + least_run);
   reset_memory_peak();
   const std::int64_t planned = memory_current();
   {
@@ -112,6 +114,7 @@ void merge_worst(ShapeMeasurement& into, const ShapeMeasurement& f) {
   into.run_peak_bytes = std::max(into.run_peak_bytes, f.run_peak_bytes);
   into.predicted_run_bytes = std::max(into.predicted_run_bytes, f.predicted_run_bytes);
   into.inference_bytes = std::max(into.inference_bytes, f.inference_bytes);
+  into.least_inference_bytes = std::max(into.least_inference_bytes, f.least_inference_bytes);
   into.process_hwm_bytes = std::max(into.process_hwm_bytes, f.process_hwm_bytes);
   into.seconds += f.seconds;
 }

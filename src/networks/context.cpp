@@ -106,10 +106,10 @@ void Context::run_tiles(std::size_t m, std::int64_t n, std::int64_t in_flight,
 
 std::int64_t Context::reserve(const Reservation& r, const std::vector<std::size_t>& model_of) {
   stage("plan");
+  auto model_index = [&](std::size_t k) { return model_of.empty() ? k : model_of[k]; };
   std::int64_t run_peak = 0, window = 0;
   for (std::size_t k = 0; k < r.shapes.size(); ++k) {
-    const std::size_t m = model_of.empty() ? k : model_of[k];
-    const PlanMemory pm = model(m).plan_memory(r.shapes[k]);
+    const PlanMemory pm = model(model_index(k)).plan_memory(r.shapes[k]);
     // A streamed weight window is held once, however many tiles are in flight.
     run_peak = std::max(run_peak, pm.run_peak_bytes() - pm.weight_window_bytes);
     window = std::max(window, pm.weight_window_bytes);
@@ -123,44 +123,88 @@ std::int64_t Context::reserve(const Reservation& r, const std::vector<std::size_
   const std::int64_t budget = budget_;
   if (budget > 0) {
     while (n > 1 && baseline_ + predict(n) > budget) --n;
-    if (baseline_ + predict(n) > budget) {
-      std::string msg = id() + ": predicted peak " + std::to_string(baseline_ + predict(1)) +
-                        " bytes (already allocated " + std::to_string(baseline_) + " + model and plans " +
-                        std::to_string(held) + " + one run " + std::to_string(run_peak) + " + wrapper buffers " +
-                        std::to_string(r.wrapper_fixed + r.wrapper_per_tile) + ") is above the budget of " +
-                        std::to_string(budget) + " bytes" + budget_from();
-      const std::int64_t room = budget - baseline_ - held - r.wrapper_fixed;
-      std::int64_t patch_voxels = 1;
-      for (const auto& s : r.shapes.front())
-        if (s.size() >= 3) {
-          patch_voxels = s[s.size() - 3] * s[s.size() - 2] * s[s.size() - 1];
-          break;
-        }
-      const double per_voxel = static_cast<double>(run_peak + r.wrapper_per_tile) / static_cast<double>(patch_voxels);
-      if (r.tileable && room > 0) {
-        const double edge = std::cbrt(static_cast<double>(room) / per_voxel);
-        const std::int64_t m = std::max<std::int64_t>(r.multiple, 1);
-        const std::int64_t p = static_cast<std::int64_t>(edge) / m * m;
-        if (p - 2 * r.halo >= 1)
-          msg += "; a tile with core " + std::to_string(p - 2 * r.halo) + " and halo " + std::to_string(r.halo) +
-                 " (patch " + std::to_string(p) + "\u00b3) fits";
-        else
-          msg += "; not even a " + std::to_string(m) + "\u00b3 patch fits with halo " + std::to_string(r.halo) +
-                 ": raise the budget or reduce the halo";
-      } else if (r.tileable) {
-        msg += "; the model alone fills the budget: raise it";
-      } else {
-        msg += "; " + id() + " runs on the whole volume (or its fixed patch): raise the budget to at least " +
-               std::to_string(baseline_ + predict(1)) + " bytes";
-      }
-      throw Error(ErrorKind::OutOfBudget, msg);
-    }
+    // One run over the budget: its graphs' activations spill into what the rest leaves.
+    if (baseline_ + predict(n) > budget && opts.model.spill_activations)
+      fit_by_spilling(r, model_of, held, window, run_peak);
+    if (baseline_ + predict(n) > budget) refuse(r, held, run_peak, predict(1));
   }
   run.predicted_peak_bytes = predict(n);
   run.tiles = r.tiles;
   run.tiles_in_flight = n;
   if (opts.predict_only) throw PredictionMade{};
   return n;
+}
+
+// Gives each graph of the run what the budget leaves beside the model, the wrapper's buffers
+// and the weight window, spilling its activations to fit (OnnxModel::limit_run_bytes), and
+// lowers run_peak to the spilled figure. Leaves everything as it was when a graph cannot fit.
+void Context::fit_by_spilling(const Reservation& r, const std::vector<std::size_t>& model_of, std::int64_t held,
+                              std::int64_t window, std::int64_t& run_peak) {
+  auto model_index = [&](std::size_t k) { return model_of.empty() ? k : model_of[k]; };
+  // The least one run of each graph needs, spilled: named by the refusal when this fails.
+  least_run_ = 0;
+  for (std::size_t k = 0; k < r.shapes.size(); ++k) {
+    OnnxModel& m = model(model_index(k));
+    least_run_ = std::max(least_run_, m.min_run_bytes(r.shapes[k]) - m.plan_memory(r.shapes[k]).weight_window_bytes);
+  }
+  const std::int64_t room = budget_ - baseline_ - held - window - r.wrapper_fixed - r.wrapper_per_tile;
+  if (room < least_run_) return;
+  std::vector<std::int64_t> cap(models_.size(), 0);
+  std::int64_t spilled_peak = 0;
+  for (std::size_t k = 0; k < r.shapes.size(); ++k) {
+    OnnxModel& m = model(model_index(k));
+    const std::int64_t own_window = m.plan_memory(r.shapes[k]).weight_window_bytes;
+    try {
+      const PlanMemory pm = m.plan_memory(r.shapes[k], room + own_window);
+      spilled_peak = std::max(spilled_peak, pm.run_peak_bytes() - pm.weight_window_bytes);
+      run.spill_file_bytes = std::max(run.spill_file_bytes, pm.spill_file_bytes);
+    } catch (const Error& e) {
+      if (e.kind() != ErrorKind::OutOfBudget) throw;
+      return;  // the least of a graph can sit above the room when the spilled placement is not tight
+    }
+    auto& c = cap[model_index(k)];
+    c = c == 0 ? room + own_window : std::min(c, room + own_window);
+  }
+  for (std::size_t i = 0; i < models_.size(); ++i)
+    if (cap[i] > 0) models_[i].limit_run_bytes(cap[i]);
+  run_peak = spilled_peak;
+}
+
+void Context::refuse(const Reservation& r, std::int64_t held, std::int64_t run_peak, std::int64_t peak) const {
+  const std::int64_t budget = budget_;
+  std::string msg = id() + ": predicted peak " + std::to_string(baseline_ + peak) + " bytes (already allocated " +
+                    std::to_string(baseline_) + " + model and plans " + std::to_string(held) + " + one run " +
+                    std::to_string(run_peak) + " + wrapper buffers " +
+                    std::to_string(r.wrapper_fixed + r.wrapper_per_tile) + ") is above the budget of " +
+                    std::to_string(budget) + " bytes" + budget_from();
+  if (least_run_ > 0 && least_run_ < run_peak)
+    msg += "; with its activations spilled to disk one run needs at least " + std::to_string(least_run_) +
+           " bytes, the whole run " + std::to_string(baseline_ + peak - run_peak + least_run_);
+  const std::int64_t room = budget - baseline_ - held - r.wrapper_fixed;
+  std::int64_t patch_voxels = 1;
+  for (const auto& s : r.shapes.front())
+    if (s.size() >= 3) {
+      patch_voxels = s[s.size() - 3] * s[s.size() - 2] * s[s.size() - 1];
+      break;
+    }
+  const double per_voxel = static_cast<double>(run_peak + r.wrapper_per_tile) / static_cast<double>(patch_voxels);
+  if (r.tileable && room > 0) {
+    const double edge = std::cbrt(static_cast<double>(room) / per_voxel);
+    const std::int64_t m = std::max<std::int64_t>(r.multiple, 1);
+    const std::int64_t p = static_cast<std::int64_t>(edge) / m * m;
+    if (p - 2 * r.halo >= 1)
+      msg += "; a tile with core " + std::to_string(p - 2 * r.halo) + " and halo " + std::to_string(r.halo) +
+             " (patch " + std::to_string(p) + "\u00b3) fits";
+    else
+      msg += "; not even a " + std::to_string(m) + "\u00b3 patch fits with halo " + std::to_string(r.halo) +
+             ": raise the budget or reduce the halo";
+  } else if (r.tileable) {
+    msg += "; the model alone fills the budget: raise it";
+  } else {
+    msg += "; " + id() + " runs on the whole volume (or its fixed patch): raise the budget to at least " +
+           std::to_string(baseline_ + peak) + " bytes";
+  }
+  throw Error(ErrorKind::OutOfBudget, msg);
 }
 
 std::string Context::budget_from() const {
@@ -184,6 +228,12 @@ void Context::finish() {
   run.measured_peak_bytes = memory_peak() - baseline_;
   run.residency_reports.clear();
   for (const auto& m : models_) run.residency_reports.push_back(m.residency_report_json());
+  for (const auto& m : models_) {
+    const SpillReport sr = m.last_spill();
+    run.spill_written_bytes += static_cast<std::int64_t>(sr.written);
+    run.spill_read_bytes += static_cast<std::int64_t>(sr.read);
+    run.spill_seconds += sr.wait_seconds;
+  }
 }
 
 Tensor f32_tensor(const Shape& s) {

@@ -49,7 +49,8 @@ class Context {
     std::int64_t multiple = 1;
   };
   /// Builds the plans (model index = position in `shapes` unless `model_of` says otherwise),
-  /// predicts the peak and refuses over budget. Returns the tiles in flight that fit (throws
+  /// predicts the peak and, over budget, fits one run by spilling its graphs' activations
+  /// (ModelOptions::spill_activations) or refuses. Returns the tiles in flight that fit (throws
   /// PredictionMade instead under predict_only).
   std::int64_t reserve(const Reservation& r, const std::vector<std::size_t>& model_of = {});
 
@@ -85,11 +86,15 @@ class Context {
   void report_graph_run(std::size_t m, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs);
   // " from SOURCE" for refusals ("" when the budget's source is not known).
   std::string budget_from() const;
+  void fit_by_spilling(const Reservation& r, const std::vector<std::size_t>& model_of, std::int64_t held,
+                       std::int64_t window, std::int64_t& run_peak);
+  [[noreturn]] void refuse(const Reservation& r, std::int64_t held, std::int64_t run_peak, std::int64_t peak) const;
 
   int pool_ = 1;
   std::int64_t budget_ = 0;
   std::string budget_source_;
   std::int64_t baseline_ = 0;
+  std::int64_t least_run_ = 0;  // one graph run's least bytes, spilled (set when spilling cannot fit)
   std::string stage_;
   std::chrono::steady_clock::time_point stage_start_;
 };

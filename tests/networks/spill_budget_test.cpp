@@ -1,0 +1,122 @@
+// Whole-volume networks under a budget below their unbudgeted peak (issue #16): run_network
+// spills the graphs' activations instead of refusing, and the χ is the unbudgeted χ bit for
+// bit. The budget is the least the refusal of a smaller one names, so that figure is checked
+// too: the run fits it exactly, by the accounting layer's own high-water. A U-Net (xQSM), a
+// network with concatenations (iQSM), an unrolled one (NeXtQSM: two graphs, six iterations,
+// the wrapper's full-volume buffers in the same budget).
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <string>
+
+#include "qsmcore/error.h"
+#include "qsmcore/memory.h"
+#include "qsmcore/models.h"
+#include "qsmcore/networks.h"
+#include "qsmcore/phantom.h"
+#include "support/test_data.h"
+
+using namespace qsmcore;
+
+namespace {
+
+const Phantom& phantom() {
+  static const Phantom* p = [] {
+    PhantomOptions o;
+    o.dims = {32, 32, 32};
+    o.voxel_mm = {1.0, 1.0, 1.0};
+    o.b0_t = 3.0;
+    o.te_s = {0.004, 0.012};
+    return new Phantom(make_head_phantom(o));
+  }();
+  return *p;
+}
+
+NetworkInputs inputs_for(const ModelSpec& spec) {
+  const Phantom& ph = phantom();
+  const NetworkNeeds n = network_needs(spec);
+  NetworkInputs in;
+  if (n.field_kind == "total field") {
+    in.field = &ph.total_field;
+  } else if (n.field_kind == "wrapped phase") {
+    in.field = &ph.phase;
+    in.field_unit = FieldUnit::Rad;
+    in.echo_times_s = {0.004, 0.012};
+  } else {
+    in.field = &ph.local_field;
+  }
+  in.magnitude = &ph.magnitude;
+  in.mask = &ph.mask;
+  in.b0_tesla = 3.0;
+  return in;
+}
+
+std::vector<std::string> twin_paths(const std::string& dir, const ModelSpec& spec) {
+  std::vector<std::string> p;
+  for (const auto& f : spec.files) p.push_back(dir + "/" + std::string(f.name));
+  return p;
+}
+
+// The least whole-run figure a refusal names ("... the whole run N"), or -1.
+std::int64_t least_named(const std::string& msg) {
+  const std::string key = "the whole run ";
+  const auto at = msg.find(key);
+  return at == std::string::npos ? -1 : std::stoll(msg.substr(at + key.size()));
+}
+
+class SpillBudget : public testing::TestWithParam<std::string> {};
+
+TEST_P(SpillBudget, WholeVolumeWithinTheLeastBudgetIsTheUnbudgetedRunBitForBit) {
+  const std::string dir = qsmtest::data_dir("QSM_TWINS_DIR");
+  QSM_REQUIRE_DATA(dir, "QSM_TWINS_DIR");
+  const ModelSpec& spec = require_model(GetParam());
+  const NetworkInputs in = inputs_for(spec);
+  NetworkOptions o;
+  o.model.threads = 2;
+  o.model.mem_budget = 0;
+  const NetworkRun whole = run_network(spec, twin_paths(dir, spec), in, o);
+  EXPECT_EQ(whole.spill_written_bytes + whole.spill_read_bytes, 0);
+
+  // Half the unbudgeted peak does not fit even spilled (the largest steps' operands stay): the
+  // refusal names the least that does.
+  const std::int64_t held = memory_current();
+  o.model.mem_budget = held + whole.predicted_peak_bytes / 2;
+  std::int64_t least = -1;
+  try {
+    run_network(spec, twin_paths(dir, spec), in, o);
+    FAIL() << spec.id << ": half the peak fit";
+  } catch (const Error& e) {
+    ASSERT_EQ(e.kind(), ErrorKind::OutOfBudget) << e.what();
+    least = least_named(e.what());
+    ASSERT_GT(least, 0) << "the refusal names no spilled figure: " << e.what();
+  }
+  EXPECT_EQ(memory_current(), held) << "a refusal leaks";
+  ASSERT_LT(least, held + whole.predicted_peak_bytes) << "spilling saves nothing on " << spec.id;
+
+  o.model.mem_budget = least;
+  const NetworkRun spilled = run_network(spec, twin_paths(dir, spec), in, o);
+  EXPECT_GT(spilled.spill_written_bytes, 0) << spec.id;
+  EXPECT_GT(spilled.spill_read_bytes, 0) << spec.id;
+  EXPECT_LE(held + spilled.predicted_peak_bytes, o.model.mem_budget);
+  EXPECT_LE(held + spilled.measured_peak_bytes, o.model.mem_budget) << "the accounted high-water passed the budget";
+  EXPECT_EQ(spilled.tiles, 1);
+  ASSERT_EQ(spilled.outputs.size(), whole.outputs.size());
+  for (std::size_t k = 0; k < whole.outputs.size(); ++k) {
+    const Volume& a = spilled.outputs[k].volume;
+    const Volume& b = whole.outputs[k].volume;
+    ASSERT_EQ(a.voxels(), b.voxels());
+    EXPECT_EQ(std::memcmp(a.data(), b.data(), static_cast<std::size_t>(a.voxels()) * sizeof(float)), 0)
+        << spec.id << ": output " << whole.outputs[k].name << " differs from the unbudgeted run";
+  }
+
+  // Without spilling the same budget is refused, before anything is allocated.
+  o.model.spill_activations = false;
+  const std::int64_t before = memory_current();
+  EXPECT_THROW(run_network(spec, twin_paths(dir, spec), in, o), Error);
+  EXPECT_EQ(memory_current(), before);
+}
+
+INSTANTIATE_TEST_SUITE_P(Networks, SpillBudget, testing::Values("xqsm", "iqsm", "nextqsm"),
+                         [](const testing::TestParamInfo<std::string>& i) { return i.param; });
+
+}  // namespace
