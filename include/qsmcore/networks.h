@@ -52,6 +52,10 @@ struct TileRequest {
 struct NetworkOptions {
   ModelOptions model;  // backend, threads, mem_budget (the engine's options; by default what the process may use)
   std::optional<TileRequest> tile;
+  /// Over the budget a run first spills activations (exact, whole volume); when even that does
+  /// not fit and the network can be tiled, it runs in the largest tiles that fit (with a
+  /// warning) unless this is off (then it is refused, naming that tile).
+  bool auto_tile = true;
   /// Where the recipe uses TTA: SynthSeg's left/right flip averaging and RS2-Net's 8-flip
   /// mirroring (on in their recipes) and HD-BET's 8-flip mirroring (off in its recipe: enabled
   /// only with `hdbet_mirroring` too).

@@ -170,7 +170,7 @@ void Context::fit_by_spilling(const Reservation& r, const std::vector<std::size_
   run_peak = spilled_peak;
 }
 
-void Context::refuse(const Reservation& r, std::int64_t held, std::int64_t run_peak, std::int64_t peak) const {
+void Context::refuse(const Reservation& r, std::int64_t held, std::int64_t run_peak, std::int64_t peak) {
   const std::int64_t budget = budget_;
   std::string msg = id() + ": predicted peak " + std::to_string(baseline_ + peak) + " bytes (already allocated " +
                     std::to_string(baseline_) + " + model and plans " + std::to_string(held) + " + one run " +
@@ -192,10 +192,12 @@ void Context::refuse(const Reservation& r, std::int64_t held, std::int64_t run_p
     const double edge = std::cbrt(static_cast<double>(room) / per_voxel);
     const std::int64_t m = std::max<std::int64_t>(r.multiple, 1);
     const std::int64_t p = static_cast<std::int64_t>(edge) / m * m;
-    if (p - 2 * r.halo >= 1)
+    if (p - 2 * r.halo >= 1) {
       msg += "; a tile with core " + std::to_string(p - 2 * r.halo) + " and halo " + std::to_string(r.halo) +
              " (patch " + std::to_string(p) + "\u00b3) fits";
-    else
+      const std::int64_t core = p - 2 * r.halo;
+      fitting_tile_ = TileRequest{{core, core, core}, r.halo};
+    } else
       msg += "; not even a " + std::to_string(m) + "\u00b3 patch fits with halo " + std::to_string(r.halo) +
              ": raise the budget or reduce the halo";
   } else if (r.tileable) {

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -79,6 +80,10 @@ class Context {
   /// Voxel-count helpers.
   std::int64_t voxels() const;
 
+  /// After a refusal: the tile the refusal named as fitting (a tileable network whose whole
+  /// volume cannot fit even with its activations spilled), or nothing.
+  const std::optional<TileRequest>& fitting_tile() const { return fitting_tile_; }
+
  private:
   std::vector<std::string> paths_;
   std::vector<OnnxModel> models_;
@@ -88,13 +93,14 @@ class Context {
   std::string budget_from() const;
   void fit_by_spilling(const Reservation& r, const std::vector<std::size_t>& model_of, std::int64_t held,
                        std::int64_t window, std::int64_t& run_peak);
-  [[noreturn]] void refuse(const Reservation& r, std::int64_t held, std::int64_t run_peak, std::int64_t peak) const;
+  [[noreturn]] void refuse(const Reservation& r, std::int64_t held, std::int64_t run_peak, std::int64_t peak);
 
   int pool_ = 1;
   std::int64_t budget_ = 0;
   std::string budget_source_;
   std::int64_t baseline_ = 0;
-  std::int64_t least_run_ = 0;  // one graph run's least bytes, spilled (set when spilling cannot fit)
+  std::int64_t least_run_ = 0;
+  std::optional<TileRequest> fitting_tile_;  // one graph run's least bytes, spilled (set when spilling cannot fit)
   std::string stage_;
   std::chrono::steady_clock::time_point stage_start_;
 };

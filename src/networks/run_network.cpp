@@ -106,16 +106,34 @@ NetworkRun run_network(const ModelSpec& spec, const std::vector<std::string>& mo
   network_needs(spec);  // unknown ids first
   validate_inputs(spec, in);
   NetworkRun run;
-  Context c(spec, model_paths, in, opts, run);
-  try {
-    run_wrapper(c);
-  } catch (const PredictionMade&) {
-    c.finish();  // predict_only: the plans are built, the peak predicted, nothing run
-    return run;
+  std::optional<TileRequest> tile;
+  {
+    Context c(spec, model_paths, in, opts, run);
+    try {
+      run_wrapper(c);
+      c.finish();
+      c.progress(1.0, "done");
+      return run;
+    } catch (const PredictionMade&) {
+      c.finish();  // predict_only: the plans are built, the peak predicted, nothing run
+      return run;
+    } catch (const Error& e) {
+      // Whole-volume first, spilled if need be; tiles (approximate) only when asked for, or
+      // when even the spilled whole volume cannot fit and a tile can.
+      if (e.kind() != ErrorKind::OutOfBudget || opts.tile || !opts.auto_tile || !c.fitting_tile()) throw;
+      tile = c.fitting_tile();
+    }
   }
-  c.finish();
-  c.progress(1.0, "done");
-  return run;
+  NetworkOptions tiled = opts;
+  tiled.tile = tile;
+  NetworkRun r = run_network(spec, model_paths, in, tiled);
+  r.warnings.insert(r.warnings.begin(), std::string(spec.id) +
+                                            ": the whole volume does not fit the budget even with its activations "
+                                            "spilled to disk; ran as tiles of core " +
+                                            std::to_string(tile->core[0]) + "\u00b3, halo " +
+                                            std::to_string(tile->halo) +
+                                            " (approximate near tile edges; raise the budget for the exact result)");
+  return r;
 }
 
 }  // namespace qsmcore

@@ -78,9 +78,10 @@ TEST_P(SpillBudget, WholeVolumeWithinTheLeastBudgetIsTheUnbudgetedRunBitForBit) 
   EXPECT_EQ(whole.spill_written_bytes + whole.spill_read_bytes, 0);
 
   // Half the unbudgeted peak does not fit even spilled (the largest steps' operands stay): the
-  // refusal names the least that does.
+  // refusal names the least that does (with tiling off: xQSM would run as tiles, below).
   const std::int64_t held = memory_current();
   o.model.mem_budget = held + whole.predicted_peak_bytes / 2;
+  o.auto_tile = false;
   std::int64_t least = -1;
   try {
     run_network(spec, twin_paths(dir, spec), in, o);
@@ -114,6 +115,34 @@ TEST_P(SpillBudget, WholeVolumeWithinTheLeastBudgetIsTheUnbudgetedRunBitForBit) 
   const std::int64_t before = memory_current();
   EXPECT_THROW(run_network(spec, twin_paths(dir, spec), in, o), Error);
   EXPECT_EQ(memory_current(), before);
+}
+
+// When even the spilled whole volume does not fit, a tileable network runs as the largest tiles
+// that do, saying so; asked for the whole volume (--tile 0), it is refused naming that tile.
+TEST(SpillBudgetTiles, BelowTheLeastATileableNetworkRunsAsTilesThatFit) {
+  const std::string dir = qsmtest::data_dir("QSM_TWINS_DIR");
+  QSM_REQUIRE_DATA(dir, "QSM_TWINS_DIR");
+  const ModelSpec& spec = require_model("xqsm");
+  const NetworkInputs in = inputs_for(spec);
+  NetworkOptions o;
+  o.model.threads = 2;
+  o.model.mem_budget = 0;
+  const NetworkRun whole = run_network(spec, twin_paths(dir, spec), in, o);
+  const std::int64_t held = memory_current();
+  o.model.mem_budget = held + whole.predicted_peak_bytes * 3 / 4;
+  const NetworkRun tiled = run_network(spec, twin_paths(dir, spec), in, o);
+  EXPECT_GT(tiled.tiles, 1);
+  EXPECT_LE(held + tiled.measured_peak_bytes, o.model.mem_budget);
+  ASSERT_FALSE(tiled.warnings.empty());
+  EXPECT_NE(tiled.warnings.front().find("ran as tiles of core"), std::string::npos) << tiled.warnings.front();
+  o.tile = TileRequest{{0, 0, 0}, -1};  // the whole volume, as --tile 0 asks
+  try {
+    run_network(spec, twin_paths(dir, spec), in, o);
+    FAIL() << "the whole volume was not refused";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::OutOfBudget);
+    EXPECT_NE(std::string(e.what()).find("a tile with core"), std::string::npos) << e.what();
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Networks, SpillBudget, testing::Values("xqsm", "iqsm", "nextqsm"),
