@@ -116,4 +116,14 @@ py::array tensor_to_numpy(const qsmcore::Tensor& t) {
   return py::array(dt, shape, owned->raw(), base);
 }
 
+py::dict spill_dict(std::uint64_t file_bytes, std::uint64_t written, std::uint64_t read, double wait_seconds) {
+  py::dict d;
+  d["spilled"] = written + read > 0;
+  d["file_bytes"] = file_bytes;
+  d["written_bytes"] = written;
+  d["read_bytes"] = read;
+  d["wait_seconds"] = wait_seconds;
+  return d;
+}
+
 }  // namespace qsmpy

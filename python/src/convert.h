@@ -5,6 +5,7 @@
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 
+#include <cstdint>
 #include <optional>
 #include <string>
 
@@ -37,5 +38,9 @@ py::array volume_to_numpy(qsmcore::Volume&& v);
 py::array tensor_to_numpy(const qsmcore::Tensor& t);
 
 qsmcore::Vec3 to_vec3(const py::handle& seq, const std::string& what);
+
+/// What an activation spill did, as the dict run_network's info["spill"] and
+/// OnnxModel.last_spill() return (spilled, file_bytes, written_bytes, read_bytes, wait_seconds).
+py::dict spill_dict(std::uint64_t file_bytes, std::uint64_t written, std::uint64_t read, double wait_seconds);
 
 }  // namespace qsmpy

@@ -92,13 +92,9 @@ py::dict run_info(const qsmcore::NetworkRun& r) {
   info["measured_peak_bytes"] = r.measured_peak_bytes;
   info["tiles"] = r.tiles;
   info["tiles_in_flight"] = r.tiles_in_flight;
-  py::dict spill;
-  spill["spilled"] = r.spill_written_bytes + r.spill_read_bytes > 0;
-  spill["file_bytes"] = r.spill_file_bytes;
-  spill["written_bytes"] = r.spill_written_bytes;
-  spill["read_bytes"] = r.spill_read_bytes;
-  spill["wait_seconds"] = r.spill_seconds;
-  info["spill"] = spill;
+  info["spill"] =
+      spill_dict(static_cast<std::uint64_t>(r.spill_file_bytes), static_cast<std::uint64_t>(r.spill_written_bytes),
+                 static_cast<std::uint64_t>(r.spill_read_bytes), r.spill_seconds);
   info["warnings"] = r.warnings;
   py::list stages;
   for (const auto& s : r.stages) stages.append(py::make_tuple(s.stage, s.seconds));

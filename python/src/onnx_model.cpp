@@ -175,13 +175,8 @@ void bind_onnx_model(py::module_& m) {
       .def("last_spill",
            [](PyOnnxModel& s) {
              const qsmcore::SpillReport r = s.model.last_spill();
-             py::dict d;
-             d["spilled"] = r.written + r.read > 0;
-             d["file_bytes"] = r.file_bytes;
-             d["written_bytes"] = r.written;
-             d["read_bytes"] = r.read;
+             py::dict d = spill_dict(r.file_bytes, r.written, r.read, r.wait_seconds);
              d["io_seconds"] = r.io_seconds;
-             d["wait_seconds"] = r.wait_seconds;
              d["dir"] = r.dir;
              return d;
            })

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "../support/test_data.h"
+#include "../support/twin_cases.h"
 #include "qsmcore/error.h"
 #include "qsmcore/memory.h"
 #include "qsmcore/onnx_model.h"
@@ -20,42 +21,7 @@ namespace {
 
 using nlohmann::json;
 
-struct Case {
-  std::string file;
-  std::vector<std::pair<std::string, qsmcore::Shape>> inputs;
-};
-
-std::vector<Case> cases() {
-  const std::string dir = qsmtest::data_dir("QSM_TWINS_DIR");
-  if (dir.empty()) return {Case{"missing.onnx", {}}};
-  std::ifstream f(dir + "/manifest.json");
-  const auto manifest = json::parse(f);
-  std::vector<Case> out;
-  for (const auto& [id, twin] : manifest.at("twins").items()) {
-    for (const auto& file : twin.at("files")) {
-      Case c;
-      c.file = file.at("file").get<std::string>();
-      const auto& shapes = file.at("test_inputs").at(0);
-      for (const auto& in : file.at("inputs"))
-        c.inputs.emplace_back(in.at("name"), shapes.at(in.at("name").get<std::string>()).get<qsmcore::Shape>());
-      out.push_back(std::move(c));
-    }
-  }
-  return out;
-}
-
-std::string case_name(const testing::TestParamInfo<Case>& info) {
-  std::string s = info.param.file.substr(0, info.param.file.find('.'));
-  for (char& ch : s)
-    if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
-  return s;
-}
-
-std::vector<qsmcore::Tensor> inputs_of(const Case& c, unsigned seed) {
-  std::vector<qsmcore::Tensor> in;
-  for (const auto& [name, shape] : c.inputs) in.push_back(qsmtest::random_tensor(shape, seed++));
-  return in;
-}
+using Case = qsmtest::TwinCase;
 
 std::vector<qsmcore::Shape> shapes_of(const Case& c) {
   std::vector<qsmcore::Shape> s;
@@ -87,7 +53,7 @@ TEST_P(ActivationSpill, SpilledRunsAreBitwiseTheUnbudgetedRunWithinTheCap) {
   const std::string dir = qsmtest::data_dir("QSM_TWINS_DIR");
   QSM_REQUIRE_DATA(dir, "QSM_TWINS_DIR");
   const Case& c = GetParam();
-  const auto in = inputs_of(c, 11);
+  const auto in = qsmtest::twin_inputs(c, 11);
   auto m = qsmcore::OnnxModel::load(dir + "/" + c.file, options());
   const auto ref = m.run(in);
   const qsmcore::PlanMemory full = m.plan_memory(shapes_of(c));
@@ -120,7 +86,7 @@ TEST_P(ActivationSpill, SpilledRunsAreBitwiseTheUnbudgetedRunWithinTheCap) {
   EXPECT_EQ(qsmcore::memory_peak(), before) << "a refused run allocated";
 }
 
-INSTANTIATE_TEST_SUITE_P(Twins, ActivationSpill, testing::ValuesIn(cases()), case_name);
+INSTANTIATE_TEST_SUITE_P(Twins, ActivationSpill, testing::ValuesIn(qsmtest::twin_cases()), qsmtest::twin_case_name);
 
 }  // namespace
 

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "../support/test_data.h"
+#include "../support/twin_cases.h"
 #include "qsmcore/error.h"
 #include "qsmcore/onnx_model.h"
 #include "qsmcore/residency.h"
@@ -18,42 +19,7 @@ namespace {
 using nlohmann::json;
 using qsmcore::LayerWeightResidency;
 
-struct Case {
-  std::string file;
-  std::vector<std::pair<std::string, qsmcore::Shape>> inputs;
-};
-
-std::vector<Case> cases() {
-  const std::string dir = qsmtest::data_dir("QSM_TWINS_DIR");
-  if (dir.empty()) return {Case{"missing.onnx", {}}};
-  std::ifstream f(dir + "/manifest.json");
-  const auto manifest = json::parse(f);
-  std::vector<Case> out;
-  for (const auto& [id, twin] : manifest.at("twins").items()) {
-    for (const auto& file : twin.at("files")) {
-      Case c;
-      c.file = file.at("file").get<std::string>();
-      const auto& shapes = file.at("test_inputs").at(0);
-      for (const auto& in : file.at("inputs"))
-        c.inputs.emplace_back(in.at("name"), shapes.at(in.at("name").get<std::string>()).get<qsmcore::Shape>());
-      out.push_back(std::move(c));
-    }
-  }
-  return out;
-}
-
-std::string case_name(const testing::TestParamInfo<Case>& info) {
-  std::string s = info.param.file.substr(0, info.param.file.find('.'));
-  for (char& ch : s)
-    if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
-  return s;
-}
-
-std::vector<qsmcore::Tensor> inputs_of(const Case& c, unsigned seed) {
-  std::vector<qsmcore::Tensor> in;
-  for (const auto& [name, shape] : c.inputs) in.push_back(qsmtest::random_tensor(shape, seed++));
-  return in;
-}
+using Case = qsmtest::TwinCase;
 
 bool bitwise_equal(const std::vector<qsmcore::Tensor>& a, const std::vector<qsmcore::Tensor>& b) {
   if (a.size() != b.size()) return false;
@@ -103,8 +69,8 @@ TEST_P(Residency, EveryPolicyIsBitwiseIdenticalAndWithinBudget) {
   QSM_REQUIRE_DATA(dir, "QSM_TWINS_DIR");
   const Case& c = GetParam();
   const std::string path = dir + "/" + c.file;
-  const auto in = inputs_of(c, 5);
-  const auto in2 = inputs_of(c, 50);
+  const auto in = qsmtest::twin_inputs(c, 5);
+  const auto in2 = qsmtest::twin_inputs(c, 50);
   std::vector<qsmcore::Tensor> ref, ref2;
   {
     auto m = qsmcore::OnnxModel::load(path, options(qsmcore::FullyResident{}));
@@ -208,13 +174,13 @@ TEST_P(Residency, EveryPolicyIsBitwiseIdenticalAndWithinBudget) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Twins, Residency, testing::ValuesIn(cases()), case_name);
+INSTANTIATE_TEST_SUITE_P(Twins, Residency, testing::ValuesIn(qsmtest::twin_cases()), qsmtest::twin_case_name);
 
 TEST(ResidencyReference, ReferenceBackendStreamsPlainWeightsBitwise) {
   const std::string dir = qsmtest::data_dir("QSM_TWINS_DIR");
   QSM_REQUIRE_DATA(dir, "QSM_TWINS_DIR");
   Case c{"qsmnet.onnx", {{"field", {1, 1, 16, 16, 16}}}};
-  const auto in = inputs_of(c, 9);
+  const auto in = qsmtest::twin_inputs(c, 9);
   auto full =
       qsmcore::OnnxModel::load(dir + "/" + c.file, options(qsmcore::FullyResident{}, qsmcore::Backend::Reference));
   auto ref = full.run(in);
@@ -269,7 +235,7 @@ TEST_P(SplitUnits, BoundedUnitsAreBitwiseAcrossPoliciesAndCloseToUnsplit) {
       }
   ASSERT_FALSE(c.file.empty());
   const std::string path = dir + "/" + c.file;
-  const auto in = inputs_of(c, 21);
+  const auto in = qsmtest::twin_inputs(c, 21);
   constexpr std::uint64_t kBound = 32 << 10;
   auto opts = [&](const LayerWeightResidency& r) {
     auto o = options(r);
@@ -317,7 +283,7 @@ TEST(ResidencySampling, SamplesAfterAForwardOnlyWhenAsked) {
   const std::string dir = qsmtest::data_dir("QSM_TWINS_DIR");
   QSM_REQUIRE_DATA(dir, "QSM_TWINS_DIR");
   const Case c{"qsmnet.onnx", {{"field", {1, 1, 16, 16, 16}}}};
-  const auto in = inputs_of(c, 3);
+  const auto in = qsmtest::twin_inputs(c, 3);
   auto quiet = qsmcore::OnnxModel::load(dir + "/" + c.file, options(stream(1ull << 30, 1ull << 30, 2, 2)));
   (void)quiet.run(in);
   const auto q = json::parse(quiet.residency_report_json()).at("offload");
@@ -358,12 +324,12 @@ namespace {
 TEST(ResidencyPrediction, PredictedPeakCoversTheStreamedWeights) {
   const std::string dir = qsmtest::data_dir("QSM_TWINS_DIR");
   QSM_REQUIRE_DATA(dir, "QSM_TWINS_DIR");
-  for (const Case& c : cases()) {
+  for (const Case& c : qsmtest::twin_cases()) {
     if (c.file != "qsmnet.onnx" && c.file != "hd-bet.onnx" && c.file != "susep-net.onnx") continue;
     for (const auto& r : {stream(1ull << 30, 0, 0, 0), stream(1ull << 30, 1ull << 30, 2, 2), layerwise(2)}) {
       SCOPED_TRACE(c.file + " " + qsmcore::to_string(r));
       auto m = qsmcore::OnnxModel::load(dir + "/" + c.file, options(r));
-      const auto in = inputs_of(c, 8);
+      const auto in = qsmtest::twin_inputs(c, 8);
       std::vector<qsmcore::Shape> shapes;
       for (const auto& t : in) shapes.push_back(t.shape());
       const qsmcore::PlanMemory pm = m.plan_memory(shapes);
