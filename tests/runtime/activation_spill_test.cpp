@@ -164,3 +164,32 @@ TEST(ActivationSpillBudget, TheProcessBudgetSpillsRefusesBelowTheLeastAndNamesIt
 }
 
 }  // namespace
+
+namespace {
+
+// Layer-major batches (OnnxModel::run_batch: tiles of a streamed run, `qsm onnx run --batch`)
+// spill each set's arena into its own region of one file: both sets come back bit for bit.
+TEST(ActivationSpillBatch, EachSetOfABatchSpillsIntoItsOwnRegion) {
+  const std::string dir = qsmtest::data_dir("QSM_TWINS_DIR");
+  QSM_REQUIRE_DATA(dir, "QSM_TWINS_DIR");
+  const qsmcore::Shape shape{1, 1, 16, 16, 16};
+  auto m = qsmcore::OnnxModel::load(dir + "/xqsm.onnx", options());
+  const std::vector<std::vector<qsmcore::Tensor>> batch = {{qsmtest::random_tensor(shape, 21)},
+                                                           {qsmtest::random_tensor(shape, 22)}};
+  const auto ref = m.run_batch(batch);
+  const qsmcore::PlanMemory full = m.plan_memory({shape});
+  const std::int64_t least = m.min_run_bytes({shape});
+  const std::int64_t per_set = (least + full.run_peak_bytes()) / 2;
+  const qsmcore::PlanMemory pm = m.plan_memory({shape}, per_set);
+  ASSERT_GT(pm.spill_read_bytes, 0);
+  m.limit_run_bytes(2 * per_set);
+  const auto out = m.run_batch(batch);
+  ASSERT_EQ(out.size(), 2u);
+  expect_bitwise(out[0], ref[0], "batch set 0");
+  expect_bitwise(out[1], ref[1], "batch set 1");
+  const qsmcore::SpillReport rep = m.last_spill();
+  EXPECT_EQ(rep.read, 2 * static_cast<std::uint64_t>(pm.spill_read_bytes));
+  EXPECT_EQ(rep.file_bytes, 2 * static_cast<std::uint64_t>(pm.spill_file_bytes));
+}
+
+}  // namespace
