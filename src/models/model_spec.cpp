@@ -12,7 +12,6 @@
 namespace qsmcore {
 namespace {
 
-constexpr std::uint64_t kMax = memory::kSaturated;
 using memory::saturating_add;
 using memory::saturating_mul;
 

@@ -30,7 +30,8 @@ void run_qsmgan(Context& c) {
   const Volume& grid = *c.in.field;
   const Dims3 dims = grid.dims();
   c.load(c.pool());
-  const auto [P, Q] = fixed_patches(c);
+  const auto patches = fixed_patches(c);
+  const Dims3 P = patches.first, Q = patches.second;  // not a structured binding: lambdas capture these
   // Output-tile centres per axis: Q/2, Q/2 + Q, … while c ≤ dim + Q/2 (24, 72, … for 48³).
   std::array<std::vector<std::int64_t>, 3> centres;
   for (int a = 0; a < 3; ++a)
@@ -109,7 +110,8 @@ void run_autoqsm(Context& c) {
   const Volume& grid = *c.in.field;
   const Dims3 dims = grid.dims();
   c.load(c.pool());
-  const auto [P, Q] = fixed_patches(c);
+  const auto patches = fixed_patches(c);
+  const Dims3 P = patches.first, Q = patches.second;  // not a structured binding: lambdas capture these
   constexpr std::int64_t kOverlap = 8;
   Dims3 frame{}, stride{};
   std::array<std::vector<std::int64_t>, 3> origins;

@@ -2,6 +2,7 @@
 // the static description a ResidencyLedger is built from.
 #pragma once
 #include <array>
+#include <compare>
 #include <string>
 #include <vector>
 
@@ -15,7 +16,9 @@ class OffloadUnitId {
  public:
   static Result<OffloadUnitId, OffloadError> create(std::string id);
   const std::string& str() const { return id_; }
-  auto operator<=>(const OffloadUnitId&) const = default;
+  bool operator==(const OffloadUnitId& o) const { return id_ == o.id_; }
+  // Spelled out: emscripten's libc++ 14 has no operator<=> for std::string to default from.
+  std::strong_ordering operator<=>(const OffloadUnitId& o) const { return id_.compare(o.id_) <=> 0; }
 
  private:
   explicit OffloadUnitId(std::string id) : id_(std::move(id)) {}

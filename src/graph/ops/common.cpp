@@ -103,18 +103,18 @@ float half_to_float(std::uint16_t h) {
     } while ((mant & 0x400u) == 0);
     bits = sign | (static_cast<std::uint32_t>(112 - e) << 23) | ((mant & 0x3ffu) << 13);
   }
-  return std::bit_cast<float>(bits);
+  return qsmcore::bit_cast<float>(bits);
 }
 
 std::uint16_t float_to_half(float f) {
-  const std::uint32_t x = std::bit_cast<std::uint32_t>(f);
+  const std::uint32_t x = qsmcore::bit_cast<std::uint32_t>(f);
   const std::uint16_t sign = static_cast<std::uint16_t>((x >> 16) & 0x8000u);
   const std::uint32_t ax = x & 0x7fffffffu;
   if (ax >= 0x7f800000u) return static_cast<std::uint16_t>(sign | 0x7c00u | (ax > 0x7f800000u ? 0x200u : 0u));
   if (ax >= 0x477ff000u) return static_cast<std::uint16_t>(sign | 0x7c00u);  // rounds to inf
   if (ax < 0x38800000u) {
     // Result is subnormal or zero: scale by 2^24 in float so the FPU does the rounding.
-    const float v = std::bit_cast<float>(ax) * 16777216.0f;
+    const float v = qsmcore::bit_cast<float>(ax) * 16777216.0f;
     return static_cast<std::uint16_t>(sign | static_cast<std::uint16_t>(std::nearbyint(v)));
   }
   const std::uint32_t mant_odd = (ax >> 13) & 1u;
@@ -123,7 +123,7 @@ std::uint16_t float_to_half(float f) {
 }
 
 std::uint16_t float_to_bf16(float f) {
-  const std::uint32_t x = std::bit_cast<std::uint32_t>(f);
+  const std::uint32_t x = qsmcore::bit_cast<std::uint32_t>(f);
   if ((x & 0x7fffffffu) > 0x7f800000u) return static_cast<std::uint16_t>((x >> 16) | 0x40u);
   return static_cast<std::uint16_t>(x >> 16);
 }

@@ -1,7 +1,8 @@
 // float16 / bfloat16 <-> float conversions (Cast, Max/Min on float16, test comparisons).
 #pragma once
-#include <bit>
 #include <cstdint>
+
+#include "core/bit_cast.h"
 
 namespace qsmcore::graph::ops {
 
@@ -10,7 +11,7 @@ float half_to_float(std::uint16_t h);
 std::uint16_t float_to_half(float f);
 /// bfloat16 -> float (exact) and float -> bfloat16 by truncation (NaN kept quiet), as the
 /// ONNX 1.12 reference and its Cast test data do.
-inline float bf16_to_float(std::uint16_t b) { return std::bit_cast<float>(static_cast<std::uint32_t>(b) << 16); }
+inline float bf16_to_float(std::uint16_t b) { return qsmcore::bit_cast<float>(static_cast<std::uint32_t>(b) << 16); }
 std::uint16_t float_to_bf16(float f);
 
 }  // namespace qsmcore::graph::ops
