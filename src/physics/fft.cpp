@@ -1,14 +1,21 @@
-// FFTW glue for RealFft3. FFTW's planner is not thread-safe, so plan creation and destruction
-// are serialised; executing a plan (fftw_execute) is thread-safe.
+// RealFft3: FFTW glue where the build has FFTW (QSM_HAVE_FFTW, native builds), else the portable
+// FFT (physics/portable_fft.h; the WebAssembly build). FFTW's planner is not thread-safe, so plan
+// creation and destruction are serialised; executing a plan (fftw_execute) is thread-safe.
 #include "physics/fft.h"
-
-#include <fftw3.h>
-
-#include <mutex>
 
 #include "qsmcore/error.h"
 
+#if QSM_HAVE_FFTW
+#include <fftw3.h>
+
+#include <mutex>
+#else
+#include "physics/portable_fft.h"
+#endif
+
 namespace qsmcore::physics {
+
+#if QSM_HAVE_FFTW
 namespace {
 
 std::mutex& planner_mutex() {
@@ -91,6 +98,37 @@ void RealFft3<T>::inverse() {
   const std::int64_t n = real_count();
   for (std::int64_t i = 0; i < n; ++i) r[i] *= scale;
 }
+
+#else
+
+// forward_plan_ holds the portable plan (immutable, so forward/inverse need no lock);
+// inverse_plan_ stays null.
+template <class T>
+RealFft3<T>::RealFft3(const Dims3& dims) : dims_(dims) {
+  for (std::int64_t d : dims)
+    if (d <= 0 || d > (1 << 30)) throw Error(ErrorKind::InvalidInput, "FFT size out of range");
+  real_ = Buffer(static_cast<std::size_t>(real_count()) * sizeof(T), MemCategory::Other);
+  spectrum_ = Buffer(static_cast<std::size_t>(spectrum_count()) * sizeof(std::complex<T>), MemCategory::Other);
+  forward_plan_ = new PortableFft3Plan<T>(dims_);
+}
+
+template <class T>
+RealFft3<T>::~RealFft3() {
+  delete static_cast<PortableFft3Plan<T>*>(forward_plan_);
+}
+
+template <class T>
+void RealFft3<T>::forward() {
+  static_cast<const PortableFft3Plan<T>*>(forward_plan_)->forward(real(), spectrum());
+}
+
+template <class T>
+void RealFft3<T>::inverse() {
+  static_cast<const PortableFft3Plan<T>*>(forward_plan_)
+      ->inverse(spectrum(), real(), T(1) / static_cast<T>(real_count()));
+}
+
+#endif
 
 template class RealFft3<float>;
 template class RealFft3<double>;
