@@ -53,11 +53,11 @@ struct MemoryMeasurement {
   std::uint64_t tile_bytes_per_voxel = 0;
   double load_seconds = 0.0;
   int threads = 1;
-  Backend backend = Backend::OneDnn;
+  Backend backend = kDefaultBackend;
 };
 
 struct MeasureOptions {
-  Backend backend = Backend::OneDnn;
+  Backend backend = kDefaultBackend;
   int threads = 1;  // memory.md §2.3: figures are measured single-threaded by default
   // Spatial shapes to measure. Each graph input's dynamic dimensions are filled, in order, with
   // the shape's three values; inputs without dynamic dimensions keep their declared shape.

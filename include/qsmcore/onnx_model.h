@@ -15,15 +15,25 @@
 
 namespace qsmcore {
 
-enum class Backend { OneDnn, Reference };
+/// OneDnn: the native kernels. Simd128: the WebAssembly SIMD kernels (src/kernels/wasm). Both
+/// fall back to the reference kernels for what they do not implement; Reference runs only those
+/// (the test oracle).
+enum class Backend { OneDnn, Reference, Simd128 };
 const char* to_string(Backend b);
-Backend backend_from_string(const std::string& s);  // "onednn" | "reference"
+Backend backend_from_string(const std::string& s);  // "onednn" | "reference" | "simd128"
+
+/// The fast backend of this build: Simd128 in the WebAssembly build, oneDNN natively.
+#ifdef __EMSCRIPTEN__
+inline constexpr Backend kDefaultBackend = Backend::Simd128;
+#else
+inline constexpr Backend kDefaultBackend = Backend::OneDnn;
+#endif
 
 /// ModelOptions::mem_budget: what the process may use (process_mem_budget()).
 inline constexpr std::int64_t kAutoMemBudget = -1;
 
 struct ModelOptions {
-  Backend backend = Backend::OneDnn;
+  Backend backend = kDefaultBackend;
   /// Threads of every kernel, from plan creation on, in whatever thread runs or rebuilds it.
   /// 0 = the CPUs this process may use (usable_cpus(): affinity, cgroup quota, SLURM).
   int threads = 0;

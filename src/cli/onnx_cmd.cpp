@@ -73,7 +73,7 @@ struct RunArgs {
   std::string model;
   std::vector<std::string> ins;
   std::string out_dir;
-  std::string backend = "onednn";
+  std::string backend = to_string(kDefaultBackend);
   int threads = 0;
   int repeat = 1;
   int batch = 1;           // input sets run layer-major through run_batch
@@ -379,11 +379,12 @@ void register_onnx_commands(CLI::App& app) {
   auto* plan_cmd = onnx->add_subcommand("plan", "Plan a model for input shapes without running it: steps and memory");
   auto plan_path = std::make_shared<std::string>();
   auto plan_shapes = std::make_shared<std::vector<std::string>>();
-  auto plan_backend = std::make_shared<std::string>("onednn");
+  auto plan_backend = std::make_shared<std::string>(to_string(kDefaultBackend));
   auto plan_steps = std::make_shared<bool>(false);
   plan_cmd->add_option("model", *plan_path, "ONNX file")->required();
   plan_cmd->add_option("--shape", *plan_shapes, "NAME=1x1x64x64x64 (repeat per input)")->required();
-  plan_cmd->add_option("--backend", *plan_backend, "onednn | reference")->check(CLI::IsMember({"onednn", "reference"}));
+  plan_cmd->add_option("--backend", *plan_backend, "onednn | simd128 | reference")
+      ->check(CLI::IsMember({"onednn", "simd128", "reference"}));
   plan_cmd->add_flag("--steps", *plan_steps, "list every step");
   auto plan_live_at = std::make_shared<int>(-1);
   plan_cmd->add_option("--live-at", *plan_live_at, "list the values live at this step (e.g. the peak one)");
@@ -394,7 +395,8 @@ void register_onnx_commands(CLI::App& app) {
   run_cmd->add_option("model", args->model, "ONNX file")->required();
   run_cmd->add_option("--in", args->ins, "NAME=FILE.npy (repeat per input)")->required();
   run_cmd->add_option("--out", args->out_dir, "output folder")->required();
-  run_cmd->add_option("--backend", args->backend, "onednn | reference")->check(CLI::IsMember({"onednn", "reference"}));
+  run_cmd->add_option("--backend", args->backend, "onednn | simd128 | reference")
+      ->check(CLI::IsMember({"onednn", "simd128", "reference"}));
   run_cmd->add_option("--threads", args->threads, kThreadsHelp)->check(CLI::NonNegativeNumber);
   run_cmd->add_option("--repeat", args->repeat, "run K times; prints the median of the runs after the first")
       ->check(CLI::Range(1, 1000));

@@ -36,4 +36,7 @@ std::unique_ptr<Kernel> make_copy_kernel();
 /// The oneDNN backend; nullptr when qsmcore was built without it.
 std::unique_ptr<Backend> make_onednn_backend();
 
+/// The WebAssembly SIMD128 backend (src/kernels/wasm); nullptr outside the WebAssembly build.
+std::unique_ptr<Backend> make_simd128_backend();
+
 }  // namespace qsmcore::kernels

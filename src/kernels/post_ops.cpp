@@ -1,6 +1,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/parallel.h"
 #include "kernels/kernel.h"
 
 namespace qsmcore::kernels {
@@ -21,8 +22,7 @@ float apply_activation(const PostOp& p, float x) {
 void apply_post_ops(std::span<const PostOp> post, float* data, std::int64_t n) {
   for (const auto& p : post) {
     if (p.kind == PostOp::Kind::Sum) continue;
-#pragma omp parallel for schedule(static)
-    for (std::int64_t i = 0; i < n; ++i) data[i] = apply_activation(p, data[i]);
+    parallel_for(n, n > 4096, [&](std::int64_t i) { data[i] = apply_activation(p, data[i]); });
   }
 }
 

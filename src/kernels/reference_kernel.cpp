@@ -2,6 +2,7 @@
 // their order (a Sum adds its addend input, which never aliases the output on this path).
 #include <cstring>
 
+#include "core/parallel.h"
 #include "kernels/backend.h"
 
 namespace qsmcore::kernels {
@@ -23,8 +24,7 @@ class ReferenceKernel final : public Kernel {
     for (const auto& p : post_) {
       if (p.kind == PostOp::Kind::Sum) {
         const float* a = inputs[static_cast<std::size_t>(p.sum_input)].data<float>();
-#pragma omp parallel for schedule(static)
-        for (std::int64_t i = 0; i < n; ++i) d[i] += a[i];
+        parallel_for(n, n > 4096, [&](std::int64_t i) { d[i] += a[i]; });
       } else {
         apply_post_ops(std::span<const PostOp>(&p, 1), d, n);
       }
@@ -64,6 +64,9 @@ std::unique_ptr<Kernel> make_copy_kernel() { return std::make_unique<CopyKernel>
 
 #ifndef QSM_HAVE_ONEDNN
 std::unique_ptr<Backend> make_onednn_backend() { return nullptr; }
+#endif
+#ifndef __wasm_simd128__
+std::unique_ptr<Backend> make_simd128_backend() { return nullptr; }
 #endif
 
 }  // namespace qsmcore::kernels

@@ -2,20 +2,18 @@
 // initializer, read by offset from the file), and caches one Plan per input-shape set.
 #include "qsmcore/onnx_model.h"
 
-#include <omp.h>
-
 #include <algorithm>
 #include <atomic>
 #include <filesystem>
 #include <limits>
 #include <mutex>
 
+#include "core/parallel.h"
 #include "graph/passes/passes.h"
 #include "kernels/pack_cache.h"
 #include "onnx/reader.h"
 #include "qsmcore/error.h"
 #include "runtime/model_internals.h"
-#include "runtime/omp_threads.h"
 #include "runtime/plan.h"
 #include "runtime/residency_executor.h"
 #include "runtime/weight_reader.h"
@@ -23,13 +21,22 @@
 namespace qsmcore {
 
 const char* to_string(Backend b) {
-  return b == Backend::OneDnn ? "onednn" : "reference";
+  switch (b) {
+    case Backend::OneDnn:
+      return "onednn";
+    case Backend::Simd128:
+      return "simd128";
+    case Backend::Reference:
+      break;
+  }
+  return "reference";
 }
 
 Backend backend_from_string(const std::string& s) {
   if (s == "onednn") return Backend::OneDnn;
+  if (s == "simd128") return Backend::Simd128;
   if (s == "reference" || s == "ref") return Backend::Reference;
-  throw Error(ErrorKind::InvalidInput, "unknown backend '" + s + "' (expected onednn or reference)");
+  throw Error(ErrorKind::InvalidInput, "unknown backend '" + s + "' (expected onednn, simd128 or reference)");
 }
 
 struct OnnxModel::Impl {
@@ -148,7 +155,7 @@ struct OnnxModel::Impl {
   std::shared_ptr<Plan> plan(const std::vector<Shape>& shapes, const std::vector<DType>& dtypes) {
     std::lock_guard<std::mutex> lock(mu);
     if (auto p = cached_plan(shapes)) return p;
-    const OmpThreads omp(opts.threads);  // constant folding runs reference kernels
+    const ScopedThreads threads_here(opts.threads);  // constant folding runs reference kernels
     graph::TypedGraph tg = typed_graph(shapes, dtypes);
     graph::LeafFn leaf = leaf_fn();
     if (resident()) {
@@ -179,7 +186,7 @@ struct OnnxModel::Impl {
   void refuse_before_packing(const std::vector<Shape>& shapes, const std::vector<DType>& dtypes, std::int64_t sets) {
     std::lock_guard<std::mutex> lock(mu);
     if (cached_plan(shapes)) return;
-    const OmpThreads omp(opts.threads);
+    const ScopedThreads threads_here(opts.threads);
     graph::TypedGraph tg = typed_graph(shapes, dtypes);
     graph::LeafFn leaf = leaf_fn();
     packed->dry = true;
@@ -334,7 +341,7 @@ OnnxModel::~OnnxModel() = default;
 OnnxModel OnnxModel::load(const std::string& path, const ModelOptions& opts) {
   auto impl = std::make_unique<Impl>();
   impl->opts = with_process_defaults(opts);
-  const OmpThreads omp(impl->opts.threads);
+  const ScopedThreads threads_here(impl->opts.threads);
   impl->model = onnx::read_model(path);
   impl->init(true);
   return OnnxModel(std::move(impl));
@@ -348,7 +355,7 @@ OnnxModel OnnxModel::load(std::span<const std::uint8_t> bytes, const ModelOption
   }
   auto impl = std::make_unique<Impl>();
   impl->opts = with_process_defaults(opts);
-  const OmpThreads omp(impl->opts.threads);
+  const ScopedThreads threads_here(impl->opts.threads);
   impl->model = onnx::read_model(bytes, name);
   impl->init(false);
   // The caller's span need not outlive load(): every initializer is resident by now.

@@ -1,16 +1,14 @@
 #include "runtime/plan.h"
 
-#include <omp.h>
-
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <map>
 
+#include "core/parallel.h"
 #include "memory/offset_planner.h"
 #include "qsmcore/error.h"
 #include "qsmcore/process_limits.h"
-#include "runtime/omp_threads.h"
 #include "runtime/spill_transfers.h"
 
 namespace qsmcore {
@@ -29,13 +27,16 @@ int Plan::add_value(Value v) {
 
 Plan::Plan(graph::TypedGraph g, Backend backend, int threads, const graph::LeafFn* leaf, bool keep_weights)
     : backend_(backend), threads_(threads > 0 ? threads : usable_cpus()) {
-  const OmpThreads omp(threads_);  // primitives created below keep the count they see now
-  created_threads_ = omp_get_max_threads();
+  const ScopedThreads threads_here(threads_);  // primitives created below keep the count they see now
+  created_threads_ = max_threads();
   for (int i : g.inputs) input_shapes_.push_back(g.values[static_cast<std::size_t>(i)].shape);
   std::unique_ptr<kernels::Backend> be;
   if (backend == Backend::OneDnn) {
     be = kernels::make_onednn_backend();
     if (!be) throw Error(ErrorKind::Unsupported, "this build of qsmcore has no oneDNN backend");
+  } else if (backend == Backend::Simd128) {
+    be = kernels::make_simd128_backend();
+    if (!be) throw Error(ErrorKind::Unsupported, "the simd128 backend exists only in the WebAssembly build");
   }
   schedule(g, be.get(), leaf, keep_weights);
   assign_offsets();
@@ -50,7 +51,7 @@ Plan::Plan(graph::TypedGraph g, Backend backend, int threads, const graph::LeafF
 UnitCopy Plan::build_unit(int u, const graph::LeafFn& leaf) const {
   const WeightUnit& unit = units_.at(static_cast<std::size_t>(u));
   std::lock_guard<std::mutex> lock(build_mu_);
-  const OmpThreads omp(threads_);  // runs on the caller's or the prefetch worker's thread
+  const ScopedThreads threads_here(threads_);  // runs on the caller's or the prefetch worker's thread
   const graph::TNode& n = g_.nodes[static_cast<std::size_t>(unit.node)];
   for (int slot : unit.deferred_inputs) {
     auto& tv = g_.values[static_cast<std::size_t>(n.in[static_cast<std::size_t>(slot)])];
@@ -416,8 +417,8 @@ std::vector<std::vector<Tensor>> Plan::run_batch(const std::vector<std::vector<T
     throw Error(ErrorKind::Internal, "a plan with weight units run without a unit provider");
   for (const auto& inputs : batch) check_inputs(inputs);
   const ArenaLayout& lay = spill.layout ? *spill.layout : *layout_;
-  const OmpThreads omp(threads_);  // tile threads start with OpenMP's default
-  run_threads_ = omp_team_size_here();
+  const ScopedThreads threads_here(threads_);  // tile threads start with OpenMP's default
+  run_threads_ = team_size_here();
   // Everything the run allocates is allocated here, before the first step. Arena values get
   // their views per step (a spilled value may come back elsewhere); the others once.
   struct Set {

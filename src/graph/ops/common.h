@@ -11,6 +11,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "core/parallel.h"
 #include "graph/op_registry.h"
 #include "graph/ops/half.h"
 #include "qsmcore/error.h"
@@ -113,13 +114,11 @@ class Broadcast {
 void transpose_bytes(const void* src, void* dst, const Shape& in_shape, const std::vector<std::int64_t>& perm,
                      std::size_t elem);
 
-/// Parallel-for over [0, n) with OpenMP when the work is large enough to be worth threads.
+/// Parallel-for over [0, n) when the work is large enough to be worth threads.
 /// Each index runs on exactly one thread, so results do not depend on the thread count.
 template <class F>
 void parallel_for(std::int64_t n, std::int64_t work_per_item, F&& f) {
-  const bool big = n > 1 && n * work_per_item > 32768;
-#pragma omp parallel for schedule(static) if (big)
-  for (std::int64_t i = 0; i < n; ++i) f(i);
+  qsmcore::parallel_for(n, n > 1 && n * work_per_item > 32768, std::forward<F>(f));
 }
 
 }  // namespace qsmcore::graph::ops

@@ -1,0 +1,20 @@
+// The WebAssembly SIMD128 backend: kernels for the heavy ops on plain (NCDHW) layouts, written
+// with <wasm_simd128.h>. Factories decline (nullptr) what they do not implement and the planner
+// falls back to the reference kernel, so every op still runs.
+#pragma once
+#include <memory>
+#include <string>
+#include <unordered_map>
+
+#include "kernels/backend.h"
+
+namespace qsmcore::kernels::wasm {
+
+using MakeFn = std::unique_ptr<Kernel> (*)(const graph::TypedGraph& g, const graph::TNode& n);
+using KernelTable = std::unordered_map<std::string, MakeFn>;
+
+/// Each kernel file registers its ops here.
+void register_conv_kernels(KernelTable& table);    // conv.cpp: Conv
+void register_deconv_kernels(KernelTable& table);  // deconv.cpp: ConvTranspose
+
+}  // namespace qsmcore::kernels::wasm
