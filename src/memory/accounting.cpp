@@ -2,6 +2,9 @@
 // exact totals; the peak is maintained with a CAS loop so concurrent allocations never lose a
 // high-water mark.
 #include <sys/mman.h>
+#ifdef __EMSCRIPTEN__
+#include <emscripten/heap.h>
+#endif
 
 #include <atomic>
 #include <cstdlib>
@@ -24,13 +27,12 @@ constexpr std::size_t kAlign = 64;
 // the peak RSS of the full QSMnet twin (96³, stream:host=64MiB) to 1188 MiB while 295 MiB were
 // accounted. A fixed threshold is what "the OS sees what we account" needs. (wasm32 has no real
 // munmap; there the heap is the accounting, see the wasm build.)
-constexpr std::size_t kMapThreshold = std::size_t{128} << 10;
-
 bool mapped_block(std::size_t rounded) {
 #if defined(__EMSCRIPTEN__)
   (void)rounded;
   return false;
 #else
+  constexpr std::size_t kMapThreshold = std::size_t{128} << 10;
   return rounded >= kMapThreshold;
 #endif
 }
@@ -75,6 +77,7 @@ void raise_peak(std::atomic<std::int64_t>& peak, std::int64_t value) {
   }
 }
 
+#ifndef __EMSCRIPTEN__
 std::int64_t read_status_kb(const char* key) {
   std::ifstream f("/proc/self/status");
   std::string line;
@@ -84,6 +87,7 @@ std::int64_t read_status_kb(const char* key) {
   }
   return -1;
 }
+#endif
 
 }  // namespace
 
@@ -191,6 +195,14 @@ void Buffer::reset() {
   size_ = 0;
 }
 
+#ifdef __EMSCRIPTEN__
+// The module's view of the OS is its linear memory: it grows on demand and never shrinks, so its
+// size is both what the process holds and its high-water. (/proc/self under Node would describe
+// Node itself.)
+std::int64_t process_rss_bytes() { return static_cast<std::int64_t>(emscripten_get_heap_size()); }
+std::int64_t process_hwm_bytes() { return process_rss_bytes(); }
+bool reset_process_hwm() { return false; }
+#else
 std::int64_t process_rss_bytes() { return read_status_kb("VmRSS:"); }
 std::int64_t process_hwm_bytes() { return read_status_kb("VmHWM:"); }
 
@@ -200,5 +212,7 @@ bool reset_process_hwm() {
   f << "5";
   return static_cast<bool>(f.flush());
 }
+
+#endif
 
 }  // namespace qsmcore

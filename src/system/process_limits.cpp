@@ -146,11 +146,18 @@ std::optional<std::uint64_t> cgroup_memory(const Sources& s, std::string& source
 }
 
 std::optional<std::uint64_t> affinity_cpus() {
+#ifdef __EMSCRIPTEN__
+  // No affinity in WebAssembly: the pthread build may use what the host reports (Node's CPUs, the
+  // browser's hardwareConcurrency); the single-threaded build reports 1.
+  const unsigned n = std::thread::hardware_concurrency();
+  return n > 0 ? std::optional<std::uint64_t>(n) : std::nullopt;
+#else
   cpu_set_t set;
   CPU_ZERO(&set);
   if (sched_getaffinity(0, sizeof set, &set) != 0) return std::nullopt;
   const int n = CPU_COUNT(&set);
   return n > 0 ? std::optional<std::uint64_t>(static_cast<std::uint64_t>(n)) : std::nullopt;
+#endif
 }
 
 }  // namespace
