@@ -7,6 +7,9 @@ cd "$(dirname "$0")/.."
 # setup.sh (dependencies, Release build), then the Python package into build/venv, where the
 # ctest test python.pytest runs the suite of python/tests.
 bash tools/python.sh
+# The WebAssembly build (build-wasm/mt and st), which the native tests/wasm compare with the
+# native engine and whose own tests (conformance cases, portable FFT) run under Node below.
+bash tools/wasm/build.sh
 data=build/testdata
 mkdir -p "$data"
 [ -d "$data/onnx-cases/node" ] || bash tools/conformance/generate.sh "$data/onnx-cases"
@@ -16,4 +19,6 @@ export QSM_ONNX_CASES="$PWD/$data/onnx-cases/node"
 export QSM_TESTNETS_DIR="$PWD/$data/testnets"
 export QSM_TWINS_DIR="$PWD/$data/twins"
 export QSM_ORT_RUNNER="$PWD/tools/ort/run.js"
+export QSM_WASM_DIR="$PWD/build-wasm"
 ctest --test-dir build --output-on-failure -j2 "$@"
+for v in mt st; do ctest --test-dir "build-wasm/$v" --output-on-failure "$@"; done

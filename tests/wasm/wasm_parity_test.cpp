@@ -1,0 +1,143 @@
+// The WebAssembly build against the native engine. Every reduced twin and both test networks run
+// through `node tools/wasm/qsm.js onnx run` (the pthread build: the simd128 backend, 2 threads)
+// and natively (oneDNN, 2 threads); every output must agree to max|Δ| ≤ 1e-5 × its range (a
+// non-finite value fails). A few run through the single-threaded build as well. The report's
+// heap high-water must hold the accounted peak: the wasm heap is where every accounted byte lives.
+// The wasm build is tools/wasm/build.sh's (QSM_WASM_DIR names another build-wasm folder).
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "io/npy.h"
+#include "qsmcore/onnx_model.h"
+#include "support/test_data.h"
+#include "support/twin_cases.h"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string wasm_dir() {
+  const char* d = std::getenv("QSM_WASM_DIR");
+  return d ? d : QSM_SOURCE_DIR "/build-wasm";
+}
+
+bool wasm_built(const std::string& variant) {
+  return fs::exists(wasm_dir() + "/" + variant + "/qsm-node.wasm");
+}
+
+#define QSM_REQUIRE_WASM(variant)                                                                     \
+  do {                                                                                                \
+    if (!wasm_built(variant)) {                                                                       \
+      if (::qsmtest::allow_missing_data()) GTEST_SKIP() << "no wasm build in " << wasm_dir();         \
+      FAIL() << "no wasm build in " << wasm_dir() << "/" << (variant) << ": run tools/wasm/build.sh"; \
+    }                                                                                                 \
+  } while (0)
+
+struct WasmRun {
+  std::map<std::string, qsmcore::Tensor> outputs;
+  nlohmann::json report;
+};
+
+/// Runs the model through qsm.js on the inputs (written as .npy into `work`); fails the test on
+/// a non-zero exit, with the log.
+WasmRun run_wasm(const std::string& variant, const std::string& model, const std::vector<std::string>& names,
+                 const std::vector<qsmcore::Tensor>& inputs, const std::string& work) {
+  fs::create_directories(work);
+  std::string cmd = "QSM_WASM_DIR='" + wasm_dir() + "/" + variant +
+                    "' node " QSM_SOURCE_DIR "/tools/wasm/qsm.js onnx run '" + model + "'";
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    const std::string f = work + "/in" + std::to_string(i) + ".npy";
+    qsmcore::io::write_npy(f, inputs[i]);
+    cmd += " --in '" + names[i] + "=" + f + "'";
+  }
+  cmd += " --out '" + work + "/out' --threads 2 --report '" + work + "/report.json' > '" + work + "/log' 2>&1";
+  WasmRun r;
+  const int rc = std::system(cmd.c_str());
+  if (rc != 0) {
+    std::ifstream log(work + "/log");
+    ADD_FAILURE() << "wasm run failed: " << cmd << "\n" << log.rdbuf();
+    return r;
+  }
+  for (const auto& e : fs::directory_iterator(work + "/out"))
+    r.outputs.emplace(e.path().stem().string(), qsmcore::io::read_npy(e.path().string()));
+  std::ifstream rep(work + "/report.json");
+  r.report = nlohmann::json::parse(rep);
+  return r;
+}
+
+/// Native outputs of the model on the inputs (oneDNN, 2 threads).
+std::map<std::string, qsmcore::Tensor> run_native(const std::string& model, const std::vector<std::string>& names,
+                                                  const std::vector<qsmcore::Tensor>& inputs) {
+  qsmcore::ModelOptions o;
+  o.threads = 2;
+  auto m = qsmcore::OnnxModel::load(model, o);
+  std::map<std::string, qsmcore::Tensor> in;
+  for (std::size_t i = 0; i < inputs.size(); ++i) in.emplace(names[i], inputs[i]);
+  return m.run(in);
+}
+
+void expect_same(const std::map<std::string, qsmcore::Tensor>& native, const WasmRun& wasm) {
+  ASSERT_EQ(wasm.outputs.size(), native.size()) << "output count";
+  for (const auto& [name, want] : native) {
+    auto it = wasm.outputs.find(name);
+    ASSERT_NE(it, wasm.outputs.end()) << "wasm wrote no " << name << ".npy";
+    const double err = qsmtest::relative_max_error(it->second, want);
+    EXPECT_LE(err, 1e-5) << name << ": max|Δ| / range, wasm against native";
+  }
+  const auto heap = wasm.report.at("process_peak_rss_bytes").get<std::int64_t>();
+  const auto peak = wasm.report.at("measured_peak_bytes").get<std::int64_t>();
+  EXPECT_GE(heap, peak) << "the wasm heap high-water is below the accounted peak";
+}
+
+void check_twin(const qsmtest::TwinCase& c, const std::string& variant) {
+  const std::string dir = qsmtest::data_dir("QSM_TWINS_DIR");
+  std::vector<std::string> names;
+  for (const auto& [name, shape] : c.inputs) names.push_back(name);
+  const auto inputs = qsmtest::twin_inputs(c, 11);
+  const auto native = run_native(dir + "/" + c.file, names, inputs);
+  const std::string work = testing::TempDir() + "/wasm_" + variant + "_" + fs::path(c.file).stem().string();
+  expect_same(native, run_wasm(variant, dir + "/" + c.file, names, inputs, work));
+}
+
+class WasmTwins : public testing::TestWithParam<qsmtest::TwinCase> {};
+
+TEST_P(WasmTwins, MatchesNative) {
+  QSM_REQUIRE_DATA(qsmtest::data_dir("QSM_TWINS_DIR"), "QSM_TWINS_DIR");
+  QSM_REQUIRE_WASM("mt");
+  check_twin(GetParam(), "mt");
+}
+
+INSTANTIATE_TEST_SUITE_P(Twins, WasmTwins, testing::ValuesIn(qsmtest::twin_cases()), qsmtest::twin_case_name);
+
+// The single-threaded build (pages without SharedArrayBuffer) on a U-Net and an unrolled graph.
+TEST(WasmSingleThread, MatchesNative) {
+  QSM_REQUIRE_DATA(qsmtest::data_dir("QSM_TWINS_DIR"), "QSM_TWINS_DIR");
+  QSM_REQUIRE_WASM("st");
+  int ran = 0;
+  for (const auto& c : qsmtest::twin_cases()) {
+    if (c.file.rfind("xqsm", 0) != 0 && c.file.rfind("nextqsm", 0) != 0) continue;
+    SCOPED_TRACE(c.file);
+    check_twin(c, "st");
+    ++ran;
+  }
+  EXPECT_GE(ran, 2) << "no xqsm / nextqsm twin in the manifest";
+}
+
+TEST(WasmTestNets, MatchNative) {
+  const std::string dir = qsmtest::data_dir("QSM_TESTNETS_DIR");
+  QSM_REQUIRE_DATA(dir, "QSM_TESTNETS_DIR");
+  QSM_REQUIRE_WASM("mt");
+  for (const char* m : {"unet3d_b16.onnx", "hdbet_like_b16.onnx"}) {
+    SCOPED_TRACE(m);
+    const std::vector<qsmcore::Tensor> x{qsmtest::random_tensor({1, 1, 16, 32, 48}, 7)};
+    const auto native = run_native(dir + "/" + m, {"input"}, x);
+    expect_same(native, run_wasm("mt", dir + "/" + m, {"input"}, x, testing::TempDir() + "/wasm_net_" + m));
+  }
+}
+
+}  // namespace
