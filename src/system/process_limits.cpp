@@ -1,6 +1,9 @@
 #include "system/process_limits.h"
 
 #include <sched.h>
+#ifdef __EMSCRIPTEN__
+#include <emscripten/heap.h>
+#endif
 
 #include <cctype>
 #include <charconv>
@@ -265,6 +268,11 @@ std::optional<Limit> memory_limit(const Sources& s) {
       take_min(best, *per_cpu * *cpus, "SLURM_MEM_PER_CPU × " + std::to_string(*cpus) + " CPUs");
   }
   if (const auto t = read_text(s.meminfo)) take_min(best, parse_mem_available(*t), "MemAvailable");
+#ifdef __EMSCRIPTEN__
+  // A wasm32 module can never hold more than its linear memory's maximum (4 GiB here), whatever
+  // the host has: a run predicted beyond it is refused before it allocates, never a stalled heap.
+  take_min(best, static_cast<std::uint64_t>(emscripten_get_heap_max()), "the wasm32 heap maximum");
+#endif
   return best;
 }
 
