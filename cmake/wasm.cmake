@@ -39,22 +39,10 @@ else()
   add_link_options(-fwasm-exceptions)
 endif()
 
-file(GLOB_RECURSE QSM_SOURCES CONFIGURE_DEPENDS
-  ${CMAKE_SOURCE_DIR}/src/core/*.cpp
-  ${CMAKE_SOURCE_DIR}/src/io/*.cpp
-  ${CMAKE_SOURCE_DIR}/src/memory/*.cpp
-  ${CMAKE_SOURCE_DIR}/src/graph/*.cpp
-  ${CMAKE_SOURCE_DIR}/src/onnx/*.cpp
-  ${CMAKE_SOURCE_DIR}/src/kernels/*.cpp
-  ${CMAKE_SOURCE_DIR}/src/runtime/*.cpp
-  ${CMAKE_SOURCE_DIR}/src/models/*.cpp
-  ${CMAKE_SOURCE_DIR}/src/physics/*.cpp
-  ${CMAKE_SOURCE_DIR}/src/networks/*.cpp
-  ${CMAKE_SOURCE_DIR}/src/tiling/*.cpp
-  ${CMAKE_SOURCE_DIR}/src/residency/*.cpp
-  ${CMAKE_SOURCE_DIR}/src/system/*.cpp)
-# What needs a native library (oneDNN, nifticlib, libcurl, OpenSSL, libpng) or a process to spawn.
-list(FILTER QSM_SOURCES EXCLUDE REGEX "/kernels/onednn/|/io/(nifti|download|png_preview|sha256|input_check)\\.cpp$|/system/spawn\\.cpp$|/models/(weight_resolve|weight_hash_cache)\\.cpp$")
+include(${CMAKE_CURRENT_LIST_DIR}/sources.cmake)
+# What needs a native library (oneDNN, nifticlib, libcurl, OpenSSL, libpng) or a process to spawn;
+# measuring (it measures VmHWM) and cohorts (SLURM) are native tools.
+list(FILTER QSM_SOURCES EXCLUDE REGEX "/kernels/onednn/|/measure/|/batch/|/io/(nifti|download|png_preview|sha256|input_check)\\.cpp$|/system/spawn\\.cpp$|/models/(weight_resolve|weight_hash_cache)\\.cpp$")
 
 add_library(qsmcore STATIC ${QSM_SOURCES})
 target_include_directories(qsmcore PUBLIC ${CMAKE_SOURCE_DIR}/include PRIVATE ${CMAKE_SOURCE_DIR}/src)
@@ -70,6 +58,7 @@ if(QSM_WASM_THREADS)
   list(APPEND QSM_NODE_LINK -sPROXY_TO_PTHREAD "-sPTHREAD_POOL_SIZE=require('os').cpus().length+2")
 endif()
 add_executable(qsm-node ${CMAKE_SOURCE_DIR}/src/wasm/node_main.cpp ${CMAKE_SOURCE_DIR}/src/cli/onnx_cmd.cpp
+  ${CMAKE_SOURCE_DIR}/src/cli/parse_and_run.cpp
   ${CMAKE_SOURCE_DIR}/src/cli/cli_util.cpp ${CMAKE_SOURCE_DIR}/src/cli/staged_outputs.cpp ${CMAKE_SOURCE_DIR}/src/cli/byte_size.cpp)
 target_include_directories(qsm-node PRIVATE ${CMAKE_SOURCE_DIR}/src)
 target_link_libraries(qsm-node PRIVATE qsmcore)

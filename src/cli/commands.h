@@ -13,4 +13,8 @@ void register_phantom_command(CLI::App& app);  // qsm phantom
 void register_measure_command(CLI::App& app);  // qsm measure
 void register_batch_commands(CLI::App& app);   // qsm batch plan|submit|status|resume|run|task
 
+/// Parses the command line and runs the command: 0, CLI11's status for a usage error, 2 for a
+/// qsmcore::Error ("qsm: <message>" on stderr), 3 for anything else (an internal error).
+int parse_and_run(CLI::App& app, int argc, char** argv);
+
 }  // namespace qsmcore::cli

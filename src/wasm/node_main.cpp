@@ -4,10 +4,8 @@
 #include <emscripten/heap.h>
 
 #include <cstdio>
-#include <exception>
 
 #include "cli/commands.h"
-#include "qsmcore/error.h"
 
 namespace {
 
@@ -15,18 +13,7 @@ int run(int argc, char** argv) {
   CLI::App app{"qsm (WebAssembly) - deep-learning QSM networks within a memory budget"};
   app.require_subcommand(1);
   qsmcore::cli::register_onnx_commands(app);
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e);
-  } catch (const qsmcore::Error& e) {
-    std::fprintf(stderr, "qsm: %s\n", e.what());
-    return 2;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "qsm: internal error: %s\n", e.what());
-    return 3;
-  }
-  return 0;
+  return qsmcore::cli::parse_and_run(app, argc, argv);
 }
 
 }  // namespace
