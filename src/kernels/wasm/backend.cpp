@@ -12,7 +12,6 @@ class Simd128Backend final : public Backend {
  public:
   Simd128Backend() {
     register_conv_kernels(table_);
-    register_deconv_kernels(table_);
   }
   std::unique_ptr<Kernel> make(const graph::TypedGraph& g, const graph::TNode& n, const std::vector<Layout>&,
                                LayoutDecision& dec) override {

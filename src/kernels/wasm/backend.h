@@ -14,7 +14,6 @@ using MakeFn = std::unique_ptr<Kernel> (*)(const graph::TypedGraph& g, const gra
 using KernelTable = std::unordered_map<std::string, MakeFn>;
 
 /// Each kernel file registers its ops here.
-void register_conv_kernels(KernelTable& table);    // conv.cpp: Conv
-void register_deconv_kernels(KernelTable& table);  // deconv.cpp: ConvTranspose
+void register_conv_kernels(KernelTable& table);  // conv.cpp: Conv
 
 }  // namespace qsmcore::kernels::wasm
