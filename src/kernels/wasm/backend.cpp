@@ -12,6 +12,8 @@ class Simd128Backend final : public Backend {
  public:
   Simd128Backend() {
     register_conv_kernels(table_);
+    register_deconv_kernels(table_);
+    register_pool_kernels(table_);
   }
   std::unique_ptr<Kernel> make(const graph::TypedGraph& g, const graph::TNode& n, const std::vector<Layout>&,
                                LayoutDecision& dec) override {
@@ -35,6 +37,8 @@ class Simd128Backend final : public Backend {
 }  // namespace
 }  // namespace wasm
 
-std::unique_ptr<Backend> make_simd128_backend() { return std::make_unique<wasm::Simd128Backend>(); }
+std::unique_ptr<Backend> make_simd128_backend() {
+  return std::make_unique<wasm::Simd128Backend>();
+}
 
 }  // namespace qsmcore::kernels

@@ -14,6 +14,12 @@ using MakeFn = std::unique_ptr<Kernel> (*)(const graph::TypedGraph& g, const gra
 using KernelTable = std::unordered_map<std::string, MakeFn>;
 
 /// Each kernel file registers its ops here.
-void register_conv_kernels(KernelTable& table);  // conv.cpp: Conv
+void register_conv_kernels(KernelTable& table);    // conv.cpp: Conv
+void register_deconv_kernels(KernelTable& table);  // deconv.cpp: ConvTranspose
+void register_pool_kernels(KernelTable& table);    // pool.cpp: MaxPool, AveragePool
+
+/// ConvTranspose with overlapping windows and stride 2 along x (deconv_strided.cpp), or nullptr;
+/// deconv.cpp's factory turns to it for what it declines.
+std::unique_ptr<Kernel> make_strided_deconv(const graph::TypedGraph& g, const graph::TNode& n);
 
 }  // namespace qsmcore::kernels::wasm

@@ -1,0 +1,96 @@
+// Pieces every SIMD128 kernel shares: packed constants in accounted memory, the fused post-op
+// epilogue on f32x4 vectors, and a job runner that hands each worker its own scratch slice.
+#pragma once
+#include <wasm_simd128.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include "core/parallel.h"
+#include "graph/typed_graph.h"
+#include "kernels/kernel.h"
+#include "qsmcore/memory.h"
+
+namespace qsmcore::kernels::wasm {
+
+const graph::TValue& value_of(const graph::TypedGraph& g, int v);
+/// Every present input and output is f32.
+bool all_f32(const graph::TypedGraph& g, const graph::TNode& n);
+/// Every element is finite. Kernels that read zero-padded copies multiply pad zeros by weights,
+/// which the reference skips: 0·inf would be a NaN the reference does not produce.
+bool all_finite(const float* p, std::int64_t n);
+
+/// Constants a kernel packed at construction, in one accounted buffer (MemCategory::Weights, as
+/// oneDNN's packed weights). When the active PackCache is dry (a plan built only for its
+/// figures) nothing is allocated: the bytes are counted and the kernel must never run.
+class PackedConstants {
+ public:
+  /// Zeroed room for `floats` floats; nullptr when dry.
+  float* allocate(std::size_t floats);
+  std::int64_t bytes() const { return bytes_; }
+
+ private:
+  Buffer buf_;
+  std::int64_t bytes_ = 0;
+};
+
+/// The node's fused post-ops applied to output vectors: a Sum adds the addend (read before the
+/// output is written, so the output may alias it), the other activations follow the reference's
+/// scalar definitions exactly, NaN included (kernels/post_ops.cpp).
+class PostChain {
+ public:
+  explicit PostChain(const std::vector<PostOp>& post);
+  /// Index of the Sum addend among the step's inputs, or -1.
+  int sum_input() const { return sum_input_; }
+  /// v[0..V) (V ≤ 8) hold 4V consecutive outputs starting at `dst`, n ≤ 4V of them valid:
+  /// applies the chain (addend at `add`, null without a Sum) and stores the n.
+  template <int V>
+  void finish(v128_t* v, const float* add, float* dst, int n) const {
+    if (!post_.empty()) apply(v, V, add, n);
+    if (n == 4 * V) {
+      for (int i = 0; i < V; ++i) wasm_v128_store(dst + 4 * i, v[i]);
+    } else {
+      store_partial(v, V, dst, n);
+    }
+  }
+
+ private:
+  void apply(v128_t* v, int nv, const float* add, int n) const;
+  static void store_partial(const v128_t* v, int nv, float* dst, int n);
+  std::vector<PostOp> post_;
+  int sum_input_ = -1;
+};
+
+/// How many workers a step's scratch, its job count and the thread count allow.
+int worker_count(std::int64_t jobs, std::size_t scratch_per_worker, const ExecContext& ctx);
+
+/// Runs f(job, scratch) for every job in [0, jobs): worker t takes the t-th contiguous range and
+/// the t-th slice of the step's scratch. Each job is run once, by one worker, so results do not
+/// depend on the thread count as long as a job's result does not depend on its worker.
+template <class F>
+void run_jobs(std::int64_t jobs, std::size_t scratch_per_worker, const ExecContext& ctx, F&& f) {
+  const int workers = worker_count(jobs, scratch_per_worker, ctx);
+  parallel_for(workers, workers > 1, [&](std::int64_t t) {
+    std::byte* scratch = ctx.scratch + static_cast<std::size_t>(t) * scratch_per_worker;
+    const std::int64_t lo = jobs * t / workers, hi = jobs * (t + 1) / workers;
+    for (std::int64_t j = lo; j < hi; ++j) f(j, scratch);
+  });
+}
+
+/// Register blocks of output channels per job group, for `blocks` blocks of `block_bytes` packed
+/// weights each and `planes` (batch, depth) output planes: enough groups that every thread gets
+/// jobs, few enough blocks per group that its weights stay in L2 while a segment streams them.
+int blocks_per_group(int blocks, std::int64_t block_bytes, std::int64_t planes);
+
+/// How many segments of outputs to copy input pieces for at once, given the floats one
+/// segment's copies take and the segments in a row: as many as fit a budget that stays in L2.
+int segments_per_copy(std::int64_t floats_per_segment, int segments_in_row);
+
+/// Scratch bytes for one worker per thread this plan was built for, rounded to 64 B per worker.
+std::size_t scratch_for_workers(std::size_t per_worker);
+inline std::size_t round64(std::size_t b) {
+  return (b + 63) / 64 * 64;
+}
+
+}  // namespace qsmcore::kernels::wasm
