@@ -2,6 +2,9 @@
 # Builds qsmcore for WebAssembly with Debian's emscripten: build-wasm/mt (pthreads: Node and
 # crossOriginIsolated pages) and build-wasm/st (single-threaded: any page). Idempotent.
 #   tools/wasm/build.sh [mt|st]...   (default: both)
+# The wasm test binaries (conformance cases, portable FFT) are built in mt only: st differs in its
+# threads and exception mode, which tests/wasm checks through st's qsm-node; QSM_WASM_ST_TESTS=ON
+# builds them in st too.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 SUDO=""
@@ -20,10 +23,10 @@ variants=("$@")
 [ ${#variants[@]} -gt 0 ] || variants=(mt st)
 for v in "${variants[@]}"; do
   case "$v" in
-    mt) threads=ON ;;
-    st) threads=OFF ;;
+    mt) threads=ON tests=ON ;;
+    st) threads=OFF tests=${QSM_WASM_ST_TESTS:-OFF} ;;
     *) echo "build.sh: unknown variant '$v' (mt or st)" >&2; exit 2 ;;
   esac
-  emcmake cmake -S . -B "build-wasm/$v" -G Ninja -DCMAKE_BUILD_TYPE=Release -DQSM_WASM_THREADS=$threads >/dev/null
+  emcmake cmake -S . -B "build-wasm/$v" -G Ninja -DCMAKE_BUILD_TYPE=Release -DQSM_WASM_THREADS=$threads -DQSM_BUILD_TESTS=$tests >/dev/null
   ninja -C "build-wasm/$v"
 done
