@@ -159,3 +159,38 @@ TEST(Plan, ShapeSubgraphsAreFoldedAway) {
   auto y = m.run(std::vector<Tensor>{ramp({2, 3, 4})});
   EXPECT_EQ(y[0].shape(), (qsmcore::Shape{2, 12}));
 }
+
+namespace {
+
+// x -> Relu -> r; y = Conv(r + Conv(r)): the first conv's fused Sum adds its own input, so its
+// output must not take r's buffer while the conv still reads r.
+Proto self_residual() {
+  GraphParts p;
+  std::vector<float> w(4 * 4 * 27), w2(4 * 4 * 27);
+  for (std::size_t i = 0; i < w.size(); ++i) w[i] = std::sin(0.7f * static_cast<float>(i)) * 0.2f;
+  for (std::size_t i = 0; i < w2.size(); ++i) w2[i] = std::cos(0.3f * static_cast<float>(i)) * 0.2f;
+  p.initializers.push_back(float_tensor("w", {4, 4, 3, 3, 3}, w));
+  p.initializers.push_back(float_tensor("w2", {4, 4, 3, 3, 3}, w2));
+  p.nodes.push_back(node("Relu", {"x"}, {"r"}, "relu"));
+  p.nodes.push_back(node("Conv", {"r", "w"}, {"c"}, "conv", {attr_ints("pads", {1, 1, 1, 1, 1, 1})}));
+  p.nodes.push_back(node("Add", {"r", "c"}, {"a"}, "add"));
+  p.nodes.push_back(node("Conv", {"a", "w2"}, {"y"}, "conv2", {attr_ints("pads", {1, 1, 1, 1, 1, 1})}));
+  p.inputs.push_back(value_info("x", 1, {1, 4, 8, 9, 10}));
+  p.outputs.push_back(value_info("y", 1, {1, 4, 8, 9, 10}));
+  return model(graph(p));
+}
+
+}  // namespace
+
+TEST(Plan, ASumOfAKernelsOwnInputDoesNotOverwriteIt) {
+  const Tensor x = ramp({1, 4, 8, 9, 10});
+  OnnxModel ref = load(self_residual());
+  const auto want = ref.run(std::vector<Tensor>{x});
+  OnnxModel fast = load(self_residual(), qsmcore::kDefaultBackend);
+  const auto got = fast.run(std::vector<Tensor>{x});
+  float range = 0.0f;
+  for (std::int64_t i = 0; i < want[0].numel(); ++i) range = std::max(range, std::abs(want[0].data<float>()[i]));
+  ASSERT_TRUE(std::isfinite(range) && range > 0.0f);
+  for (std::int64_t i = 0; i < want[0].numel(); ++i)
+    ASSERT_NEAR(got[0].data<float>()[i], want[0].data<float>()[i], 1e-5f * range) << "element " << i;
+}
