@@ -38,13 +38,6 @@ void Plan::assign_offsets() {
     if (rv.storage != Storage::Arena || ov.storage != Storage::Arena) continue;
     if (group_last[static_cast<std::size_t>(r)] != s || rv.bytes != ov.bytes || rv.dtype != ov.dtype) continue;
     if (rv.layout.plain() != ov.layout.plain()) continue;
-    // A kernel may overwrite its in-place input only if it reads that buffer through no other
-    // slot: in x + Conv(x) (a fused Sum of the conv's own input) the conv still reads x while
-    // it writes the sum.
-    bool read_elsewhere = false;
-    for (std::size_t j = 0; j < st.in.size(); ++j)
-      if (j != static_cast<std::size_t>(k) && st.in[j] >= 0 && root(st.in[j]) == r) read_elsewhere = true;
-    if (read_elsewhere) continue;
     alias_[static_cast<std::size_t>(out)] = r;
     group_last[static_cast<std::size_t>(r)] =
         std::max(group_last[static_cast<std::size_t>(r)], group_last[static_cast<std::size_t>(out)]);

@@ -143,6 +143,7 @@ void ConvLikeKernel::bind_src_dst(const graph::TNode& n, const memory::desc& src
   for (const auto& p : n.post) {
     if (p.kind != PostOp::Kind::Sum) continue;
     sum_input_ = p.sum_input;
+    sum_is_src_ = n.in[static_cast<std::size_t>(p.sum_input)] == n.in[0];
     dec.inputs[static_cast<std::size_t>(p.sum_input)] = dst_l;
     dst_bytes_ = dst.get_size();
   }

@@ -71,7 +71,9 @@ class PrimitiveKernel : public Kernel {
 /// in dst's layout and must be in dst before the primitive accumulates into it.
 class ConvLikeKernel : public PrimitiveKernel {
  public:
-  int inplace_input() const override { return sum_input_; }
+  /// The addend's buffer, unless the addend is the conv's own source (r + Conv(r)): the
+  /// primitive still reads it while it writes, so the sum then goes to a buffer of its own.
+  int inplace_input() const override { return sum_is_src_ ? -1 : sum_input_; }
 
  protected:
   void bind_src_dst(const graph::TNode& n, const memory::desc& src, const memory::desc& dst, const Shape& x,
@@ -80,6 +82,7 @@ class ConvLikeKernel : public PrimitiveKernel {
 
  private:
   int sum_input_ = -1;
+  bool sum_is_src_ = false;
   std::size_t dst_bytes_ = 0;
 };
 
