@@ -110,6 +110,9 @@ struct PlanMemory {
   std::int64_t spill_file_bytes = 0;
   std::int64_t spill_write_bytes = 0;
   std::int64_t spill_read_bytes = 0;
+  /// The largest value or scratchpad the arena holds: it needs that many bytes in one piece
+  /// (in wasm32 one allocation stays below 2 GiB, and larger arenas are split into pieces).
+  std::int64_t largest_block_bytes = 0;
   /// Predicted peak above the resident model and plan for one run (arena, scratch included, +
   /// outputs + the streamed weights' window).
   std::int64_t run_peak_bytes() const { return arena_bytes + io_bytes + weight_window_bytes; }

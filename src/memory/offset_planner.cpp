@@ -17,8 +17,17 @@ using Before = std::function<bool(const Lifetime&, const Lifetime&)>;
 
 // Places buffers in `order`, each at the gap (among time-overlapping buffers already placed)
 // that wastes least, or after them all. `conflicts[i]`: the buffers overlapping i in time.
+// With pieces of `piece` bytes: the lowest start at or after `at` where `need` bytes lie in one
+// piece (a buffer larger than a piece starts on a piece).
+std::size_t within_piece(std::size_t at, std::size_t need, std::size_t piece) {
+  if (piece == 0) return at;
+  const std::size_t next = (at / piece + 1) * piece;
+  if (need > piece) return at % piece == 0 ? at : next;
+  return at + need <= next ? at : next;
+}
+
 OffsetPlan place(const std::vector<Lifetime>& lifetimes, const std::vector<std::vector<std::size_t>>& conflicts,
-                 const std::vector<std::size_t>& order) {
+                 const std::vector<std::size_t>& order, std::size_t piece) {
   OffsetPlan plan;
   plan.offsets.assign(lifetimes.size(), 0);
   std::vector<bool> placed(lifetimes.size(), false);
@@ -34,13 +43,15 @@ OffsetPlan place(const std::vector<Lifetime>& lifetimes, const std::vector<std::
     std::size_t best_waste = std::numeric_limits<std::size_t>::max();
     std::size_t cursor = 0;
     for (const auto& [b, e] : busy) {
-      if (b > cursor && b - cursor >= need && b - cursor - need < best_waste) {
-        best = cursor;
+      const std::size_t start = within_piece(cursor, need, piece);
+      if (b > start && b - start >= need && b - cursor - need < best_waste) {
+        best = start;
         best_waste = b - cursor - need;
       }
       cursor = std::max(cursor, e);
     }
-    if (best == std::numeric_limits<std::size_t>::max()) best = cursor;  // after the last busy range
+    // After the last busy range.
+    if (best == std::numeric_limits<std::size_t>::max()) best = within_piece(cursor, need, piece);
     plan.offsets[idx] = best;
     plan.total = std::max(plan.total, best + need);
     placed[idx] = true;
@@ -50,7 +61,7 @@ OffsetPlan place(const std::vector<Lifetime>& lifetimes, const std::vector<std::
 
 }  // namespace
 
-OffsetPlan plan_offsets(const std::vector<Lifetime>& lifetimes) {
+OffsetPlan plan_offsets(const std::vector<Lifetime>& lifetimes, std::size_t piece) {
   // Offset assignment is NP-hard; each greedy order wins on some graphs (largest-first on
   // U-Nets, by first use on long chains with a few big scratch blocks), so try several and
   // keep the smallest arena. Ties keep the earlier rule: deterministic.
@@ -80,7 +91,7 @@ OffsetPlan plan_offsets(const std::vector<Lifetime>& lifetimes) {
     std::iota(order.begin(), order.end(), 0);
     std::stable_sort(order.begin(), order.end(),
                      [&](std::size_t a, std::size_t b) { return before(lifetimes[a], lifetimes[b]); });
-    OffsetPlan p = place(lifetimes, conflicts, order);
+    OffsetPlan p = place(lifetimes, conflicts, order, piece);
     if (!have || p.total < best.total) best = std::move(p), best_order = order, have = true;
   }
   if (!have) {
@@ -125,7 +136,7 @@ OffsetPlan plan_offsets(const std::vector<Lifetime>& lifetimes) {
     const std::size_t moved = trial[from];
     trial.erase(trial.begin() + static_cast<std::ptrdiff_t>(from));
     trial.insert(trial.begin() + static_cast<std::ptrdiff_t>(to), moved);
-    OffsetPlan p = place(lifetimes, conflicts, trial);
+    OffsetPlan p = place(lifetimes, conflicts, trial, piece);
     if (p.total <= best.total) best = std::move(p), best_order.swap(trial);
   }
   return best;

@@ -20,6 +20,9 @@ struct OffsetPlan {
 /// Greedy best-fit under several orders (largest first, largest size × lifetime, longest
 /// lifetime, first use): each buffer at the lowest-waste gap among the buffers already placed
 /// that overlap it in time; the smallest arena wins. Deterministic.
-OffsetPlan plan_offsets(const std::vector<Lifetime>& lifetimes);
+/// piece > 0: no buffer of at most `piece` bytes straddles a multiple of `piece`, so the arena
+/// can be allocated as pieces of that size (memory/arena_piece.h); a larger buffer
+/// starts on a multiple and straddles (callers refuse those before planning).
+OffsetPlan plan_offsets(const std::vector<Lifetime>& lifetimes, std::size_t piece = 0);
 
 }  // namespace qsmcore::memory

@@ -57,14 +57,15 @@ std::vector<Segment> segments_of(const std::vector<SpillBuffer>& buffers, const 
   return out;
 }
 
-SpillLayout place(const std::vector<SpillBuffer>& buffers, const Spilled& spilled, const std::vector<Lifetime>& fixed) {
+SpillLayout place(const std::vector<SpillBuffer>& buffers, const Spilled& spilled, const std::vector<Lifetime>& fixed,
+                  std::size_t piece) {
   SpillLayout l;
   l.segments = segments_of(buffers, spilled);
   std::vector<Lifetime> lifetimes;
   for (const auto& s : l.segments)
     lifetimes.push_back({buffers[static_cast<std::size_t>(s.buffer)].bytes, s.first, s.last});
   lifetimes.insert(lifetimes.end(), fixed.begin(), fixed.end());
-  const OffsetPlan op = plan_offsets(lifetimes);
+  const OffsetPlan op = plan_offsets(lifetimes, piece);
   for (std::size_t i = 0; i < l.segments.size(); ++i) l.segments[i].offset = op.offsets[i];
   l.fixed_offsets.assign(op.offsets.begin() + static_cast<std::ptrdiff_t>(l.segments.size()), op.offsets.end());
   l.arena = op.total;
@@ -151,19 +152,20 @@ std::size_t SpillLayout::spilled_gaps() const {
   return n;
 }
 
-SpillLayout plan_all_spilled(const std::vector<SpillBuffer>& buffers, const std::vector<Lifetime>& fixed) {
+SpillLayout plan_all_spilled(const std::vector<SpillBuffer>& buffers, const std::vector<Lifetime>& fixed,
+                             std::size_t piece) {
   Spilled sp = none_spilled(buffers);
   for (std::size_t b = 0; b < buffers.size(); ++b)
     for (std::size_t k = 0; k + 1 < buffers[b].events.size(); ++k)
       if (buffers[b].bytes > 0 && buffers[b].events[k + 1] - buffers[b].events[k] >= 2)
         sp[b][k] = kSpilled | kWriteSync | kReadSync;
-  return place(buffers, sp, fixed);
+  return place(buffers, sp, fixed, piece);
 }
 
-SpillLayout plan_spills(const std::vector<SpillBuffer>& buffers, const std::vector<Lifetime>& fixed,
-                        std::size_t limit) {
+SpillLayout plan_spills(const std::vector<SpillBuffer>& buffers, const std::vector<Lifetime>& fixed, std::size_t limit,
+                        std::size_t piece) {
   Spilled sp = none_spilled(buffers);
-  SpillLayout l = place(buffers, sp, fixed);
+  SpillLayout l = place(buffers, sp, fixed, piece);
   if (limit == 0 || l.arena <= limit) return l;
   // Spill until the busiest step's live bytes are under a target, place, and lower the target
   // by what fragmentation added on top of it, a few times: the offset planner closes most of
@@ -181,14 +183,14 @@ SpillLayout plan_spills(const std::vector<SpillBuffer>& buffers, const std::vect
       }
     }
     if (stuck) break;
-    l = place(buffers, sp, fixed);
+    l = place(buffers, sp, fixed, piece);
     if (l.arena <= limit) return l;
     const std::size_t over = l.arena - limit;
     if (over >= target) break;
     target -= std::max<std::size_t>(over, kArenaAlign);
   }
   // The greedy rounds did not fit: the most that can be spilled is the last word.
-  SpillLayout all = plan_all_spilled(buffers, fixed);
+  SpillLayout all = plan_all_spilled(buffers, fixed, piece);
   all.fits = all.arena <= limit;
   return all;
 }

@@ -53,10 +53,13 @@ struct SpillLayout {
 /// live bytes, the spillable gap of the largest buffer (then the longest gap) goes first, with
 /// overlapped transfers where they free that step and synchronous ones only where they alone do,
 /// until the placement fits. limit 0 = no limit (no spills). When even spilling every gap does not
-/// fit, returns that placement (the smallest arena there is) with fits = false.
-SpillLayout plan_spills(const std::vector<SpillBuffer>& buffers, const std::vector<Lifetime>& fixed, std::size_t limit);
+/// fit, returns that placement (the smallest arena there is) with fits = false. piece: as
+/// plan_offsets (no buffer straddles a multiple of it; 0: one piece).
+SpillLayout plan_spills(const std::vector<SpillBuffer>& buffers, const std::vector<Lifetime>& fixed, std::size_t limit,
+                        std::size_t piece = 0);
 
 /// The smallest arena these buffers can run in: every gap spilled, with synchronous transfers.
-SpillLayout plan_all_spilled(const std::vector<SpillBuffer>& buffers, const std::vector<Lifetime>& fixed);
+SpillLayout plan_all_spilled(const std::vector<SpillBuffer>& buffers, const std::vector<Lifetime>& fixed,
+                             std::size_t piece = 0);
 
 }  // namespace qsmcore::memory

@@ -9,6 +9,7 @@
 #include "memory/offset_planner.h"
 #include "qsmcore/error.h"
 #include "qsmcore/process_limits.h"
+#include "runtime/arena_pieces.h"
 #include "runtime/spill_transfers.h"
 
 namespace qsmcore {
@@ -422,15 +423,15 @@ std::vector<std::vector<Tensor>> Plan::run_batch(const std::vector<std::vector<T
   // Everything the run allocates is allocated here, before the first step. Arena values get
   // their views per step (a spilled value may come back elsewhere); the others once.
   struct Set {
-    Buffer arena;
+    ArenaPieces arena;
     std::vector<Tensor> outs;
     std::vector<Tensor> t;
   };
   std::vector<Set> sets;
-  std::vector<std::byte*> arenas;
+  std::vector<const ArenaPieces*> arenas;
   sets.reserve(batch.size());
   for (const auto& inputs : batch) {
-    Set set{Buffer(lay.arena_bytes, MemCategory::Arena), {}, {}};
+    Set set{ArenaPieces(lay.arena_bytes, lay.piece_bytes), {}, {}};
     for (int v : outputs_) {
       const Value& val = values_[static_cast<std::size_t>(v)];
       set.outs.push_back(Tensor::empty(val.dtype, val.shape, MemCategory::IO));
@@ -454,8 +455,8 @@ std::vector<std::vector<Tensor>> Plan::run_batch(const std::vector<std::vector<T
           break;
       }
     }
-    arenas.push_back(set.arena.data());
     sets.push_back(std::move(set));
+    arenas.push_back(&sets.back().arena);
   }
   // After the arenas: the worker stops before they are freed, whatever happens.
   std::unique_ptr<SpillTransfers> io;
@@ -469,7 +470,7 @@ std::vector<std::vector<Tensor>> Plan::run_batch(const std::vector<std::vector<T
     if (v < 0) return Tensor();
     if (off == ArenaLayout::npos) return set.t[static_cast<std::size_t>(v)];
     const Value& val = values_[static_cast<std::size_t>(v)];
-    return Tensor::view(val.dtype, val.shape, set.arena.data() + off);
+    return Tensor::view(val.dtype, val.shape, set.arena.at(off));
   };
   if (units) units->begin_forward();
   try {
@@ -487,7 +488,7 @@ std::vector<std::vector<Tensor>> Plan::run_batch(const std::vector<std::vector<T
       // rebuilt at run time, and a scratchpad larger than its slot would overwrite live values.
       // Every kernel checks its own need against this before it runs.
       ctx.scratch_bytes = lay.scratch_slot[si];
-      ctx.scratch = ctx.scratch_bytes > 0 ? sets.front().arena.data() + lay.scratch_offset[si] : nullptr;
+      ctx.scratch = ctx.scratch_bytes > 0 ? sets.front().arena.at(lay.scratch_offset[si]) : nullptr;
       for (auto& set : sets) {
         ins.clear();
         os.clear();

@@ -67,6 +67,9 @@ struct ArenaLayout {
     std::size_t bytes = 0;
   };
   std::size_t arena_bytes = 0;
+  // The arena is allocated in pieces of this many bytes (the last one smaller), none of which any
+  // value or scratchpad straddles; 0: one piece (memory/arena_piece.h).
+  std::size_t piece_bytes = 0;
   std::vector<std::vector<std::size_t>> in_offset, out_offset;  // per step and slot (npos: not in the arena)
   std::vector<std::size_t> scratch_offset, scratch_slot;        // per step
   // Per step. An overlapped write runs during the step after a value's last use before a gap,
@@ -179,6 +182,7 @@ class Plan {
   void drop_unread_constants();
   void check_inputs(const std::vector<Tensor>& inputs) const;
   void assign_offsets();
+  void check_pieces();
   std::shared_ptr<const ArenaLayout> build_layout(const memory::SpillLayout& sl) const;
 
   Backend backend_;
@@ -201,6 +205,7 @@ class Plan {
   mutable std::mutex layout_mu_;
   mutable std::vector<std::pair<std::size_t, std::shared_ptr<const ArenaLayout>>> spilled_layouts_;
   mutable std::size_t min_arena_ = 0;
+  std::size_t piece_ = 0;  // the platform's arena piece when the plan was made
   PlanMemory memory_;
   std::vector<WeightUnit> units_;
   // Kept only when the plan has units: the typed graph (deferred constants unset) and the

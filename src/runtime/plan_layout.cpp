@@ -2,6 +2,8 @@
 // layouts of activation residency (memory/spill_planner.h) for arenas under a limit.
 #include <algorithm>
 
+#include "memory/arena_piece.h"
+#include "qsmcore/error.h"
 #include "runtime/plan.h"
 
 namespace qsmcore {
@@ -82,7 +84,14 @@ void Plan::assign_offsets() {
     for (int s = b.events.front(); s <= b.events.back() && s < n_steps; ++s)
       live_bytes_[static_cast<std::size_t>(s)] += b.bytes;
   for (const auto& l : scratch_) live_bytes_[static_cast<std::size_t>(l.first)] += l.bytes;
-  const memory::SpillLayout own = memory::plan_spills(buffers_, scratch_, 0);
+  for (const auto& b : buffers_)
+    memory_.largest_block_bytes =
+        std::max<std::int64_t>(memory_.largest_block_bytes, static_cast<std::int64_t>(b.bytes));
+  for (const auto& l : scratch_)
+    memory_.largest_block_bytes =
+        std::max<std::int64_t>(memory_.largest_block_bytes, static_cast<std::int64_t>(l.bytes));
+  check_pieces();
+  const memory::SpillLayout own = memory::plan_spills(buffers_, scratch_, 0, piece_);
   layout_ = build_layout(own);
   memory_.arena_bytes = static_cast<std::int64_t>(layout_->arena_bytes);
   // Unspilled, each buffer is one segment: Value::offset is where its value lives (tools and
@@ -98,9 +107,28 @@ void Plan::assign_offsets() {
   memory_.table_bytes = static_cast<std::int64_t>(steps_.size() * 512 + values_.size() * 256);
 }
 
+// Where one allocation is bounded (wasm32: below 2 GiB), the arena is planned in pieces; a value
+// or scratchpad larger than a piece cannot be placed at all, and is refused here, before anything
+// is allocated, rather than by the allocator at run time.
+void Plan::check_pieces() {
+  piece_ = memory::arena_piece_bytes();
+  if (piece_ == 0) return;
+  auto refuse = [&](std::size_t bytes, const std::string& what) {
+    throw Error(ErrorKind::OutOfBudget, what + " needs " + std::to_string(bytes) +
+                                            " bytes in one piece; this platform allocates at most " +
+                                            std::to_string(piece_) + " bytes at once (wasm32: below 2 GiB)");
+  };
+  for (std::size_t v = 0; v < values_.size(); ++v)
+    if (buffer_of_[v] >= 0 && alias_[v] < 0 && values_[v].bytes > piece_)
+      refuse(values_[v].bytes, "value '" + values_[v].name + "'");
+  for (const auto& l : scratch_)
+    if (l.bytes > piece_) refuse(l.bytes, "the scratchpad of step " + std::to_string(l.first));
+}
+
 std::shared_ptr<const ArenaLayout> Plan::build_layout(const memory::SpillLayout& sl) const {
   auto l = std::make_shared<ArenaLayout>();
   l->arena_bytes = sl.arena;
+  l->piece_bytes = piece_;
   l->file_bytes = sl.file_bytes;
   l->write_bytes = sl.write_bytes;
   l->read_bytes = sl.read_bytes;
@@ -146,7 +174,7 @@ std::shared_ptr<const ArenaLayout> Plan::layout_within(std::size_t arena_limit) 
   std::lock_guard<std::mutex> lock(layout_mu_);
   for (const auto& [limit, l] : spilled_layouts_)
     if (limit == arena_limit) return l;
-  auto l = build_layout(memory::plan_spills(buffers_, scratch_, arena_limit));
+  auto l = build_layout(memory::plan_spills(buffers_, scratch_, arena_limit, piece_));
   // A few limits are kept: a wrapper asks for the same one at planning and at run time.
   constexpr std::size_t kKept = 4;
   if (spilled_layouts_.size() >= kKept) spilled_layouts_.erase(spilled_layouts_.begin());
@@ -156,7 +184,7 @@ std::shared_ptr<const ArenaLayout> Plan::layout_within(std::size_t arena_limit) 
 
 std::size_t Plan::min_arena_bytes() const {
   std::lock_guard<std::mutex> lock(layout_mu_);
-  if (min_arena_ == 0) min_arena_ = memory::plan_all_spilled(buffers_, scratch_).arena;
+  if (min_arena_ == 0) min_arena_ = memory::plan_all_spilled(buffers_, scratch_, piece_).arena;
   return min_arena_;
 }
 

@@ -18,13 +18,13 @@ SpillTransfers::SpillTransfers(const ArenaLayout& layout, std::size_t sets, cons
   stats_.dir = file_.dir();
 }
 
-void SpillTransfers::start(std::size_t step, ArenaLayout::When when, const std::vector<std::byte*>& arenas) {
+void SpillTransfers::start(std::size_t step, ArenaLayout::When when, const std::vector<const ArenaPieces*>& arenas) {
   const auto& list = layout_.transfers[step];
   for (std::size_t set = 0; set < arenas.size(); ++set) {
     for (std::size_t i = 0; i < list.size(); ++i) {
       const ArenaLayout::Transfer t = list[i];
       if (t.when != when) continue;
-      std::byte* at = arenas[set] + t.arena_offset;
+      std::byte* at = arenas[set]->at(t.arena_offset);
       const std::uint64_t file_at = t.file_offset + layout_.file_bytes * set;
       std::string key = std::to_string(step) + ":" + std::to_string(set) + ":" + std::to_string(i);
       worker_.submit_blocking(key, [this, t, at, file_at] {

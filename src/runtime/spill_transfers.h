@@ -10,6 +10,7 @@
 
 #include "residency/prefetch_worker.h"
 #include "residency/spill_file.h"
+#include "runtime/arena_pieces.h"
 #include "runtime/plan.h"
 
 namespace qsmcore {
@@ -19,7 +20,7 @@ class SpillTransfers {
   /// A spill file for `sets` arenas of this layout (each set has its own region of the file).
   SpillTransfers(const ArenaLayout& layout, std::size_t sets, const std::string& dir);
   /// Starts step `step`'s transfers of timing `when` for every set; `arenas[i]` is set i's arena.
-  void start(std::size_t step, ArenaLayout::When when, const std::vector<std::byte*>& arenas);
+  void start(std::size_t step, ArenaLayout::When when, const std::vector<const ArenaPieces*>& arenas);
   /// Waits for them; rethrows a transfer's I/O error.
   void finish();
   SpillReport stats() const;

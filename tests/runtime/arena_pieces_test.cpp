@@ -1,0 +1,114 @@
+// Arenas in pieces (wasm32: one allocation stays below 2 GiB): no value straddles two pieces,
+// and a run whose arena is split gives the outputs of the one-piece run bit for bit, spilled or
+// not. The platform's piece is forced small here so the path runs natively.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+
+#include "../support/test_data.h"
+#include "memory/arena_piece.h"
+#include "memory/offset_planner.h"
+#include "qsmcore/error.h"
+#include "qsmcore/memory.h"
+#include "qsmcore/onnx_model.h"
+
+namespace {
+
+using qsmcore::memory::Lifetime;
+
+// Restores the platform's piece whatever the test does.
+struct PieceOverride {
+  explicit PieceOverride(std::size_t bytes) { qsmcore::memory::set_arena_piece_bytes_for_testing(bytes); }
+  ~PieceOverride() { qsmcore::memory::set_arena_piece_bytes_for_testing(0); }
+};
+
+TEST(ArenaPieces, NoBufferStraddlesAPieceAndNoneCollides) {
+  std::vector<Lifetime> lt;
+  unsigned s = 777;
+  auto rnd = [&s] { return s = s * 1103515245u + 12345u, (s >> 8) & 0xffff; };
+  for (int i = 0; i < 200; ++i) {
+    const int first = static_cast<int>(rnd() % 60);
+    lt.push_back({64 + (rnd() % 40) * 1000, first, first + static_cast<int>(rnd() % 12)});
+  }
+  constexpr std::size_t piece = 64 * 1024;
+  const auto one = qsmcore::memory::plan_offsets(lt);
+  const auto p = qsmcore::memory::plan_offsets(lt, piece);
+  ASSERT_EQ(p.offsets.size(), lt.size());
+  for (std::size_t i = 0; i < lt.size(); ++i) {
+    EXPECT_EQ(p.offsets[i] / piece, (p.offsets[i] + lt[i].bytes - 1) / piece) << "buffer " << i << " straddles";
+    EXPECT_LE(p.offsets[i] + lt[i].bytes, p.total);
+    for (std::size_t j = i + 1; j < lt.size(); ++j) {
+      if (lt[i].first > lt[j].last || lt[j].first > lt[i].last) continue;
+      EXPECT_TRUE(p.offsets[i] + lt[i].bytes <= p.offsets[j] || p.offsets[j] + lt[j].bytes <= p.offsets[i])
+          << "buffers " << i << " and " << j << " overlap in time and space";
+    }
+  }
+  EXPECT_GE(p.total, one.total) << "a constraint cannot make the arena smaller";
+  EXPECT_GT(p.total, piece) << "the case must need several pieces";
+}
+
+qsmcore::ModelOptions options() {
+  qsmcore::ModelOptions o;
+  o.threads = 2;
+  o.mem_budget = 0;
+  return o;
+}
+
+void expect_bitwise(const std::vector<qsmcore::Tensor>& a, const std::vector<qsmcore::Tensor>& ref,
+                    const std::string& what) {
+  ASSERT_EQ(a.size(), ref.size()) << what;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    ASSERT_EQ(a[i].nbytes(), ref[i].nbytes()) << what;
+    EXPECT_EQ(std::memcmp(a[i].raw(), ref[i].raw(), a[i].nbytes()), 0) << what << ": output " << i << " differs";
+  }
+}
+
+// The xQSM twin (a U-Net: skip connections live across many steps) with its arena in pieces as
+// small as its largest value allows: same bits, whole-life and spilled under a cap.
+TEST(ArenaPieces, APiecedRunIsBitwiseTheOnePieceRunAndStaysInItsPlan) {
+  const std::string dir = qsmtest::data_dir("QSM_TWINS_DIR");
+  QSM_REQUIRE_DATA(dir, "QSM_TWINS_DIR");
+  const qsmcore::Shape shape{1, 1, 24, 24, 24};
+  const std::vector<qsmcore::Tensor> in = {qsmtest::random_tensor(shape, 5)};
+  auto whole = qsmcore::OnnxModel::load(dir + "/xqsm.onnx", options());
+  const auto ref = whole.run(in);
+  const qsmcore::PlanMemory one = whole.plan_memory({shape});
+  const auto piece = static_cast<std::size_t>(std::max(one.largest_block_bytes, one.arena_bytes / 3));
+  const PieceOverride guard(piece);
+  auto m = qsmcore::OnnxModel::load(dir + "/xqsm.onnx", options());
+  const qsmcore::PlanMemory pm = m.plan_memory({shape});
+  EXPECT_GE(pm.arena_bytes, one.arena_bytes);
+  ASSERT_GT(static_cast<std::size_t>(pm.arena_bytes), piece) << "the arena must span several pieces";
+  const std::int64_t before = qsmcore::memory_current();
+  qsmcore::reset_memory_peak();
+  expect_bitwise(m.run(in), ref, "in pieces");
+  EXPECT_LE(qsmcore::memory_peak() - before, pm.run_peak_bytes()) << "the pieces passed the plan's peak";
+  // Spilled into a smaller arena, still in pieces.
+  const std::int64_t cap = (m.min_run_bytes({shape}) + pm.run_peak_bytes()) / 2;
+  const qsmcore::PlanMemory spilled = m.plan_memory({shape}, cap);
+  ASSERT_GT(spilled.spill_read_bytes, 0);
+  m.limit_run_bytes(cap);
+  qsmcore::reset_memory_peak();
+  expect_bitwise(m.run(in), ref, "spilled, in pieces");
+  EXPECT_LE(qsmcore::memory_peak() - before, cap);
+}
+
+// A value larger than a piece cannot be placed: refused when planned, naming why.
+TEST(ArenaPieces, AValueLargerThanAPieceIsRefusedByName) {
+  const std::string dir = qsmtest::data_dir("QSM_TWINS_DIR");
+  QSM_REQUIRE_DATA(dir, "QSM_TWINS_DIR");
+  const qsmcore::Shape shape{1, 1, 24, 24, 24};
+  const PieceOverride guard(4096);
+  auto m = qsmcore::OnnxModel::load(dir + "/xqsm.onnx", options());
+  try {
+    (void)m.run({qsmtest::random_tensor(shape, 5)});
+    ADD_FAILURE() << "a value of more than 4096 bytes was planned in 4096-byte pieces";
+  } catch (const qsmcore::Error& e) {
+    EXPECT_EQ(e.kind(), qsmcore::ErrorKind::OutOfBudget) << e.what();
+    EXPECT_NE(std::string(e.what()).find("in one piece"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
