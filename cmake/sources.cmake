@@ -17,3 +17,15 @@ file(GLOB_RECURSE QSM_SOURCES CONFIGURE_DEPENDS
   ${CMAKE_SOURCE_DIR}/src/residency/*.cpp
   ${CMAKE_SOURCE_DIR}/src/system/*.cpp
   ${CMAKE_SOURCE_DIR}/src/batch/*.cpp)
+
+# QSM_UNITY_BUILD compiles the library as batches of sources (CMake's unity build): each batch
+# parses the shared headers (nlohmann/json, the graph and runtime headers) once instead of once per
+# file, which takes the library's compile time to less than half (11 runtime and memory files:
+# 44 CPU-s apart, 19 s as one batch). CI's sanitizer and WebAssembly builds use it; the native
+# Release build does not, so each source still compiles on its own includes there.
+option(QSM_UNITY_BUILD "Compile the library as unity batches" OFF)
+function(qsm_unity_library target)
+  if(QSM_UNITY_BUILD)
+    set_target_properties(${target} PROPERTIES UNITY_BUILD ON UNITY_BUILD_BATCH_SIZE 8)
+  endif()
+endfunction()

@@ -45,6 +45,7 @@ include(${CMAKE_CURRENT_LIST_DIR}/sources.cmake)
 list(FILTER QSM_SOURCES EXCLUDE REGEX "/kernels/onednn/|/measure/|/batch/|/io/(nifti|download|png_preview|sha256|input_check)\\.cpp$|/system/spawn\\.cpp$|/models/(weight_resolve|weight_hash_cache)\\.cpp$")
 
 add_library(qsmcore STATIC ${QSM_SOURCES})
+qsm_unity_library(qsmcore)
 target_include_directories(qsmcore PUBLIC ${CMAKE_SOURCE_DIR}/include PRIVATE ${CMAKE_SOURCE_DIR}/src)
 target_include_directories(qsmcore SYSTEM PUBLIC ${QSM_WASM_DEPS})
 

@@ -22,5 +22,6 @@ fi
 if [ ! -f node_modules/onnxruntime-node/package.json ]; then
   npm install --ignore-scripts --no-audit --no-fund --loglevel=error
 fi
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+# QSM_UNITY_BUILD=ON (CI sets it) compiles the library as unity batches (cmake/sources.cmake).
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DQSM_UNITY_BUILD="${QSM_UNITY_BUILD:-OFF}" >/dev/null
 ninja -C build

@@ -7,13 +7,14 @@
 #include <map>
 
 #include "batch/status.h"
+#include "memory/byte_size.h"
 #include "qsmcore/error.h"
 #include "system/spawn.h"
 
 namespace qsmcore::batch {
 namespace {
 
-constexpr std::int64_t kMiB = std::int64_t{1} << 20;
+using memory::kMiB;
 
 }  // namespace
 

@@ -11,6 +11,7 @@
 #include "batch/manifest.h"
 #include "batch/slurm.h"
 #include "io/nifti.h"
+#include "memory/byte_size.h"
 #include "qsmcore/error.h"
 #include "qsmcore/models.h"
 #include "qsmcore/physics.h"
@@ -20,7 +21,7 @@ namespace qsmcore::batch {
 namespace {
 
 namespace fs = std::filesystem;
-constexpr std::int64_t kMiB = std::int64_t{1} << 20;
+using memory::kMiB;
 
 // Manifest column -> `qsm run` option.
 std::string option_of(const std::string& column) {

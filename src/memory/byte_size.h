@@ -6,6 +6,8 @@
 
 namespace qsmcore::memory {
 
+inline constexpr std::int64_t kMiB = std::int64_t{1} << 20;
+
 /// Decimal units (kB, KB, MB, GB, TB: powers of 1000), binary units (KiB, MiB, GiB, TiB, and the
 /// bare K, M, G, T that SLURM's --mem uses, plus k: powers of 1024), B or nothing for bytes; a
 /// fractional number is allowed (rounded up). Throws Error{InvalidInput} naming `what` and the text.

@@ -15,7 +15,7 @@ namespace {
 constexpr std::uint64_t kMax = memory::kSaturated;
 using memory::saturating_add;
 using memory::saturating_mul;
-std::uint64_t cube(std::uint64_t p) { return saturating_mul(saturating_mul(p, p), p); }
+std::uint64_t voxels_in_cube(std::uint64_t p) { return saturating_mul(saturating_mul(p, p), p); }
 
 std::string cubed(std::size_t p) { return std::to_string(p) + "\u00b3"; }
 
@@ -36,7 +36,7 @@ std::size_t tile_patch_size(TileConfig cfg, std::size_t divisor) {
   return static_cast<std::size_t>((need + d - 1) / d * d);
 }
 
-std::uint64_t patch_activation_bytes(std::size_t p) { return saturating_mul(cube(p), kActivationBytesPerPatchVoxel); }
+std::uint64_t patch_activation_bytes(std::size_t p) { return saturating_mul(voxels_in_cube(p), kActivationBytesPerPatchVoxel); }
 
 std::size_t max_wasm_patch_edge() {
   std::size_t p = 1;
@@ -87,7 +87,7 @@ std::size_t tile_concurrency(const ModelSpec& spec, TileConfig cfg, std::uint64_
   const std::size_t d = tile_divisor(spec);
   const std::uint64_t bpv = spec.tile_cost()->bytes_per_voxel;
   std::size_t edge = 0;
-  while (bpv > 0 && saturating_mul(cube(edge + d), bpv) <= avail) edge += d;
+  while (bpv > 0 && saturating_mul(voxels_in_cube(edge + d), bpv) <= avail) edge += d;
   const std::size_t p = tile_patch_size(cfg, d);
   throw Error(ErrorKind::OutOfBudget,
               "one " + cubed(p) + " tile of '" + std::string(spec.id) + "' needs " + std::to_string(per) +

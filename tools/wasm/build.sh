@@ -27,6 +27,7 @@ for v in "${variants[@]}"; do
     st) threads=OFF tests=${QSM_WASM_ST_TESTS:-OFF} ;;
     *) echo "build.sh: unknown variant '$v' (mt or st)" >&2; exit 2 ;;
   esac
-  emcmake cmake -S . -B "build-wasm/$v" -G Ninja -DCMAKE_BUILD_TYPE=Release -DQSM_WASM_THREADS=$threads -DQSM_BUILD_TESTS=$tests >/dev/null
+  emcmake cmake -S . -B "build-wasm/$v" -G Ninja -DCMAKE_BUILD_TYPE=Release -DQSM_WASM_THREADS=$threads -DQSM_BUILD_TESTS=$tests \
+    -DQSM_UNITY_BUILD="${QSM_UNITY_BUILD:-OFF}" >/dev/null
   ninja -C "build-wasm/$v"
 done

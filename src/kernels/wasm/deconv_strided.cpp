@@ -22,7 +22,7 @@
 namespace qsmcore::kernels::wasm {
 namespace {
 
-constexpr int kSeg = 8;  // j (input x) per register block: 16 outputs
+constexpr int kStridedSeg = 8;  // j (input x) per register block: 16 outputs
 
 struct StridedShape {
   int n = 0, c = 0, m = 0;
@@ -32,7 +32,7 @@ struct StridedShape {
   int lo = 0, hi = 0;        // the least and the greatest offset
   int blocks() const { return (m + 3) / 4; }
   int max_rows() const { return c * k[0] * k[1]; }
-  int chunks() const { return (hi - lo + kSeg + 3) / 4; }
+  int chunks() const { return (hi - lo + kStridedSeg + 3) / 4; }
   int in_plane() const { return in[0] * in[1] * in[2]; }
   int out_plane() const { return out[0] * out[1] * out[2]; }
 };
@@ -146,7 +146,7 @@ void StridedDeconvKernel::segment(const StridedIo& io, int nrows, int blk, std::
     accumulate<0, 4>(rs.buf, rs.copied[a], nrows, w_[a] + blk * wblock, static_cast<int>(toff_[a].size()),
                      toff_[a].data(), acc[a]);
   }
-  const int n = std::min(2 * kSeg, sh_.out[2] - 2 * j0);
+  const int n = std::min(2 * kStridedSeg, sh_.out[2] - 2 * j0);
   for (int q = 0; q < 4 && blk * 4 + q < sh_.m; ++q) {
     const v128_t e0 = acc[0][2 * q], e1 = acc[0][2 * q + 1], o0 = acc[1][2 * q], o1 = acc[1][2 * q + 1];
     v128_t v[4] = {wasm_i32x4_shuffle(e0, o0, 0, 4, 1, 5), wasm_i32x4_shuffle(e0, o0, 2, 6, 3, 7),
@@ -164,8 +164,8 @@ void StridedDeconvKernel::job(const StridedIo& io, int b, int od, int blk0, int 
   for (int oh = 0; oh < s.out[1]; ++oh) {
     const int nrows = collect_rows(od, oh, rs);
     const std::ptrdiff_t row_at = yb + static_cast<std::ptrdiff_t>(od * s.out[1] + oh) * s.out[2];
-    for (int j0 = 0; j0 < jn; j0 += kSeg) {
-      copy_segments<1>(xb, rs.rows, nrows, {j0 + s.lo, kSeg, 1, s.chunks(), s.in[2], 4 * s.chunks()}, rs.buf);
+    for (int j0 = 0; j0 < jn; j0 += kStridedSeg) {
+      copy_segments<1>(xb, rs.rows, nrows, {j0 + s.lo, kStridedSeg, 1, s.chunks(), s.in[2], 4 * s.chunks()}, rs.buf);
       for (int blk = blk0; blk < blk1; ++blk) segment(io, nrows, blk, row_at, j0, rs);
     }
   }
