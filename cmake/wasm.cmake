@@ -65,6 +65,9 @@ target_include_directories(qsm-node PRIVATE ${CMAKE_SOURCE_DIR}/src)
 target_link_libraries(qsm-node PRIVATE qsmcore)
 target_link_options(qsm-node PRIVATE ${QSM_NODE_LINK})
 
+# qsm-web: the browser module of the web page (web/).
+include(${CMAKE_CURRENT_LIST_DIR}/wasm_web.cmake)
+
 # Tests compiled to WebAssembly and run under Node (named directly: the emulator emcmake sets
 # passes --experimental-wasm-threads, which Node 20 rejects): the
 # ONNX conformance cases on the simd128 and reference backends, and the portable FFT. GoogleTest

@@ -18,8 +18,10 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 # onnxruntime-node's install script downloads GPU binaries (fails offline); the CPU library
-# ships in the package, so skip scripts.
-if [ ! -f node_modules/onnxruntime-node/package.json ]; then
+# ships in the package, so skip scripts. puppeteer-core (the browser test's driver: it drives
+# Debian's chromium, never downloads one) and @niivue/niivue (the web page's viewer) come along.
+if [ ! -f node_modules/onnxruntime-node/package.json ] || [ ! -f node_modules/puppeteer-core/package.json ] ||
+  [ ! -f node_modules/@niivue/niivue/package.json ]; then
   npm install --ignore-scripts --no-audit --no-fund --loglevel=error
 fi
 # QSM_UNITY_BUILD=ON (CI sets it) compiles the library as unity batches (cmake/sources.cmake).

@@ -26,6 +26,7 @@
 #include "io/atomic_file.h"
 #include "io/nifti.h"
 #include "io/png_preview.h"
+#include "qsmcore/demo.h"
 #include "qsmcore/error.h"
 #include "qsmcore/metrics.h"
 #include "qsmcore/models.h"
@@ -187,12 +188,7 @@ struct DemoResults {
 };
 
 NetworkRun run_demo_network(const DemoArgs& a, const DemoResults& d, ProgressBar& bar) {
-  NetworkInputs in;
-  in.field = &d.ph.local_field;
-  in.mask = &d.ph.mask;
-  in.field_unit = FieldUnit::Ppm;
-  in.b0_tesla = d.po.b0_t;
-  in.b0_dir = d.po.b0_dir;
+  const NetworkInputs in = demo_network_inputs(d.ph, d.po);
   NetworkOptions opts;
   opts.model.backend = backend_from_string(a.backend);
   opts.model.threads = a.threads;
@@ -318,11 +314,7 @@ void demo(const DemoArgs& a) {
   DemoResults d;
   d.net = choose_network(a);  // a missing file should fail before seconds of simulation
 
-  d.po.dims = {a.size, a.size, a.size};
-  d.po.voxel_mm = {1.0, 1.0, 1.0};
-  d.po.te_s = {0.02};       // one echo: the demo reconstructs from the local field, not the phase
-  d.po.background = false;  // background sources only shape the total field, unused here
-  d.po.validate();
+  d.po = demo_phantom_options(a.size);  // shared with the web page (qsmcore/demo.h)
   ProgressBar bar(a.quiet);
   bar.update(0.0, "simulating the phantom");
   const auto t_sim = Clock::now();
@@ -332,11 +324,7 @@ void demo(const DemoArgs& a) {
   const auto t_net = Clock::now();
   d.run = run_demo_network(a, d, bar);
   d.net_seconds = seconds_since(t_net);
-  if (d.run.outputs.empty()) throw Error(ErrorKind::Internal, std::string(d.net.spec->id) + " returned no output");
-  NetworkOutput* chi_out = &d.run.outputs[0];
-  for (NetworkOutput& o : d.run.outputs)
-    if (o.name == "chi") chi_out = &o;
-  d.chi_net = std::move(chi_out->volume);
+  d.chi_net = std::move(chi_output(d.run, d.net.spec->id).volume);
 
   bar.update(1.0, "TKD");
   d.tkd_usual = run_tkd(d.ph, d.po.b0_dir, TkdOptions{}.threshold);

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds qsmcore for WebAssembly with Debian's emscripten: build-wasm/mt (pthreads: Node and
-# crossOriginIsolated pages) and build-wasm/st (single-threaded: any page). Idempotent.
+# crossOriginIsolated pages) and build-wasm/st (single-threaded: any page), each with qsm-node
+# (Node) and qsm-web (the web page's module, web/). Idempotent.
 #   tools/wasm/build.sh [mt|st]...   (default: both)
 # The wasm test binaries (conformance cases, portable FFT) are built in mt only: st differs in its
 # threads and exception mode, which tests/wasm checks through st's qsm-node; QSM_WASM_ST_TESTS=ON
@@ -10,7 +11,8 @@ cd "$(dirname "$0")/../.."
 SUDO=""
 [ "$(id -u)" = 0 ] || SUDO=sudo
 need=()
-for p in emscripten nodejs nlohmann-json3-dev libcli11-dev cmake ninja-build; do
+# chromium: the browser test of the web page (tests/web) runs it headless.
+for p in emscripten nodejs nlohmann-json3-dev libcli11-dev cmake ninja-build chromium; do
   dpkg -s "$p" >/dev/null 2>&1 || need+=("$p")
 done
 if [ ${#need[@]} -gt 0 ]; then

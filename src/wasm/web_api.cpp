@@ -1,0 +1,294 @@
+// The C API the web page's Worker calls (web/worker.js): the phantom demo and a network run on a
+// volume, both through run_network (the path `qsm demo` and `qsm run` take), with the registry as
+// JSON. Requests and replies are JSON strings; volumes cross as float32 arrays in the wasm heap
+// (x fastest, as in NIfTI), model files as MEMFS files the Worker wrote from bytes.
+//
+// Memory: before a run, the run's peak is predicted (NetworkOptions::predict_only) and reported;
+// the run is admitted only when the bytes already in use plus that peak fit the page's budget
+// (default: the heap maximum, 4 GiB). Over it, the engine refuses before allocating the run;
+// spilling to disk and automatic tiling are off here: in a browser "disk" is the JS heap, and a
+// silently approximate tiled result is not what the page asked for.
+//
+// Progress: run_network's callback, and the demo's own stages, posted to the Worker's JS
+// (Module.onEvent) when they come from the thread that called in; callbacks from pool threads
+// (tiles finishing) cannot reach the Worker's JS while it is blocked in the call, so they only
+// update the next progress the calling thread posts.
+#include <emscripten/emscripten.h>
+#include <emscripten/heap.h>
+#include <emscripten/threading.h>
+#include <malloc.h>
+
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "qsmcore/demo.h"
+#include "qsmcore/error.h"
+#include "qsmcore/metrics.h"
+#include "qsmcore/models.h"
+#include "qsmcore/networks.h"
+#include "qsmcore/physics.h"
+
+using nlohmann::json;
+using namespace qsmcore;
+
+// Delivers one event (a JSON object) to the Worker's JS. On a pool thread `Module` is that
+// thread's own, without onEvent, so nothing happens there (see the header).
+EM_JS(void, qsm_web_post_event, (const char* text), {
+  if (typeof Module !== "undefined" && Module["onEvent"]) Module["onEvent"](JSON.parse(UTF8ToString(text)));
+});
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Float32 volumes the last call produced ("chi", "field", "mask", "chi_true"), read by the
+// Worker through qsm_web_output_*; replaced by the next call.
+std::map<std::string, std::vector<float>> g_outputs;
+std::string g_reply;
+std::atomic<double> g_fraction{0.0};  // the latest fraction any thread reported
+
+void post(const json& event) {
+  if (!emscripten_is_main_runtime_thread()) return;
+  const std::string text = event.dump();
+  qsm_web_post_event(text.c_str());
+}
+
+void progress(double fraction, const std::string& stage) {
+  g_fraction.store(fraction);
+  post({{"type", "progress"}, {"fraction", g_fraction.load()}, {"stage", stage}});
+}
+
+// Bytes malloc has handed out and not taken back: what is already in the heap before a run.
+std::int64_t heap_in_use() { return static_cast<std::int64_t>(mallinfo().uordblks); }
+std::int64_t heap_bytes() { return static_cast<std::int64_t>(emscripten_get_heap_size()); }
+std::int64_t heap_max() { return static_cast<std::int64_t>(emscripten_get_heap_max()); }
+
+std::vector<float> to_f32(const Volume& v) {
+  std::vector<float> out(static_cast<std::size_t>(v.voxels()));
+  const double* d = v.data();
+  for (std::size_t i = 0; i < out.size(); ++i) out[i] = static_cast<float>(d[i]);
+  return out;
+}
+
+json metrics_json(const QsmMetrics& m) {
+  return {{"nrmse_percent", m.nrmse}, {"hfen", m.hfen}, {"xsim", m.xsim}, {"rmse_ppm", m.rmse},
+          {"cc", m.cc},               {"roi_voxels", m.roi_voxels}};
+}
+
+// The options of every page run: the page's threads, no spill, no automatic tiles, and an
+// engine budget of what is left of the page's budget (heap bytes; `budget` gets it) after what is
+// in use when the call starts. What the call then allocates through the engine (the phantom, the
+// input volumes, the run) is the engine's to count: its budget check includes them.
+NetworkOptions page_options(const json& req, std::int64_t& budget) {
+  NetworkOptions o;
+  o.model.threads = req.value("threads", 0);
+  budget = req.value("budget_bytes", std::int64_t{0}) > 0 ? req.value("budget_bytes", std::int64_t{0}) : heap_max();
+  const std::int64_t left = budget - heap_in_use();
+  if (left <= 0)
+    throw Error(ErrorKind::OutOfBudget, "the heap already holds " + std::to_string(heap_in_use()) +
+                                            " bytes, more than the budget of " + std::to_string(budget) + " bytes");
+  o.model.mem_budget = left;
+  o.model.mem_budget_source = "the page's budget (" + std::to_string(budget) + " bytes of heap, less " +
+                              std::to_string(heap_in_use()) + " already in use)";
+  o.model.spill_activations = false;
+  o.auto_tile = false;
+  o.progress = progress;
+  return o;
+}
+
+// Predicts the run's peak (posted as a "predicted" event: the page shows it before the run
+// starts), then runs it. Over budget, the prediction itself throws OutOfBudget: nothing of the
+// run has been allocated. The predicted heap is what malloc has handed out when the run starts
+// plus the run's predicted peak above it.
+NetworkRun predict_then_run(const ModelSpec& spec, const std::string& model_path, const NetworkInputs& in,
+                            NetworkOptions opts, std::int64_t budget, json& reply) {
+  progress(0.0, "planning");
+  NetworkOptions dry = opts;
+  dry.predict_only = true;
+  const std::int64_t in_use = heap_in_use();
+  const auto t_plan = Clock::now();
+  const NetworkRun predicted = run_network(spec, {model_path}, in, dry);
+  reply["predict_seconds"] = std::chrono::duration<double>(Clock::now() - t_plan).count();
+  reply["predicted_peak_bytes"] = predicted.predicted_peak_bytes;
+  reply["predicted_heap_bytes"] = in_use + predicted.predicted_peak_bytes;
+  reply["budget_bytes"] = budget;
+  post({{"type", "predicted"},
+        {"predicted_peak_bytes", predicted.predicted_peak_bytes},
+        {"predicted_heap_bytes", in_use + predicted.predicted_peak_bytes},
+        {"budget_bytes", budget},
+        {"heap_bytes", heap_bytes()}});
+  progress(0.0, "running " + std::string(spec.name));
+  const auto t = Clock::now();
+  NetworkRun run = run_network(spec, {model_path}, in, opts);
+  reply["network_seconds"] = std::chrono::duration<double>(Clock::now() - t).count();
+  reply["measured_peak_bytes"] = run.measured_peak_bytes;
+  reply["warnings"] = run.warnings;
+  return run;
+}
+
+// Runs `body`, turning what it throws into {"error", "kind"}; always adds the heap size (the
+// linear memory never shrinks, so it is the high-water so far).
+const char* reply_of(const std::function<void(json&)>& body) {
+  json reply;
+  try {
+    body(reply);
+  } catch (const Error& e) {
+    reply["error"] = e.what();
+    reply["kind"] = e.kind() == ErrorKind::OutOfBudget ? "OutOfBudget" : "Error";
+  } catch (const std::exception& e) {
+    reply["error"] = e.what();
+    reply["kind"] = "Error";
+  }
+  reply["heap_bytes"] = heap_bytes();
+  reply["heap_max_bytes"] = heap_max();
+  g_reply = reply.dump();
+  return g_reply.c_str();
+}
+
+Geometry geometry_of(const json& req) {
+  Geometry g;
+  const auto vox = req.at("voxel_mm").get<std::vector<double>>();
+  if (vox.size() != 3) throw Error(ErrorKind::InvalidInput, "voxel_mm must have 3 values");
+  g.voxel_mm = {vox[0], vox[1], vox[2]};
+  g.affine = Affine::scaling(g.voxel_mm);
+  g.xform_code = 0;
+  if (req.contains("affine")) {
+    const auto a = req["affine"].get<std::vector<double>>();
+    if (a.size() != 16) throw Error(ErrorKind::InvalidInput, "affine must have 16 values (row-major 4x4)");
+    for (int r = 0; r < 4; ++r)
+      for (int c = 0; c < 4; ++c) g.affine.m[r][c] = a[static_cast<std::size_t>(r * 4 + c)];
+    g.xform_code = 1;
+  }
+  return g;
+}
+
+Volume volume_of(const float* data, const Dims3& dims, const Geometry& g, const char* what) {
+  Volume v = Volume::zeros(dims, g);
+  double* d = v.data();
+  for (std::int64_t i = 0; i < v.voxels(); ++i) {
+    if (!std::isfinite(data[i]))
+      throw Error(ErrorKind::InvalidInput, std::string(what) + ": voxel " + std::to_string(i) + " is not finite");
+    d[i] = data[i];
+  }
+  return v;
+}
+
+}  // namespace
+
+extern "C" {
+
+/// The registry as a JSON array: each network's ModelSpec JSON plus "needs" (network_needs).
+EMSCRIPTEN_KEEPALIVE const char* qsm_web_registry() {
+  static std::string text = [] {
+    json all = json::array();
+    for (const ModelSpec& spec : all_models()) {
+      json j = json::parse(to_json_string(spec));
+      try {
+        const NetworkNeeds n = network_needs(spec);
+        j["needs"] = {{"field", n.field},     {"magnitude", n.magnitude}, {"mask", n.mask},
+                      {"r2star", n.r2star},   {"r2prime", n.r2prime},     {"qsm", n.qsm},
+                      {"te", n.te},           {"b0", n.b0},               {"field_kind", n.field_kind}};
+      } catch (const Error&) {
+        j["needs"] = nullptr;  // no wrapper: the page cannot run it
+      }
+      all.push_back(std::move(j));
+    }
+    return all.dump();
+  }();
+  return text.c_str();
+}
+
+/// The phantom demo: {"size", "threads", "budget_bytes", "model_path"} -> metrics and memory;
+/// outputs "chi", "chi_true", "field", "mask" (size³ float32, 1 mm voxels).
+EMSCRIPTEN_KEEPALIVE const char* qsm_web_demo(const char* request) {
+  return reply_of([&](json& reply) {
+    g_outputs.clear();
+    const json req = json::parse(request);
+    const ModelSpec& spec = require_model(req.value("model_id", std::string("qsmcore-invnet")));
+    std::int64_t budget = 0;
+    NetworkOptions opts = page_options(req, budget);
+    reply["budget_bytes"] = budget;  // also in a refusal's reply
+    progress(0.0, "simulating the phantom");
+    const PhantomOptions po = demo_phantom_options(req.value("size", 64));
+    auto t = Clock::now();
+    const Phantom ph = make_head_phantom(po);
+    reply["simulate_seconds"] = std::chrono::duration<double>(Clock::now() - t).count();
+    NetworkRun run = predict_then_run(spec, req.at("model_path").get<std::string>(),
+                                      demo_network_inputs(ph, po), opts, budget, reply);
+    const Volume& chi = chi_output(run, spec.id).volume;
+    progress(1.0, "metrics");
+    t = Clock::now();
+    reply["metrics"] = metrics_json(compute_metrics(chi, ph.chi, &ph.mask));
+    const Volume tkd_chi = tkd(ph.local_field, ph.mask, po.b0_dir);
+    reply["tkd"] = {{"threshold", TkdOptions{}.threshold},
+                    {"metrics", metrics_json(compute_metrics(tkd_chi, ph.chi, &ph.mask))}};
+    reply["metrics_seconds"] = std::chrono::duration<double>(Clock::now() - t).count();
+    reply["dims"] = chi.dims();
+    reply["voxel_mm"] = chi.voxel_mm();
+    reply["network"] = spec.name;
+    g_outputs["chi"] = to_f32(chi);
+    g_outputs["chi_true"] = to_f32(ph.chi);
+    g_outputs["field"] = to_f32(ph.local_field);
+    g_outputs["mask"] = to_f32(ph.mask);
+  });
+}
+
+/// A registry network's recipe on the page's volume: {"network" (registry id), "model_path",
+/// "dims", "voxel_mm", "affine"?, "unit"?, "b0"?, "te"?, "threads", "budget_bytes"}, the field
+/// and an optional mask (float32, x fastest; mask may be null) -> memory; outputs by name.
+EMSCRIPTEN_KEEPALIVE const char* qsm_web_run(const char* request, const float* field, const float* mask) {
+  return reply_of([&](json& reply) {
+    g_outputs.clear();
+    const json req = json::parse(request);
+    const ModelSpec& spec = require_model(req.at("network").get<std::string>());
+    const auto d = req.at("dims").get<std::vector<std::int64_t>>();
+    if (d.size() != 3 || d[0] < 1 || d[1] < 1 || d[2] < 1)
+      throw Error(ErrorKind::InvalidInput, "dims must be 3 positive sizes");
+    const Dims3 dims{d[0], d[1], d[2]};
+    const Geometry g = geometry_of(req);
+    std::int64_t budget = 0;
+    NetworkOptions opts = page_options(req, budget);
+    reply["budget_bytes"] = budget;  // also in a refusal's reply
+    const Volume f = volume_of(field, dims, g, "the field");
+    Volume m;
+    NetworkInputs in;
+    in.field = &f;
+    if (mask != nullptr) {
+      m = volume_of(mask, dims, g, "the mask");
+      in.mask = &m;
+    }
+    if (req.contains("unit")) in.field_unit = parse_field_unit(req["unit"].get<std::string>());
+    if (req.contains("b0")) in.b0_tesla = req["b0"].get<double>();
+    if (req.contains("te")) in.te_s = req["te"].get<double>();
+    NetworkRun run = predict_then_run(spec, req.at("model_path").get<std::string>(), in, opts, budget, reply);
+    reply["outputs"] = json::array();
+    for (const NetworkOutput& o : run.outputs) {
+      reply["outputs"].push_back({{"name", o.name}, {"unit", o.unit}});
+      g_outputs[o.name] = to_f32(o.volume);
+    }
+    reply["dims"] = dims;
+  });
+}
+
+/// The float32 data of an output of the last call (nullptr if absent) and its element count.
+EMSCRIPTEN_KEEPALIVE const float* qsm_web_output_data(const char* name) {
+  const auto it = g_outputs.find(name);
+  return it == g_outputs.end() ? nullptr : it->second.data();
+}
+EMSCRIPTEN_KEEPALIVE int qsm_web_output_size(const char* name) {
+  const auto it = g_outputs.find(name);
+  return it == g_outputs.end() ? 0 : static_cast<int>(it->second.size());
+}
+
+/// The size of the linear memory: it never shrinks, so this is the heap's high-water.
+EMSCRIPTEN_KEEPALIVE double qsm_web_heap_bytes() { return static_cast<double>(heap_bytes()); }
+
+}  // extern "C"

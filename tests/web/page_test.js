@@ -1,0 +1,275 @@
+// The web page end to end in headless Chromium (puppeteer-core, Debian's chromium):
+//   node tests/web/page_test.js --qsm build/qsm --out build/web [--skip-st]
+// 1. the native `qsm demo --size 64` (oneDNN, FFTW: the independent oracle) writes χ and the mask;
+// 2. tools/web/serve.js serves the page crossOriginIsolated; the phantom demo is clicked through
+//    the UI (pthread build) and the χ NIfTI its Download button writes is compared voxel by voxel
+//    with the native χ: max|Δ| inside the mask ≤ 1e-5 × the native χ's range there, every voxel
+//    finite; a screenshot is saved (OUT/screenshot.png);
+// 3. with a 16 MiB budget the same demo must be refused with a message, and the heap must not
+//    grow (nothing of the run was allocated);
+// 4. "your data": the native demo's local field and mask (.nii.gz) and the network's ONNX file
+//    through the file pickers,
+//    compared with the native `qsm run qsmcore-invnet` on the same files;
+//    then xQSM with a mirror (?mirror=) serving other bytes under its file name: refused by the
+//    SHA-256 check, nothing cached in IndexedDB;
+// 5. a second server without COOP/COEP: the page picks the single-threaded build, same check.
+"use strict";
+const { spawn, execFile } = require("child_process");
+const { promisify } = require("util");
+const execFileAsync = promisify(execFile);
+const fs = require("fs");
+const os = require("os");
+const path = require("path");
+const zlib = require("zlib");
+
+const root = path.resolve(__dirname, "../..");
+const argv = process.argv.slice(2);
+const opt = (name, def) => (argv.includes(name) ? argv[argv.indexOf(name) + 1] : def);
+const qsm = path.resolve(opt("--qsm", path.join(root, "build/qsm")));
+const out = path.resolve(opt("--out", path.join(root, "build/web")));
+const size = 64;
+const chromium = process.env.QSM_CHROMIUM || "/usr/lib/chromium/chromium";
+let puppeteer;
+try {
+  puppeteer = require(path.join(root, "node_modules/puppeteer-core"));
+} catch (e) {
+  fail("puppeteer-core is missing: npm install --ignore-scripts (tools/setup.sh does)");
+}
+
+function fail(message) {
+  console.error("web.page: FAIL: " + message);
+  process.exit(1);
+}
+function log(message) { console.log("web.page: " + message); }
+// Where a run's time went, from the page's reply.
+function timings(r) {
+  return ["read", "simulate", "predict", "network", "metrics", "worker", "draw"]
+    .filter((k) => r[k + "_seconds"] != null).map((k) => `${k} ${r[k + "_seconds"].toFixed(2)}`).join(", ") + " s";
+}
+
+// The few NIfTI-1 header fields the comparison needs (an oracle independent of the page's
+// NiiVue writer and of qsmcore's nifticlib writer): dims at 40, datatype at 70, vox_offset at 108.
+function readNifti(bytes) {
+  if (bytes[0] === 0x1f && bytes[1] === 0x8b) bytes = zlib.gunzipSync(bytes);
+  const b = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  if (b.readInt32LE(0) !== 348) throw new Error("not a little-endian NIfTI-1 file");
+  const dims = [b.readInt16LE(42), b.readInt16LE(44), b.readInt16LE(46)];
+  const type = b.readInt16LE(70);
+  const offset = Math.round(b.readFloatLE(108));
+  const n = dims[0] * dims[1] * dims[2];
+  const data = new Float64Array(n);
+  for (let i = 0; i < n; i++) {
+    if (type === 16) data[i] = b.readFloatLE(offset + 4 * i);
+    else if (type === 2) data[i] = b.readUInt8(offset + i);
+    else throw new Error("NIfTI datatype " + type + " not handled here");
+  }
+  return { dims, data };
+}
+
+function compare(label, page, native, mask) {
+  if (page.dims.join() !== native.dims.join()) fail(`${label}: χ is ${page.dims.join("x")}, native ${native.dims.join("x")}`);
+  let lo = Infinity, hi = -Infinity, maxDiff = 0, inside = 0;
+  for (let i = 0; i < native.data.length; i++) {
+    if (!Number.isFinite(page.data[i])) fail(`${label}: voxel ${i} of the page's χ is ${page.data[i]}`);
+    if (mask.data[i] <= 0.5) continue;
+    inside++;
+    lo = Math.min(lo, native.data[i]);
+    hi = Math.max(hi, native.data[i]);
+    maxDiff = Math.max(maxDiff, Math.abs(page.data[i] - native.data[i]));
+  }
+  const tol = 1e-5 * (hi - lo);
+  log(`${label}: max|Δ| ${maxDiff.toExponential(3)} ppm over ${inside} mask voxels, range ${(hi - lo).toFixed(4)} ppm, tolerance ${tol.toExponential(3)}`);
+  if (!(inside > 0 && maxDiff <= tol)) fail(`${label}: the page's χ differs from the native one by ${maxDiff} > ${tol}`);
+}
+
+function startServer(extra) {
+  return new Promise((resolve, reject) => {
+    const p = spawn(process.execPath, [path.join(root, "tools/web/serve.js"), "--port", "0", ...extra], { stdio: ["ignore", "pipe", "inherit"] });
+    p.stdout.on("data", (d) => {
+      const m = /http:\/\/127\.0\.0\.1:\d+\//.exec(String(d));
+      if (m) resolve({ process: p, url: m[0] });
+    });
+    p.on("exit", (code) => reject(new Error("the server exited with " + code)));
+  });
+}
+
+async function waitState(page, states, timeoutMs) {
+  await page.waitForFunction((s) => s.includes(document.body.dataset.state), { timeout: timeoutMs, polling: 200 }, states);
+  return page.evaluate(() => document.body.dataset.state);
+}
+
+// Loads the page, runs the demo (budget in MiB, or "" for the default); returns the state, the
+// page's reply and message, and the χ NIfTI bytes on success.
+async function runDemo(page, budgetMiB) {
+  await page.$eval("#budget", (el, v) => { el.value = v; }, budgetMiB);
+  return clickAndCollect(page, "#run-demo");
+}
+
+// "Your data": the field and mask NIfTI files and the network's ONNX file through the file
+// pickers (the local-file path; its recipe: the network chosen, qsmcore-invnet by default).
+async function runUser(page, fieldPath, maskPath) {
+  await page.$eval("#budget", (el) => { el.value = ""; });
+  await (await page.$("#field-file")).uploadFile(fieldPath);
+  await (await page.$("#mask-file")).uploadFile(maskPath);
+  await (await page.$("#onnx-file")).uploadFile(path.join(root, "models/qsmcore-invnet.onnx"));
+  return clickAndCollect(page, "#run-user");
+}
+
+async function clickAndCollect(page, button) {
+  const t = Date.now();
+  await page.click(button);
+  await page.waitForFunction(() => document.body.dataset.state === "running", { timeout: 10000, polling: 50 }).catch(() => {});
+  const t1 = Date.now();
+  const state = await waitState(page, ["done", "error"], 180000);
+  log(`  ${button}: running after ${((t1 - t) / 1000).toFixed(2)} s, ${state} after ${((Date.now() - t) / 1000).toFixed(2)} s`);
+  const message = await page.$eval("#message", (el) => el.textContent);
+  const reply = await page.evaluate(() => window.qsmPage.reply);
+  const events = await page.evaluate(() => window.qsmPage.events);
+  let chi = null;
+  if (state === "done") {
+    const b64 = await page.evaluate(() => {
+      const u8 = window.qsmPage.chiNifti;
+      let s = "";
+      for (let i = 0; i < u8.length; i += 0x8000) s += String.fromCharCode.apply(null, u8.subarray(i, i + 0x8000));
+      return btoa(s);
+    });
+    chi = new Uint8Array(Buffer.from(b64, "base64"));
+  }
+  return { state, message, reply, chi, events };
+}
+
+async function openPage(browser, url, expectVariant) {
+  const page = await browser.newPage();
+  page.on("pageerror", (e) => log("page error: " + e.message));
+  page.on("console", (m) => { if (m.type() === "error") log("console: " + m.text().slice(0, 300)); });
+  await page.setViewport({ width: 1280, height: 1100 });
+  const t = Date.now();
+  await page.goto(url, { waitUntil: "load" });
+  const state = await waitState(page, ["ready", "error"], 60000);
+  log(`${expectVariant} page ready in ${((Date.now() - t) / 1000).toFixed(1)} s`);
+  if (state !== "ready") fail(`the page did not start (${expectVariant}): ${await page.$eval("#message", (el) => el.textContent)}`);
+  const variant = await page.evaluate(() => window.qsmPage.variant);
+  if (variant !== expectVariant) fail(`the page picked the ${variant} build, expected ${expectVariant}`);
+  return page;
+}
+
+async function main() {
+  for (const v of argv.includes("--skip-st") ? ["mt"] : ["mt", "st"]) {
+    if (!fs.existsSync(path.join(root, `build-wasm/${v}/qsm-web.wasm`))) fail(`build-wasm/${v}/qsm-web.wasm is missing: bash tools/wasm/build.sh`);
+  }
+  if (!fs.existsSync(chromium)) fail(`${chromium} is missing: apt-get install chromium`);
+  fs.mkdirSync(out, { recursive: true });
+  const t0 = Date.now();
+  // The native oracles run beside the browser's first steps (page load, the demo): their
+  // results are awaited only where they are compared.
+  const nativeDir = path.join(out, "native");
+  const fieldPath = path.join(nativeDir, "local_field.nii.gz"), maskPath = path.join(nativeDir, "mask.nii.gz");
+  const runOut = path.join(out, "native-run-chi.nii.gz");
+  const nativeReady = (async () => {
+    await execFileAsync(qsm, ["demo", "--size", String(size), "--out", nativeDir, "--quiet"]);
+    await execFileAsync(qsm, ["run", "qsmcore-invnet", "--in", fieldPath, "--mask", maskPath, "--out", runOut, "--quiet"]);
+    log(`native demo and run done after ${((Date.now() - t0) / 1000).toFixed(1)} s`);
+    return {
+      native: readNifti(fs.readFileSync(path.join(nativeDir, "chi_network.nii.gz"))),
+      mask: readNifti(fs.readFileSync(maskPath)),
+      nativeRun: readNifti(fs.readFileSync(runOut)),
+    };
+  })();
+  nativeReady.catch(() => {});  // awaited below; a failure is reported there
+
+  const profile = fs.mkdtempSync(path.join(os.tmpdir(), "qsm-web-chromium-"));
+  const servers = [];
+  let browser = null;
+  try {
+    // A mirror holding a file under xQSM's weight-file name that is not xQSM's weights.
+    const mirrorDir = path.join(out, "mirror");
+    fs.mkdirSync(mirrorDir, { recursive: true });
+    const xqsm = JSON.parse((await execFileAsync(qsm, ["models", "show", "xqsm", "--json"])).stdout);
+    fs.copyFileSync(path.join(root, "models/qsmcore-invnet.onnx"), path.join(mirrorDir, xqsm.files[0].name));
+    const isolated = await startServer(["--mirror", mirrorDir]);
+    servers.push(isolated.process);
+    browser = await puppeteer.launch({
+      executablePath: chromium, pipe: true, userDataDir: profile,
+      args: ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"],
+    });
+
+    // The pthread build, isolated.
+    let t = Date.now();
+    const page = await openPage(browser, isolated.url + "?mirror=/mirror/", "mt");
+    const mt = await runDemo(page, "");
+    if (mt.state !== "done") fail("mt demo: " + mt.message);
+    log(`mt demo ${((Date.now() - t) / 1000).toFixed(1)} s (${timings(mt.reply)}), ` +
+        `predicted peak ${mt.reply.predicted_peak_bytes} B, heap ${mt.reply.heap8_bytes} B`);
+    // What the user gets: the Download button's chi.nii.gz (gzip by the page), not the in-memory copy.
+    const downloads = path.join(out, "download");
+    fs.rmSync(downloads, { recursive: true, force: true });
+    fs.mkdirSync(downloads, { recursive: true });
+    const cdp = await page.createCDPSession();
+    await cdp.send("Browser.setDownloadBehavior", { behavior: "allow", downloadPath: downloads });
+    await page.click("#download");
+    const downloaded = path.join(downloads, "chi.nii.gz");
+    for (let i = 0; i < 100 && !fs.existsSync(downloaded); i++) await new Promise((r) => setTimeout(r, 100));
+    if (!fs.existsSync(downloaded)) fail("the Download button wrote no chi.nii.gz");
+    const { native, mask, nativeRun } = await nativeReady;
+    compare("mt (downloaded chi.nii.gz)", readNifti(fs.readFileSync(downloaded)), native, mask);
+    // The page heard of the prediction before the result, and of progress before both.
+    const ev = mt.events;
+    if (!(ev.indexOf("progress") >= 0 && ev.indexOf("progress") < ev.indexOf("predicted") && ev.indexOf("predicted") < ev.indexOf("done")))
+      fail("the worker's events were not progress, predicted, done in that order: " + ev.join(","));
+    await new Promise((r) => setTimeout(r, 500));  // let NiiVue draw
+    await page.screenshot({ path: path.join(out, "screenshot.png"), fullPage: true });
+
+    // Over budget: refused with a message, before the run allocates anything.
+    const heapBefore = mt.reply.heap8_bytes;
+    const refused = await runDemo(page, "16");
+    if (refused.state !== "error" || !/Refused before allocating/.test(refused.message) || !/budget/i.test(refused.message))
+      fail(`a 16 MiB budget was not refused with a message: state ${refused.state}, "${refused.message}"`);
+    if (refused.reply.heap_bytes > heapBefore) fail(`the refused run grew the heap: ${heapBefore} -> ${refused.reply.heap_bytes}`);
+    log(`refused: "${refused.message.split("\n")[0].slice(0, 200)}"`);
+    await page.screenshot({ path: path.join(out, "screenshot-refused.png"), fullPage: true });
+
+    t = Date.now();
+    const user = await runUser(page, fieldPath, maskPath);
+    if (user.state !== "done") fail("run on a NIfTI field: " + user.message);
+    log(`run on a NIfTI field ${((Date.now() - t) / 1000).toFixed(1)} s (${timings(user.reply)}), ` +
+        `predicted heap ${user.reply.predicted_heap_bytes} B, heap ${user.reply.heap8_bytes} B`);
+    compare("mt, NIfTI field", readNifti(user.chi), nativeRun, mask);
+
+    // A registry network whose downloaded bytes are not the registry's: refused by their SHA-256,
+    // and nothing is cached in IndexedDB.
+    await (await page.$("#onnx-file")).uploadFile();  // no local file: the registry's weights
+    await page.select("#network", "xqsm");
+    const wrong = await clickAndCollect(page, "#run-user");
+    if (wrong.state !== "error" || !/SHA-256 [0-9a-f]{64}, the registry says/.test(wrong.message))
+      fail(`wrong weights from the mirror were not refused by their SHA-256: state ${wrong.state}, "${wrong.message}"`);
+    const cachedKeys = await page.evaluate(() => new Promise((resolve, reject) => {
+      const req = indexedDB.open("qsmcore-weights", 1);
+      req.onupgradeneeded = () => req.result.createObjectStore("files");
+      req.onsuccess = () => { const r = req.result.transaction("files").objectStore("files").getAllKeys(); r.onsuccess = () => resolve(r.result); };
+      req.onerror = () => reject(req.error);
+    }));
+    if (cachedKeys.length) fail("refused weights were cached: " + cachedKeys.join(", "));
+    log(`wrong weights refused: "${wrong.message.slice(0, 160)}"`);
+    await page.close();
+
+    // The single-threaded build, on a page that is not isolated.
+    if (!argv.includes("--skip-st")) {
+      const plain = await startServer(["--no-isolation"]);
+      servers.push(plain.process);
+      t = Date.now();
+      const stPage = await openPage(browser, plain.url, "st");
+      const st = await runDemo(stPage, "");
+      if (st.state !== "done") fail("st demo: " + st.message);
+      log(`st demo ${((Date.now() - t) / 1000).toFixed(1)} s (${timings(st.reply)}), heap ${st.reply.heap8_bytes} B`);
+      compare("st", readNifti(st.chi), native, mask);
+      await stPage.close();
+    }
+  } finally {
+    if (browser) await browser.close();
+    for (const s of servers) s.kill();
+    fs.rmSync(profile, { recursive: true, force: true });
+  }
+  log(`passed in ${((Date.now() - t0) / 1000).toFixed(1)} s; screenshot ${path.join(out, "screenshot.png")}`);
+}
+
+main().catch((e) => fail(e.stack || String(e)));

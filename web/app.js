@@ -1,0 +1,368 @@
+// The page's behaviour: reads NIfTI volumes (NiiVue's reader, gzip undone with the browser's
+// DecompressionStream), gets a network's weights (the shipped file, the registry's URL with its
+// SHA-256 checked and kept in IndexedDB, or a local ONNX file), runs qsmcore in a Web Worker
+// (worker.js) and shows the input and χ with NiiVue; χ is written back as NIfTI by NiiVue's writer.
+// The pthread build runs when the page is crossOriginIsolated (tools/web/serve.js sends COOP/COEP),
+// else the single-threaded one; ?variant=mt|st forces one.
+import { Niivue, NVImage, MULTIPLANAR_TYPE, SHOW_RENDER } from "/niivue/index.js";
+
+const $ = (id) => document.getElementById(id);
+const params = new URLSearchParams(location.search);
+const variant = params.get("variant") || (self.crossOriginIsolated ? "mt" : "st");
+const MiB = 1024 * 1024;
+
+let registry = [];
+let worker = null;
+let last = null;  // the last result: {dims, voxel, affine, chi: Float32Array, reply}
+// For the browser test (tests/web): the last reply, the χ NIfTI bytes, and the worker's events
+// of the last run in order ("progress", "predicted", "done" / "error").
+window.qsmPage = { variant, reply: null, chiNifti: null, events: [] };
+
+// ---- small helpers -------------------------------------------------------------------------
+
+function setState(state) { document.body.dataset.state = state; }
+function fmtBytes(b) { return b == null ? "–" : b >= 1024 * MiB ? (b / 1024 / MiB).toFixed(2) + " GiB" : (b / MiB).toFixed(1) + " MiB"; }
+function say(text, kind = "") { const m = $("message"); m.textContent = text; m.className = "message " + kind; }
+function facts(rows) {
+  const body = $("facts").tBodies[0];
+  body.replaceChildren(...rows.map(([k, v]) => {
+    const tr = document.createElement("tr");
+    for (const t of [k, v]) { const td = document.createElement("td"); td.textContent = t; tr.append(td); }
+    return tr;
+  }));
+}
+function progress(fraction, stage) { $("progress").value = fraction; $("stage").textContent = stage; }
+
+async function sha256(bytes) {
+  const digest = await crypto.subtle.digest("SHA-256", bytes);
+  return Array.from(new Uint8Array(digest), (b) => b.toString(16).padStart(2, "0")).join("");
+}
+
+async function gunzipIfNeeded(buffer) {
+  const u8 = new Uint8Array(buffer);
+  if (u8.length < 2 || u8[0] !== 0x1f || u8[1] !== 0x8b) return buffer;
+  const stream = new Blob([buffer]).stream().pipeThrough(new DecompressionStream("gzip"));
+  return await new Response(stream).arrayBuffer();
+}
+async function gzip(bytes) {
+  const stream = new Blob([bytes]).stream().pipeThrough(new CompressionStream("gzip"));
+  return new Uint8Array(await new Response(stream).arrayBuffer());
+}
+
+// ---- weights: the shipped file, the registry URL (+ IndexedDB cache), or a local file ---------
+
+function idb() {
+  return new Promise((resolve, reject) => {
+    const req = indexedDB.open("qsmcore-weights", 1);
+    req.onupgradeneeded = () => req.result.createObjectStore("files");
+    req.onsuccess = () => resolve(req.result);
+    req.onerror = () => reject(req.error);
+  });
+}
+async function idbGet(key) {
+  const db = await idb();
+  return new Promise((resolve, reject) => {
+    const r = db.transaction("files").objectStore("files").get(key);
+    r.onsuccess = () => resolve(r.result || null);
+    r.onerror = () => reject(r.error);
+  });
+}
+async function idbPut(key, value) {
+  const db = await idb();
+  return new Promise((resolve, reject) => {
+    const tx = db.transaction("files", "readwrite");
+    tx.objectStore("files").put(value, key);
+    tx.oncomplete = () => resolve();
+    tx.onerror = () => reject(tx.error);
+  });
+}
+
+// The bytes of the one ONNX file of registry network `spec`, SHA-256 checked.
+async function registryWeights(spec) {
+  if (spec.files.length !== 1) throw new Error(`${spec.id} has ${spec.files.length} ONNX files; the page runs one-file networks`);
+  const file = spec.files[0];
+  const check = async (bytes, where) => {
+    const got = await sha256(bytes);
+    if (got !== file.sha256) throw new Error(`${file.name} from ${where}: SHA-256 ${got}, the registry says ${file.sha256}`);
+    return bytes;
+  };
+  if (file.shipped) {
+    progress(0, `loading ${file.name} (shipped with qsmcore)`);
+    const r = await fetch("models/" + file.name);
+    if (!r.ok) throw new Error(`models/${file.name}: HTTP ${r.status}`);
+    return { name: file.name, bytes: await check(await r.arrayBuffer(), "the server"), sha: file.sha256 };
+  }
+  if (!file.url) throw new Error(`${spec.id}: its weights are not hosted (status ${spec.status}); choose a local ONNX file`);
+  const key = `${spec.id}:${file.sha256}`;
+  const cached = await idbGet(key);
+  if (cached) return { name: file.name, bytes: await check(cached, "the IndexedDB cache"), sha: file.sha256 };
+  // ?mirror=URL: the file from URL + its name instead of the registry's URL (as $QSM_MODEL_BASE_URL
+  // does for `qsm fetch`); checked the same way.
+  const mirror = params.get("mirror");
+  const url = mirror ? new URL(file.name, new URL(mirror, location.href)).href : file.url;
+  progress(0, `downloading ${file.name} (${fmtBytes(file.bytes)})`);
+  const r = await fetch(url);
+  if (!r.ok) throw new Error(`${url}: HTTP ${r.status}`);
+  const bytes = await check(await r.arrayBuffer(), url);
+  await idbPut(key, bytes);
+  return { name: file.name, bytes, sha: file.sha256 };
+}
+
+async function chosenWeights(spec) {
+  const local = $("onnx-file").files[0];
+  if (!local) return registryWeights(spec);
+  const bytes = await local.arrayBuffer();
+  const sha = await sha256(bytes);
+  const known = spec.files.some((f) => f.sha256 === sha);
+  if (!known) say(`${local.name}: SHA-256 ${sha.slice(0, 12)}… is not ${spec.id}'s registered file; running it with ${spec.id}'s recipe (results are only as good as these weights).`);
+  return { name: local.name, bytes, sha };
+}
+
+// ---- NIfTI in and out (NiiVue) --------------------------------------------------------------
+
+// A NIfTI file as float32 (first frame, scaling applied), with its grid.
+async function readNifti(file) {
+  const buffer = await gunzipIfNeeded(await file.arrayBuffer());
+  const name = file.name.replace(/\.gz$/i, "");
+  const img = await NVImage.new(buffer, name.endsWith(".nii") ? name : name + ".nii");
+  const h = img.hdr;
+  const dims = [h.dims[1], h.dims[2], h.dims[3]].map((d) => Math.max(1, d));
+  const n = dims[0] * dims[1] * dims[2];
+  const slope = !Number.isFinite(h.scl_slope) || h.scl_slope === 0 ? 1 : h.scl_slope;
+  const inter = Number.isFinite(h.scl_inter) ? h.scl_inter : 0;
+  const data = new Float32Array(n);
+  for (let i = 0; i < n; i++) data[i] = img.img[i] * slope + inter;
+  return { image: img, dims, voxel: [h.pixDims[1], h.pixDims[2], h.pixDims[3]], affine: h.affine.flat(), data };
+}
+
+function niftiBytes(data, dims, voxel, affine) {
+  return NVImage.createNiftiArray(dims, voxel, affine, 16 /* float32 */, new Uint8Array(data.buffer, data.byteOffset, data.byteLength));
+}
+
+// ---- viewers --------------------------------------------------------------------------------
+
+const viewers = {};
+// One canvas per volume: axial, coronal and sagittal slices in a row, no 3-D render.
+function viewer(id) {
+  if (!viewers[id]) {
+    const nv = new Niivue({ backColor: [0, 0, 0, 1], isColorbar: true, crosshairColor: [0.35, 0.65, 1, 0.6], crosshairWidth: 0.5,
+                            multiplanarLayout: MULTIPLANAR_TYPE.ROW, multiplanarShowRender: SHOW_RENDER.NEVER, textHeight: 0.04 });
+    nv.attachTo(id);
+    nv.setSliceType(nv.sliceTypeMultiplanar);
+    viewers[id] = nv;
+  }
+  return viewers[id];
+}
+async function show(canvasId, data, dims, voxel, affine, name, range) {
+  const bytes = niftiBytes(data, dims, voxel, affine);
+  const img = await NVImage.new(bytes.buffer, name + ".nii");
+  const nv = viewer(canvasId);
+  while (nv.volumes.length) nv.removeVolume(nv.volumes[0]);
+  nv.addVolume(img);
+  if (range) { nv.volumes[0].cal_min = range[0]; nv.volumes[0].cal_max = range[1]; }
+  nv.updateGLVolume();
+}
+
+// ---- the worker -----------------------------------------------------------------------------
+
+function startWorker() {
+  worker = new Worker("worker.js");
+  worker.onmessage = (e) => onWorker(e.data);
+  worker.onerror = (e) => { say("worker: " + e.message, "error"); setState("error"); };
+  worker.postMessage({ cmd: "init", moduleBase: `build-wasm/${variant}/` });
+}
+
+let pending = null;  // {resolve, reject, predicted}
+function onWorker(msg) {
+  if (msg.type !== "log") window.qsmPage.events.push(msg.type);
+  if (msg.type === "ready") {
+    registry = msg.registry;
+    fillNetworks();
+    showHeap(msg.heap8_bytes);
+    progress(0, "Ready");
+    $("run-demo").disabled = $("run-user").disabled = false;
+    setState("ready");
+  } else if (msg.type === "progress") {
+    progress(msg.fraction, msg.stage);
+  } else if (msg.type === "predicted") {
+    if (pending) pending.predicted = msg;
+    facts([["predicted peak (engine)", fmtBytes(msg.predicted_peak_bytes)],
+           ["predicted heap", fmtBytes(msg.predicted_heap_bytes)], ["budget", fmtBytes(msg.budget_bytes)]]);
+  } else if (msg.type === "log") {
+    console.log(msg.text);
+  } else if (msg.type === "done" || msg.type === "error") {
+    const p = pending;
+    pending = null;
+    if (!p) return;
+    if (msg.type === "done") p.resolve(msg);
+    else p.reject(Object.assign(new Error(msg.reply.error), { reply: msg.reply }));
+  }
+}
+function call(message, transfer) {
+  window.qsmPage.events = [];
+  return new Promise((resolve, reject) => {
+    pending = { resolve, reject, predicted: null };
+    worker.postMessage(message, transfer || []);
+  });
+}
+
+function engineSettings() {
+  // At most the pool qsm-web.js starts with (hardwareConcurrency + 2, less the prefetch worker and
+  // one spare): a thread beyond it would wait for a Worker that starts only after the call.
+  const threads = variant === "mt" ? Math.min(navigator.hardwareConcurrency, Math.max(1, Number($("threads").value) || navigator.hardwareConcurrency)) : 1;
+  const mib = Number($("budget").value);
+  return { threads, budget_bytes: mib > 0 ? Math.round(mib * MiB) : 0 };
+}
+
+function showHeap(bytes) {
+  $("build").textContent = `${variant === "mt" ? "pthread build" : "single-threaded build"} · wasm heap ${fmtBytes(bytes)}`;
+}
+
+function memoryFacts(reply) {
+  showHeap(reply.heap8_bytes);
+  return [["predicted peak (engine)", fmtBytes(reply.predicted_peak_bytes)],
+          ["measured peak (engine)", fmtBytes(reply.measured_peak_bytes)],
+          ["predicted heap", fmtBytes(reply.predicted_heap_bytes)],
+          ["wasm heap high-water (HEAP8.buffer.byteLength)", fmtBytes(reply.heap8_bytes)],
+          ["budget", fmtBytes(reply.budget_bytes)]];
+}
+
+async function guarded(body) {
+  $("run-demo").disabled = $("run-user").disabled = $("download").disabled = true;
+  setState("running");
+  say("");
+  try {
+    await body();
+    setState("done");
+  } catch (err) {
+    const r = err.reply || {};
+    say((r.kind === "OutOfBudget" ? "Refused before allocating: " : "Error: ") + err.message, "error");
+    progress(0, r.kind === "OutOfBudget" ? "Refused" : "Failed");
+    if (r.heap_bytes) {
+      facts(r.predicted_peak_bytes ? memoryFacts(r)
+        : [["budget", fmtBytes(r.budget_bytes)], ["wasm heap high-water (HEAP8.buffer.byteLength)", fmtBytes(r.heap8_bytes || r.heap_bytes)]]);
+    }
+    window.qsmPage.reply = r;
+    setState("error");
+  } finally {
+    $("run-demo").disabled = $("run-user").disabled = false;
+  }
+}
+
+// ---- the two actions ------------------------------------------------------------------------
+
+async function runDemo() {
+  await guarded(async () => {
+    const spec = registry.find((s) => s.id === "qsmcore-invnet");
+    const model = await registryWeights(spec);
+    const size = Number($("demo-size").value);
+    const t0 = performance.now();
+    const { reply, outputs } = await call({ cmd: "demo", size, network: spec.id, model, ...engineSettings() }, [model.bytes]);
+    const seconds = (performance.now() - t0) / 1000;
+    reply.worker_seconds = seconds;
+    const dims = reply.dims, voxel = reply.voxel_mm;
+    const affine = [voxel[0], 0, 0, 0, 0, voxel[1], 0, 0, 0, 0, voxel[2], 0, 0, 0, 0, 1];
+    const m = reply.metrics, t = reply.tkd.metrics;
+    facts([["network", `${reply.network} (${model.sha.slice(0, 12)}…, SHA-256 checked)`],
+           ["χ vs ground truth", `NRMSE ${m.nrmse_percent.toFixed(1)} %, XSIM ${m.xsim.toFixed(3)}, HFEN ${m.hfen.toFixed(3)}`],
+           [`TKD (t = ${reply.tkd.threshold})`, `NRMSE ${t.nrmse_percent.toFixed(1)} %, XSIM ${t.xsim.toFixed(3)}`],
+           ["time", `network ${reply.network_seconds.toFixed(2)} s, whole demo ${seconds.toFixed(2)} s`],
+           ...memoryFacts(reply)]);
+    await finishRun(reply, outputs.chi, dims, voxel, affine, `phantom ${dims.join("×")}`, outputs.field, "local field (ppm)");
+    say(`Done: ${reply.network} on the ${dims[0]}³ head phantom.`, "ok");
+  });
+}
+
+async function runUser() {
+  await guarded(async () => {
+    const fieldFile = $("field-file").files[0];
+    if (!fieldFile) throw new Error("choose a field NIfTI first");
+    const spec = registry.find((s) => s.id === $("network").value);
+    progress(0, `reading ${fieldFile.name}`);
+    const tRead = performance.now();
+    const field = await readNifti(fieldFile);
+    let mask = null;
+    if ($("mask-file").files[0]) {
+      mask = await readNifti($("mask-file").files[0]);
+      if (mask.dims.join() !== field.dims.join()) throw new Error(`the mask is ${mask.dims.join("×")}, the field ${field.dims.join("×")}`);
+    }
+    const model = await chosenWeights(spec);
+    const readSeconds = (performance.now() - tRead) / 1000;
+    const msg = { cmd: "run", network: spec.id, model, field: field.data, mask: mask ? mask.data : null, dims: field.dims,
+                  // A phase network takes wrapped phase in radians (as `qsm run` assumes for it).
+                  voxel_mm: field.voxel, affine: field.affine, unit: spec.needs.field_kind === "wrapped phase" ? "rad" : $("unit").value,
+                  b0: Number($("b0").value) || null, te: Number($("te").value) || null, ...engineSettings() };
+    const t0 = performance.now();
+    const { reply, outputs } = await call(msg, [model.bytes]);
+    reply.read_seconds = readSeconds;
+    reply.worker_seconds = (performance.now() - t0) / 1000;
+    const chi = outputs.chi || Object.values(outputs)[0];
+    if (!chi) throw new Error(`${spec.id} returned no volume`);
+    facts([["network", `${spec.name} (${model.sha.slice(0, 12)}…)`],
+           ["time", `network ${reply.network_seconds.toFixed(2)} s, whole run ${((performance.now() - t0) / 1000).toFixed(2)} s`],
+           ...memoryFacts(reply)]);
+    await finishRun(reply, chi, field.dims, field.voxel, field.affine, fieldFile.name, field.data, "input field");
+    say(`Done: ${spec.name} on ${fieldFile.name}.${reply.warnings && reply.warnings.length ? "\n" + reply.warnings.join("\n") : ""}`, "ok");
+  });
+}
+
+async function finishRun(reply, chi, dims, voxel, affine, label, input, inputLabel) {
+  progress(1, "Drawing");
+  const t0 = performance.now();
+  last = { dims, voxel, affine, chi };
+  window.qsmPage.reply = reply;
+  window.qsmPage.chiNifti = niftiBytes(chi, dims, voxel, affine);
+  $("input-caption").textContent = `${inputLabel} · ${label}`;
+  $("chi-caption").textContent = "χ (ppm)";
+  await show("view-input", input, dims, voxel, affine, "input", null);
+  await show("view-chi", chi, dims, voxel, affine, "chi", [-0.1, 0.2]);
+  $("download").disabled = false;
+  reply.draw_seconds = (performance.now() - t0) / 1000;
+  progress(1, "Done");
+}
+
+async function download() {
+  if (!last) return;
+  const bytes = await gzip(niftiBytes(last.chi, last.dims, last.voxel, last.affine));
+  const a = document.createElement("a");
+  a.href = URL.createObjectURL(new Blob([bytes], { type: "application/gzip" }));
+  a.download = "chi.nii.gz";
+  a.click();
+  setTimeout(() => URL.revokeObjectURL(a.href), 10000);
+}
+
+// Networks the page can feed: a wrapper exists and it needs at most a field and a mask.
+function fillNetworks() {
+  const sel = $("network");
+  for (const s of registry) {
+    const n = s.needs;
+    if (!n || !n.field || n.magnitude || n.r2star || n.r2prime || n.qsm) continue;
+    const opt = document.createElement("option");
+    opt.value = s.id;
+    opt.textContent = `${s.name} (${n.field_kind})`;
+    sel.append(opt);
+  }
+  sel.value = "qsmcore-invnet";
+  const note = () => {
+    const s = registry.find((x) => x.id === sel.value);
+    const f = s.files[0] || {};
+    $("network-note").textContent = f.shipped ? "shipped with qsmcore: works offline"
+      : f.url ? `weights from ${new URL(f.url).host} (${fmtBytes(f.bytes)}), SHA-256 checked, cached in this browser`
+      : "weights not hosted: choose a local ONNX file";
+  };
+  sel.onchange = note;
+  note();
+}
+
+$("threads").value = variant === "mt" ? navigator.hardwareConcurrency : 1;
+$("threads").max = variant === "mt" ? navigator.hardwareConcurrency : 1;
+$("threads").disabled = variant !== "mt";
+$("run-demo").onclick = runDemo;
+$("run-user").onclick = runUser;
+$("download").onclick = download;
+if (variant === "mt" && !self.crossOriginIsolated) {
+  say("The pthread build needs a crossOriginIsolated page (COOP/COEP headers); open it without ?variant=mt.", "error");
+  setState("error");
+} else {
+  startWorker();
+}

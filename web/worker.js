@@ -1,0 +1,109 @@
+// The Web Worker that owns the qsmcore module (qsm-web, src/wasm/web_api.cpp). The page posts
+// {cmd: "init" | "demo" | "run"}; the worker answers with events: "ready", "progress",
+// "predicted" (the run's predicted peak, before it runs), "done" (reply + float32 outputs) or
+// "error". Runs block this worker, never the page.
+"use strict";
+
+let qsm = null;  // the module once initialised
+
+// The heap as it is now: with pthreads a pool thread may have grown it, leaving older views
+// detached, so views are made from the live memory each time.
+function heapBuffer() {
+  return qsm.wasmMemory ? qsm.wasmMemory.buffer : qsm.HEAP8.buffer;
+}
+
+// A model file's bytes into MEMFS, where the engine reads it like any file.
+function writeModel(model) {
+  try { qsm.FS.mkdir("/models"); } catch (e) { /* exists */ }
+  const path = "/models/" + model.name.replace(/[^A-Za-z0-9._-]/g, "_");
+  qsm.FS.writeFile(path, new Uint8Array(model.bytes));
+  return path;
+}
+
+function copyIn(f32) {
+  const ptr = qsm._malloc(f32.length * 4);
+  if (!ptr) throw new Error("out of wasm memory copying " + f32.length + " voxels in");
+  new Float32Array(heapBuffer(), ptr, f32.length).set(f32);
+  return ptr;
+}
+
+function outputs(names) {
+  const out = {};
+  for (const name of names) {
+    const n = qsm.ccall("qsm_web_output_size", "number", ["string"], [name]);
+    if (!n) continue;
+    const ptr = qsm.ccall("qsm_web_output_data", "number", ["string"], [name]);
+    out[name] = new Float32Array(heapBuffer(), ptr, n).slice();
+  }
+  return out;
+}
+
+function finish(replyText, names) {
+  const reply = JSON.parse(replyText);
+  reply.heap8_bytes = heapBuffer().byteLength;  // HEAP8.buffer.byteLength: the heap high-water
+  if (reply.error) {
+    postMessage({ type: "error", reply });
+    return;
+  }
+  const out = outputs(names);
+  postMessage({ type: "done", reply, outputs: out }, Object.values(out).map((a) => a.buffer));
+}
+
+async function init(msg) {
+  const base = new URL(msg.moduleBase, self.location.href).href;  // folder of qsm-web.js
+  const script = base + "qsm-web.js";
+  importScripts(script);
+  qsm = await createQsm({
+    // Pthread workers must load the module's script, not this worker's (docs/wasm.md).
+    mainScriptUrlOrBlob: script,
+    locateFile: (file) => base + file,
+    onEvent: (event) => postMessage(event),
+    print: (text) => postMessage({ type: "log", text }),
+    printErr: (text) => postMessage({ type: "log", text }),
+  });
+  const registry = JSON.parse(qsm.UTF8ToString(qsm._qsm_web_registry()));
+  postMessage({ type: "ready", registry, heap8_bytes: heapBuffer().byteLength });
+}
+
+function demo(msg) {
+  const request = {
+    size: msg.size, threads: msg.threads, budget_bytes: msg.budget_bytes,
+    model_id: msg.network, model_path: writeModel(msg.model),
+  };
+  const text = qsm.ccall("qsm_web_demo", "string", ["string"], [JSON.stringify(request)]);
+  finish(text, ["chi", "chi_true", "field", "mask"]);
+}
+
+function run(msg) {
+  const request = {
+    network: msg.network, model_path: writeModel(msg.model), dims: msg.dims, voxel_mm: msg.voxel_mm,
+    threads: msg.threads, budget_bytes: msg.budget_bytes,
+  };
+  if (msg.affine) request.affine = msg.affine;
+  if (msg.unit) request.unit = msg.unit;
+  if (msg.b0) request.b0 = msg.b0;
+  if (msg.te) request.te = msg.te;
+  const field = copyIn(msg.field);
+  const mask = msg.mask ? copyIn(msg.mask) : 0;
+  try {
+    const text = qsm.ccall("qsm_web_run", "string", ["string", "number", "number"],
+                           [JSON.stringify(request), field, mask]);
+    const names = msg.outputNames || ["chi", "local_field", "chi_pos", "chi_neg", "chi_total", "r2prime", "mask"];
+    finish(text, names);
+  } finally {
+    qsm._free(field);
+    if (mask) qsm._free(mask);
+  }
+}
+
+onmessage = async (e) => {
+  const msg = e.data;
+  try {
+    if (msg.cmd === "init") await init(msg);
+    else if (msg.cmd === "demo") demo(msg);
+    else if (msg.cmd === "run") run(msg);
+    else throw new Error("unknown command " + msg.cmd);
+  } catch (err) {
+    postMessage({ type: "error", reply: { error: String(err && err.message ? err.message : err) } });
+  }
+};
