@@ -67,6 +67,7 @@ target_link_options(qsm-node PRIVATE ${QSM_NODE_LINK})
 
 # qsm-web: the browser module of the web page (web/).
 include(${CMAKE_CURRENT_LIST_DIR}/wasm_web.cmake)
+include(${CMAKE_CURRENT_LIST_DIR}/wasm_measure.cmake)  # wasm32 memory figures: growth policy, driver
 
 # Tests compiled to WebAssembly and run under Node (named directly: the emulator emcmake sets
 # passes --experimental-wasm-threads, which Node 20 rejects): the

@@ -62,7 +62,9 @@ struct NetworkMemory {
   std::uint64_t load_peak_bytes = 0;            // high-water of parsing it from nothing
   std::uint64_t inference_fixed_bytes = 0;      // native: one inference, above the resident model
   std::uint64_t inference_bytes_per_voxel = 0;  // native: per voxel of the network's input
-  std::uint64_t wasm_fixed_bytes = 0;           // wasm32: growth over load + one run
+  // wasm32: growth of the linear memory's size from the program's start over load + one run
+  // (docs/wasm.md); both 0 = not measured in wasm32 (peak_bytes(…, Heap::Wasm32) throws).
+  std::uint64_t wasm_fixed_bytes = 0;
   std::uint64_t wasm_bytes_per_voxel = 0;
 
   friend bool operator==(const NetworkMemory&, const NetworkMemory&) = default;

@@ -1,5 +1,9 @@
 #include "cli/cli_util.h"
 
+#ifdef __EMSCRIPTEN__
+#include <emscripten/heap.h>
+#endif
+
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -141,6 +145,20 @@ void apply_mem_budget(const std::string& text, ModelOptions& o) {
   }
   o.mem_budget = parse_byte_size(text, "--mem-budget");
   o.mem_budget_source = "--mem-budget";
+#ifdef __EMSCRIPTEN__
+  // A wasm32 module cannot hold more than its linear memory's maximum, whatever budget it is
+  // given (the automatic one is capped there already, system/process_limits.cpp). Less what the
+  // memory holds outside the engine's accounting (static data, stacks, the runtime), that is the
+  // most the engine may plan for: a run predicted beyond it is refused before it allocates, with
+  // the figures, instead of failing in malloc half-way (or stalling, as QSM.rs#89 did).
+  const auto heap_max = static_cast<std::int64_t>(emscripten_get_heap_max());
+  const std::int64_t outside = static_cast<std::int64_t>(emscripten_get_heap_size()) - memory_current();
+  if (o.mem_budget > heap_max - outside) {
+    o.mem_budget = heap_max - outside;
+    o.mem_budget_source = "--mem-budget " + text + ", capped at the wasm32 heap maximum (" + std::to_string(heap_max) +
+                          " bytes, less " + std::to_string(outside) + " the module holds outside the engine)";
+  }
+#endif
 }
 
 }  // namespace qsmcore::cli

@@ -2,6 +2,7 @@
 //   qsm measure ID [--file F ...] [--shape DxHxW ...]     a registry network
 //   qsm measure --file MODEL.onnx [--input NAME=CxDxHxW ...] [--shape DxHxW ...]   any ONNX file
 //   qsm measure --all --twins-dir DIR [--emit-table src/models/measured_memory.h]
+//   qsm measure --all --twins-dir DIR --wasm build-wasm/mt [--emit-table ...]   the wasm32 figures
 // --json prints the measurement object. Registry ids find their files through --file, the
 // twins' manifest (--twins-dir) or the registry's weight lookup (no download).
 #include <algorithm>
@@ -16,6 +17,7 @@
 #include "cli/byte_size.h"
 #include "cli/commands.h"
 #include "cli/measured_table.h"
+#include "cli/wasm_measure.h"
 #include "io/atomic_file.h"
 #include "onnx/reader.h"
 #include "qsmcore/error.h"
@@ -33,6 +35,8 @@ struct MeasureArgs {
   std::vector<std::string> skip;
   std::string twins_dir;
   std::string emit_table;
+  std::string wasm_build;                // --wasm: measure the wasm32 figures with this build
+  std::vector<std::string> check_shapes;  // --check-shape: held out of the wasm fit
   std::vector<std::string> only;
   std::string backend = "onednn";
   int threads = 1;
@@ -203,16 +207,82 @@ void measure_all(const MeasureArgs& a) {
     for (const auto& id : a.skip) how += " --skip " + id;
     how += "  (DIR from tools/twins/make --full)";
     // With --only, the other networks keep the rows the table has now (measured earlier).
-    std::map<std::string, std::string> kept;
-    if (!a.only.empty() && std::filesystem::exists(a.emit_table)) kept = table_row_blocks(read_text_file(a.emit_table));
-    const std::string text = measured_memory_header(rows, how, kept);
+    // With --only, the other networks keep the rows the table has now (measured earlier); every
+    // network keeps its wasm32 figures, which this (native) measurement does not redo.
+    std::map<std::string, std::string> kept, previous;
+    if (std::filesystem::exists(a.emit_table)) previous = table_row_blocks(read_text_file(a.emit_table));
+    if (!a.only.empty()) kept = previous;
+    const std::string text = measured_memory_header(rows, how, kept, previous);
     io::write_file_atomically(a.emit_table, std::as_bytes(std::span(text.data(), text.size())));
     std::printf("wrote %s (%zu network(s) measured now%s)\n", a.emit_table.c_str(), rows.size(),
                 kept.empty() ? "" : ", the other rows kept from the table");
   }
 }
 
+// --all --wasm: the wasm32 figures of every network with a twin, each at the native sweep's
+// shapes (its one shape when fixed) plus held-out shapes (--check-shape, else one between the
+// fit's) that validate the fit; with --emit-table, they replace the wasm32 figures of the
+// table's entries, whose native figures stay as they are.
+void measure_all_wasm(const MeasureArgs& a) {
+  if (a.twins_dir.empty())
+    throw Error(ErrorKind::InvalidInput, "--all needs --twins-dir DIR (tools/twins/make --full writes one)");
+  const std::string driver = a.wasm_build + "/qsm-measure-node.js";
+  if (!std::filesystem::exists(driver))
+    throw Error(ErrorKind::NotFound, driver + " is missing: build the wasm target qsm-measure-node (tools/wasm/build.sh mt)");
+  const nlohmann::json manifest = read_manifest(a.twins_dir);
+  std::map<std::string, std::string> blocks;
+  if (!a.emit_table.empty()) blocks = table_row_blocks(read_text_file(a.emit_table));
+  int measured = 0;
+  for (const ModelSpec& spec : all_models()) {
+    const std::string id(spec.id);
+    if (!a.only.empty() && std::find(a.only.begin(), a.only.end(), id) == a.only.end()) continue;
+    if (std::find(a.skip.begin(), a.skip.end(), id) != a.skip.end()) continue;
+    const std::vector<std::string> files = twin_files(manifest, a.twins_dir, id);
+    if (files.empty()) {
+      std::fprintf(stderr, "%s: no twin in %s, not measured\n", id.c_str(), a.twins_dir.c_str());
+      continue;
+    }
+    if (!a.emit_table.empty() && !blocks.count(id)) {
+      std::fprintf(stderr, "%s: no native entry in %s to add wasm32 figures to, not measured\n", id.c_str(),
+                   a.emit_table.c_str());
+      continue;
+    }
+    // A fixed-shape network (no dynamic input dimension) has one shape: its native entry says so
+    // with no fixed part; measure_wasm then runs it at its declared shape.
+    const bool fixed_shape = spec.memory && spec.memory->inference_fixed_bytes == 0;
+    std::vector<std::array<std::size_t, 3>> fit, check;
+    if (!fixed_shape) {
+      for (const auto& s : a.shapes) fit.push_back(parse_spatial(s));
+      if (fit.empty()) fit = default_measure_shapes(spec);
+      for (const auto& s : a.check_shapes) check.push_back(parse_spatial(s));
+      if (check.empty()) {
+        std::array<std::size_t, 3> mult{};
+        for (std::size_t i = 0; i < 3; ++i) mult[i] = std::max<std::size_t>({1, spec.pad_multiple[i], spec.size_divisor});
+        check.push_back(held_out_shape(fit, mult));
+      }
+    }
+    std::fprintf(stderr, "measuring %s in wasm32 ...\n", id.c_str());
+    const WasmMeasurement m = measure_wasm(driver, files, fit, check, a.threads);
+    std::printf("%s\n", wasm_measurement_markdown(id, m).c_str());
+    std::fflush(stdout);
+    ++measured;
+    if (!a.emit_table.empty()) {
+      char note[160];
+      std::snprintf(note, sizeof note, "%zu shape(s), fit residual %.0f B, %d thread(s)", m.fit.size(),
+                    m.fit_residual_bytes, m.threads);
+      blocks[id] = with_wasm_figures(blocks[id], WasmFigures{m.fixed_bytes, m.bytes_per_voxel, note});
+      // Written after every network, so an interrupted sweep keeps what it measured.
+      const std::string old = read_text_file(a.emit_table);
+      const std::string text = measured_memory_header({}, table_how(old), blocks);
+      io::write_file_atomically(a.emit_table, std::as_bytes(std::span(text.data(), text.size())));
+    }
+  }
+  if (!a.emit_table.empty()) std::printf("wrote the wasm32 figures of %d network(s) into %s\n", measured, a.emit_table.c_str());
+}
+
 void measure(const MeasureArgs& a) {
+  if (a.all && !a.wasm_build.empty()) return measure_all_wasm(a);
+  if (!a.wasm_build.empty()) throw Error(ErrorKind::InvalidInput, "--wasm works with --all (and --only ID)");
   if (a.all) return measure_all(a);
   MeasureOptions o = options(a);
   std::vector<std::string> files = a.files;
@@ -262,6 +332,12 @@ void register_measure_command(CLI::App& app) {
   cmd->add_option("--skip", a->skip, "with --all: registry ids to leave out (repeat)");
   cmd->add_option("--only", a->only,
                   "with --all: measure only these ids (repeat); --emit-table keeps the table's other rows");
+  cmd->add_option("--wasm", a->wasm_build,
+                  "with --all: measure the wasm32 figures with this wasm build (its qsm-measure-node.js, run by "
+                  "node), one process per shape; --emit-table rewrites only those figures");
+  cmd->add_option("--check-shape", a->check_shapes,
+                  "with --wasm: a shape DxHxW measured but left out of the fit, to validate it (repeat; default: one "
+                  "between the fit's shapes)");
   cmd->add_option("--backend", a->backend, "onednn | reference")->check(CLI::IsMember({"onednn", "reference"}));
   cmd->add_option("--threads", a->threads, "threads (default 1: the table is single-threaded)")
       ->check(CLI::Range(1, 1024));

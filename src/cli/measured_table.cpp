@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "qsmcore/error.h"
 #include "qsmcore/models.h"
 
 namespace qsmcore::cli {
@@ -26,7 +27,56 @@ std::string row_block(const MeasuredRow& r) {
          (r.tiled ? u64(r.m.tile_bytes_per_voxel) : std::string("std::nullopt")) + "},\n";
 }
 
+constexpr const char* kWasmNote = "; wasm32: ";
+constexpr const char* kWasmFixed = ".wasm_fixed_bytes = ";
+constexpr const char* kWasmPerVoxel = ".wasm_bytes_per_voxel = ";
+
+std::uint64_t number_after(const std::string& text, const std::string& key) {
+  const std::size_t at = text.find(key);
+  if (at == std::string::npos) throw Error(ErrorKind::InvalidInput, "table entry without " + key);
+  return std::stoull(text.substr(at + key.size()));
+}
+
 }  // namespace
+
+std::string with_wasm_figures(const std::string& block, const WasmFigures& w) {
+  // The comment line: the native note, then the wasm32 one.
+  const std::size_t eol = block.find('\n');
+  const std::string per_voxel = ".inference_bytes_per_voxel = ";
+  const std::size_t pv = block.find(per_voxel);
+  if (eol == std::string::npos || pv == std::string::npos)
+    throw Error(ErrorKind::InvalidInput, "not an entry of the generated table: " + block.substr(0, 80));
+  std::string comment = block.substr(0, eol);
+  if (const std::size_t n = comment.find(kWasmNote); n != std::string::npos) comment.resize(n);
+  comment += kWasmNote + w.note;
+  // The initializer: everything after the native per-voxel figure up to NetworkMemory's brace is
+  // the wasm32 part (absent, or a previous measurement's).
+  const std::size_t num_end = block.find("ull", pv) + 3;
+  const std::size_t brace = block.find('}', num_end);
+  return comment + block.substr(eol, num_end - eol) + ",\n                   " + kWasmFixed + u64(w.fixed_bytes) +
+         ", " + kWasmPerVoxel + u64(w.bytes_per_voxel) + block.substr(brace);
+}
+
+std::optional<WasmFigures> wasm_figures_of(const std::string& block) {
+  if (block.find(kWasmFixed) == std::string::npos) return std::nullopt;
+  WasmFigures w;
+  w.fixed_bytes = number_after(block, kWasmFixed);
+  w.bytes_per_voxel = number_after(block, kWasmPerVoxel);
+  const std::size_t n = block.find(kWasmNote);
+  if (n != std::string::npos) {
+    const std::size_t from = n + std::string(kWasmNote).size();
+    w.note = block.substr(from, block.find('\n', from) - from);
+  }
+  return w;
+}
+
+std::string table_how(const std::string& text) {
+  const std::string key = "Regenerate with:\n//   ";
+  const std::size_t at = text.find(key);
+  if (at == std::string::npos) return "";
+  const std::size_t from = at + key.size();
+  return text.substr(from, text.find('\n', from) - from);
+}
 
 std::map<std::string, std::string> table_row_blocks(const std::string& text) {
   std::map<std::string, std::string> blocks;
@@ -45,14 +95,18 @@ std::map<std::string, std::string> table_row_blocks(const std::string& text) {
 }
 
 std::string measured_memory_header(const std::vector<MeasuredRow>& rows, const std::string& how,
-                                   const std::map<std::string, std::string>& kept) {
+                                   const std::map<std::string, std::string>& kept,
+                                   const std::map<std::string, std::string>& previous) {
   // Rows in registry order: a fresh measurement where there is one, else the kept text.
   std::vector<std::string> blocks;
   for (const ModelSpec& spec : all_models()) {
     const std::string id(spec.id);
     const auto fresh = std::find_if(rows.begin(), rows.end(), [&](const MeasuredRow& r) { return r.id == id; });
-    if (fresh != rows.end())
-      blocks.push_back(row_block(*fresh));
+    if (fresh != rows.end()) {
+      const auto p = previous.find(id);
+      const auto w = p == previous.end() ? std::nullopt : wasm_figures_of(p->second);
+      blocks.push_back(w ? with_wasm_figures(row_block(*fresh), *w) : row_block(*fresh));
+    }
     else if (const auto k = kept.find(id); k != kept.end())
       blocks.push_back(k->second);
   }
@@ -65,9 +119,16 @@ std::string measured_memory_header(const std::vector<MeasuredRow>& rows, const s
 // resident/load peak come from loading the file(s) from nothing; inference_* is a least-squares
 // line through the plan + run peak above the resident model at 4 shapes (default_measure_shapes),
 // moved up so no measured point lies above it. tile_bytes_per_voxel (tiled networks only) is a
-// 64³ tile's run peak per voxel: tiles share one plan, so only the run repeats per tile. The
-// wasm32 fields stay 0: there is no wasm32 build to measure. Until a network has a row here its
-// ModelSpec has no `memory`, and every figure derived from it throws instead of guessing.
+// 64³ tile's run peak per voxel: tiles share one plan, so only the run repeats per tile.
+// wasm_fixed_bytes + voxels · wasm_bytes_per_voxel is the growth of the wasm32 linear memory's
+// size (HEAP8.buffer.byteLength) from the program's start over loading the file(s) and one run,
+// measured in the pthread build (2 threads, one Node process per shape, heap grown to what
+// malloc asks: docs/wasm.md) at the same shapes and fitted the same way (slope rounded up, fixed
+// part raised to the highest point), by
+//   qsm measure --all --twins-dir DIR --wasm build-wasm/mt --emit-table src/models/measured_memory.h --threads 2
+// which rewrites only those two fields; a network without them (0, 0) has no wasm32 figure and
+// peak_bytes(shape, Heap::Wasm32) throws for it. Until a network has a row here its ModelSpec
+// has no `memory`, and every figure derived from it throws instead of guessing.
 #pragma once
 #include <array>
 #include <cstdint>

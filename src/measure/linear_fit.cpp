@@ -50,4 +50,17 @@ LinearFit fit_fixed_plus_per_voxel(const std::vector<std::uint64_t>& voxels, con
   return f;
 }
 
+LinearFit fit_wasm_heap_growth(const std::vector<std::uint64_t>& voxels, const std::vector<std::int64_t>& bytes) {
+  LinearFit f = fit_fixed_plus_per_voxel(voxels, bytes);
+  constexpr std::uint64_t kPage = 65536;
+  // Page placement strays by a few pages; a larger residual is the line's curvature (R2Prime-Net's
+  // 32³ point lies 12 MB above the line through the others), which the envelope covers already,
+  // so the allowance stops at 1 MiB, the native figures' own shape allowance.
+  constexpr double kMaxScatter = 1 << 20;
+  const auto scatter = static_cast<std::uint64_t>(
+      std::ceil(std::min(f.max_abs_residual, kMaxScatter) / static_cast<double>(kPage)) * static_cast<double>(kPage));
+  f.fixed_bytes += scatter + kPage;
+  return f;
+}
+
 }  // namespace qsmcore

@@ -101,6 +101,10 @@ std::uint64_t ModelSpec::peak_bytes(std::array<std::size_t, 3> shape, Heap heap)
     case Heap::Native:
       return std::max(m.load_peak_bytes, saturating_add(m.resident_bytes, inference_bytes(shape)));
     case Heap::Wasm32:
+      // (0, 0) is "not measured in wasm32": any load + run grows the linear memory, so a measured
+      // network never has both at 0, and the native figures are no stand-in (docs/wasm.md).
+      if (m.wasm_fixed_bytes == 0 && m.wasm_bytes_per_voxel == 0)
+        throw Error(ErrorKind::NotFound, "wasm32 memory of '" + std::string(id) + "' not measured yet");
       return std::max(
           m.load_peak_bytes,
           saturating_add(m.wasm_fixed_bytes, saturating_mul(voxel_count(shape), m.wasm_bytes_per_voxel)));

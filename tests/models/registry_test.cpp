@@ -273,6 +273,28 @@ TEST(ModelMemory, UnmeasuredNetworksThrowInsteadOfGuessing) {
   }
 }
 
+// A network measured natively but not in wasm32 has no Wasm32 peak: the native figures are no
+// stand-in for the wasm heap (docs/wasm.md).
+TEST(ModelMemory, WasmPeakNeedsWasmFigures) {
+  ModelSpec spec = require_model("xqsm");
+  spec.memory = NetworkMemory{.resident_bytes = 100, .load_peak_bytes = 100, .inference_fixed_bytes = 1'000,
+                              .inference_bytes_per_voxel = 10};
+  EXPECT_EQ(qsmtest::error_of([&] { (void)spec.peak_bytes({64, 64, 64}, Heap::Wasm32); }, ErrorKind::NotFound),
+            "wasm32 memory of 'xqsm' not measured yet");
+  EXPECT_EQ(spec.peak_bytes({64, 64, 64}, Heap::Native), 100u + 1'000u + 262'144u * 10);
+  spec.memory->wasm_bytes_per_voxel = 1;  // a fixed-shape network's figure has no fixed part
+  EXPECT_EQ(spec.peak_bytes({64, 64, 64}, Heap::Wasm32), 262'144u);
+  // The registry: every network either has its wasm32 figures or refuses the Wasm32 peak.
+  for (const ModelSpec& s : all_models()) {
+    SCOPED_TRACE(s.id);
+    if (!s.memory) continue;
+    if (s.memory->wasm_fixed_bytes == 0 && s.memory->wasm_bytes_per_voxel == 0)
+      EXPECT_THROW((void)s.peak_bytes({64, 64, 64}, Heap::Wasm32), Error);
+    else
+      EXPECT_GE(s.peak_bytes({64, 64, 64}, Heap::Wasm32), s.memory->wasm_fixed_bytes);
+  }
+}
+
 TEST(ModelMemory, TileCostOnlyForTiledNetworks) {
   for (const ModelSpec& spec : all_models()) {
     SCOPED_TRACE(spec.id);
