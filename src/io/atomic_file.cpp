@@ -11,6 +11,7 @@
 #include <cstring>
 #include <random>
 
+#include "core/sys_io.h"
 #include "qsmcore/error.h"
 
 namespace qsmcore::io {
@@ -62,7 +63,7 @@ void AtomicFile::write(const void* data, std::size_t size) {
   if (fd_ < 0) throw Error(ErrorKind::Internal, "write to a closed AtomicFile " + temp_path_.string());
   const char* p = static_cast<const char*>(data);
   while (size > 0) {
-    const ssize_t n = ::write(fd_, p, size);
+    const ssize_t n = sysio::write(fd_, p, size);
     if (n < 0) {
       if (errno == EINTR) continue;
       throw_io("cannot write", temp_path_);

@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "core/sys_io.h"
 #include "qsmcore/error.h"
 
 namespace qsmcore::io {
@@ -43,7 +44,7 @@ class FileSource final : public ByteSource {
     check_range(path_, size_, offset, len);
     auto* out = static_cast<char*>(dst);
     while (len > 0) {
-      const ssize_t got = ::pread(fd_, out, len, static_cast<off_t>(offset));
+      const ssize_t got = sysio::pread(fd_, out, len, static_cast<off_t>(offset));
       if (got < 0 && errno == EINTR) continue;
       if (got <= 0) {
         throw Error(ErrorKind::Io, "cannot read " + path_ + " at byte " + std::to_string(offset) + ": " +

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <vector>
 
+#include "core/sys_io.h"
 #include "qsmcore/error.h"
 
 namespace qsmcore::residency {
@@ -63,7 +64,7 @@ SpillFile::~SpillFile() {
 void SpillFile::write(const void* src, std::uint64_t bytes, std::uint64_t offset) const {
   const auto* p = static_cast<const char*>(src);
   for (std::uint64_t done = 0; done < bytes;) {
-    const ssize_t n = ::pwrite(fd_, p + done, bytes - done, static_cast<off_t>(offset + done));
+    const ssize_t n = sysio::pwrite(fd_, p + done, bytes - done, static_cast<off_t>(offset + done));
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) throw Error(ErrorKind::Io, "writing spilled activations to '" + dir_ + "' failed: " + sys_error(errno));
     done += static_cast<std::uint64_t>(n);
@@ -74,7 +75,7 @@ void SpillFile::write(const void* src, std::uint64_t bytes, std::uint64_t offset
 void SpillFile::read(void* dst, std::uint64_t bytes, std::uint64_t offset) const {
   auto* p = static_cast<char*>(dst);
   for (std::uint64_t done = 0; done < bytes;) {
-    const ssize_t n = ::pread(fd_, p + done, bytes - done, static_cast<off_t>(offset + done));
+    const ssize_t n = sysio::pread(fd_, p + done, bytes - done, static_cast<off_t>(offset + done));
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0)
       throw Error(ErrorKind::Io, "reading spilled activations back from '" + dir_ + "' failed: " +
