@@ -8,7 +8,8 @@
 
 namespace qsmcore::memory {
 
-/// Bytes of one arena piece; 0: one piece of any size.
+/// Bytes of one arena piece; 0: one piece of any size. QSM_ARENA_PIECE_BYTES overrides the
+/// platform's value (tests of programs they cannot call into: the wasm builds).
 std::size_t arena_piece_bytes();
 
 /// Tests: plans made after this call split their arenas every `bytes` (0: the platform's value),

@@ -6,9 +6,11 @@
 // The wasm build is tools/wasm/build.sh's (QSM_WASM_DIR names another build-wasm folder).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <nlohmann/json.hpp>
 
@@ -44,11 +46,11 @@ struct WasmRun {
 };
 
 /// Runs the model through qsm.js on the inputs (written as .npy into `work`); fails the test on
-/// a non-zero exit, with the log.
+/// a non-zero exit, with the log. `env`: more NAME=VALUE words for the command's environment.
 WasmRun run_wasm(const std::string& variant, const std::string& model, const std::vector<std::string>& names,
-                 const std::vector<qsmcore::Tensor>& inputs, const std::string& work) {
+                 const std::vector<qsmcore::Tensor>& inputs, const std::string& work, const std::string& env = "") {
   fs::create_directories(work);
-  std::string cmd = "QSM_WASM_DIR='" + wasm_dir() + "/" + variant +
+  std::string cmd = env + " QSM_WASM_DIR='" + wasm_dir() + "/" + variant +
                     "' node " QSM_SOURCE_DIR "/tools/wasm/qsm.js onnx run '" + model + "'";
   for (std::size_t i = 0; i < inputs.size(); ++i) {
     const std::string f = work + "/in" + std::to_string(i) + ".npy";
@@ -138,6 +140,38 @@ TEST(WasmTestNets, MatchNative) {
     const auto native = run_native(dir + "/" + m, {"input"}, x);
     expect_same(native, run_wasm("mt", dir + "/" + m, {"input"}, x, testing::TempDir() + "/wasm_net_" + m));
   }
+}
+
+}  // namespace
+
+namespace {
+
+// Arenas in pieces (memory/arena_piece.h), which wasm32 needs above 2 GiB, forced small through
+// QSM_ARENA_PIECE_BYTES so the wasm kernels run on a split arena at a test's size: the shipped
+// network at 64³ in pieces of its largest value (16 MiB; its arena is about 48 MiB) against the
+// native one-piece run.
+TEST(WasmArenaPieces, APiecedRunMatchesNative) {
+  QSM_REQUIRE_WASM("mt");
+  const std::string model = QSM_SOURCE_DIR "/models/qsmcore-invnet.onnx";
+  const std::vector<qsmcore::Tensor> x{qsmtest::random_tensor({1, 3, 64, 64, 64}, 3)};
+  qsmcore::ModelOptions o;
+  o.threads = 2;
+  auto m = qsmcore::OnnxModel::load(model, o);
+  const qsmcore::PlanMemory pm = m.plan_memory({x[0].shape()});
+  const std::int64_t piece = std::max<std::int64_t>(pm.largest_block_bytes, pm.arena_bytes / 3);
+  const auto native = run_native(model, {"input"}, x);
+  expect_same(native, run_wasm("mt", model, {"input"}, x, testing::TempDir() + "/wasm_pieces",
+                               "QSM_ARENA_PIECE_BYTES=" + std::to_string(piece)));
+  // The variable reaches the wasm engine: pieces smaller than a value are refused by name.
+  const std::string work = testing::TempDir() + "/wasm_pieces";
+  const std::string cmd = "QSM_ARENA_PIECE_BYTES=4096 QSM_WASM_DIR='" + wasm_dir() +
+                          "/mt' node " QSM_SOURCE_DIR "/tools/wasm/qsm.js onnx run '" + model +
+                          "' --in 'input=" + work + "/in0.npy' --out '" + work + "/small' > '" + work +
+                          "/small.log' 2>&1";
+  EXPECT_NE(std::system(cmd.c_str()), 0);
+  std::ifstream log(work + "/small.log");
+  const std::string text((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
+  EXPECT_NE(text.find("in one piece"), std::string::npos) << text;
 }
 
 }  // namespace
