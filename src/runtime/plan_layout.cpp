@@ -1,6 +1,7 @@
 // Arena layouts of a Plan: offsets by liveness for the whole-life layout, and the spilled
 // layouts of activation residency (memory/spill_planner.h) for arenas under a limit.
 #include <algorithm>
+#include <limits>
 
 #include "memory/arena_piece.h"
 #include "qsmcore/error.h"
@@ -91,7 +92,23 @@ void Plan::assign_offsets() {
     memory_.largest_block_bytes =
         std::max<std::int64_t>(memory_.largest_block_bytes, static_cast<std::int64_t>(l.bytes));
   check_pieces();
-  const memory::SpillLayout own = memory::plan_spills(buffers_, scratch_, 0, piece_);
+  memory::SpillLayout own = memory::plan_spills(buffers_, scratch_, 0, piece_);
+  // In pieces, the tail of a piece that no buffer fits in is lost: three 1 GiB activations live
+  // at once (qsmcore-invnet at 256³) take a 2047 MiB piece each, 5118 MiB, more than wasm32's
+  // 4 GiB, where pieces of exactly 1 GiB take 3072 MiB. So a multi-piece arena also tries pieces
+  // of k times the largest block (k ≤ 8, below the platform's piece) and keeps the smallest.
+  if (piece_ != 0 && own.arena > piece_) {
+    std::size_t largest = 0;
+    for (const auto& b : buffers_) largest = std::max(largest, b.bytes);
+    for (const auto& l : scratch_) largest = std::max(largest, l.bytes);
+    largest = (largest + 63) / 64 * 64;
+    for (std::size_t k = 1; largest > 0 && k <= 8 && k * largest < piece_; ++k) {
+      memory::SpillLayout l = memory::plan_spills(buffers_, scratch_, 0, k * largest);
+      if (l.arena < own.arena) own = std::move(l), piece_ = k * largest;
+    }
+  }
+  if (own.arena == std::numeric_limits<std::size_t>::max())
+    throw Error(ErrorKind::OutOfBudget, "the arena's layout needs more bytes than this platform can address");
   layout_ = build_layout(own);
   memory_.arena_bytes = static_cast<std::int64_t>(layout_->arena_bytes);
   // Unspilled, each buffer is one segment: Value::offset is where its value lives (tools and
@@ -115,8 +132,9 @@ void Plan::check_pieces() {
   if (piece_ == 0) return;
   auto refuse = [&](std::size_t bytes, const std::string& what) {
     throw Error(ErrorKind::OutOfBudget, what + " needs " + std::to_string(bytes) +
-                                            " bytes in one piece; this platform allocates at most " +
-                                            std::to_string(piece_) + " bytes at once (wasm32: below 2 GiB)");
+                                            " bytes in one piece; arenas here are allocated in pieces of at most " +
+                                            std::to_string(piece_) +
+                                            " bytes (wasm32: one allocation stays below 2 GiB)");
   };
   for (std::size_t v = 0; v < values_.size(); ++v)
     if (buffer_of_[v] >= 0 && alias_[v] < 0 && values_[v].bytes > piece_)
