@@ -22,7 +22,8 @@ fi
 # Debian's chromium, never downloads one) and @niivue/niivue (the web page's viewer) come along.
 if [ ! -f node_modules/onnxruntime-node/package.json ] || [ ! -f node_modules/puppeteer-core/package.json ] ||
   [ ! -f node_modules/@niivue/niivue/package.json ]; then
-  npm install --ignore-scripts --no-audit --no-fund --loglevel=error
+  # --omit=dev: onnxruntime-web (140 MB) is for bench/wasm_vs_ort_web.sh only, which installs it.
+  npm install --ignore-scripts --omit=dev --no-audit --no-fund --loglevel=error
 fi
 # QSM_UNITY_BUILD=ON (CI sets it) compiles the library as unity batches (cmake/sources.cmake).
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DQSM_UNITY_BUILD="${QSM_UNITY_BUILD:-OFF}" >/dev/null

@@ -7,7 +7,8 @@
 // and can run the pthread build; --no-isolation leaves them out (the page then runs the
 // single-threaded build). --mirror DIR serves DIR's .onnx files at /mirror/ (the page's
 // ?mirror=/mirror/ fetches registry weights from there). Port 0 picks a free one; the URL is
-// printed on stdout.
+// printed on stdout. --bench DIR (bench/wasm_vs_ort_web.sh) also serves the bench page (bench/web/
+// at /bench/), onnxruntime-web's wasm build (/ort/) and DIR's .onnx and .bin files (/bench-data/).
 "use strict";
 const http = require("http");
 const fs = require("fs");
@@ -18,6 +19,7 @@ const args = process.argv.slice(2);
 const port = args.includes("--port") ? Number(args[args.indexOf("--port") + 1]) : 8080;
 const isolated = !args.includes("--no-isolation");
 const mirror = args.includes("--mirror") ? path.resolve(args[args.indexOf("--mirror") + 1]) : null;
+const benchData = args.includes("--bench") ? path.resolve(args[args.indexOf("--bench") + 1]) : null;
 
 // URL prefix -> folder, and the file names allowed under it.
 const routes = [
@@ -26,10 +28,15 @@ const routes = [
   { prefix: "/niivue/", dir: "node_modules/@niivue/niivue/dist", allow: /^index\.js(\.map)?$/ },
   { prefix: "/models/", dir: "models", allow: /^[A-Za-z0-9._-]+\.onnx$/ },
   ...(mirror ? [{ prefix: "/mirror/", dir: mirror, allow: /^[A-Za-z0-9._-]+\.onnx$/ }] : []),
+  ...(benchData ? [
+    { prefix: "/bench/", dir: "bench/web", allow: /^[a-z_]+\.(html|js)$/ },
+    { prefix: "/ort/", dir: "node_modules/onnxruntime-web/dist", allow: /^(ort\.wasm\.min\.mjs|ort-wasm-simd-threaded\.(mjs|wasm))$/ },
+    { prefix: "/bench-data/", dir: benchData, allow: /^[A-Za-z0-9._-]+\.(onnx|bin)$/ },
+  ] : []),
   { prefix: "/", dir: "web", allow: /^[A-Za-z0-9._-]+\.(html|js|css|png|svg)$/ },
 ];
 const types = {
-  ".html": "text/html; charset=utf-8", ".js": "text/javascript; charset=utf-8", ".css": "text/css",
+  ".html": "text/html; charset=utf-8", ".js": "text/javascript; charset=utf-8", ".mjs": "text/javascript; charset=utf-8", ".css": "text/css",
   ".wasm": "application/wasm", ".map": "application/json", ".png": "image/png", ".svg": "image/svg+xml",
   ".onnx": "application/octet-stream",
 };
