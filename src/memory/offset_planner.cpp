@@ -19,11 +19,19 @@ using Before = std::function<bool(const Lifetime&, const Lifetime&)>;
 // that wastes least, or after them all. `conflicts[i]`: the buffers overlapping i in time.
 // With pieces of `piece` bytes: the lowest start at or after `at` where `need` bytes lie in one
 // piece (a buffer larger than a piece starts on a piece).
+// Offsets are std::size_t, 32 bits in wasm32: a layout whose end passes SIZE_MAX (pieces left
+// partly empty can take more than 4 GiB there) saturates to kOverflow instead of wrapping to a
+// small offset (which named a piece that was never allocated), so it loses to every other
+// layout and an arena of kOverflow bytes is refused by the budget.
+constexpr std::size_t kOverflow = std::numeric_limits<std::size_t>::max();
+std::size_t add_sat(std::size_t a, std::size_t b) {
+  return a > kOverflow - b ? kOverflow : a + b;
+}
 std::size_t within_piece(std::size_t at, std::size_t need, std::size_t piece) {
-  if (piece == 0) return at;
-  const std::size_t next = (at / piece + 1) * piece;
+  if (piece == 0 || at == kOverflow) return at;
+  const std::size_t next = add_sat((at / piece) * piece, piece);
   if (need > piece) return at % piece == 0 ? at : next;
-  return at + need <= next ? at : next;
+  return add_sat(at, need) <= next ? at : next;
 }
 
 OffsetPlan place(const std::vector<Lifetime>& lifetimes, const std::vector<std::vector<std::size_t>>& conflicts,
@@ -37,7 +45,7 @@ OffsetPlan place(const std::vector<Lifetime>& lifetimes, const std::vector<std::
     if (need == 0) continue;
     busy.clear();
     for (std::size_t p : conflicts[idx])
-      if (placed[p]) busy.emplace_back(plan.offsets[p], plan.offsets[p] + align_up(lifetimes[p].bytes));
+      if (placed[p]) busy.emplace_back(plan.offsets[p], add_sat(plan.offsets[p], align_up(lifetimes[p].bytes)));
     std::sort(busy.begin(), busy.end());
     std::size_t best = std::numeric_limits<std::size_t>::max();
     std::size_t best_waste = std::numeric_limits<std::size_t>::max();
@@ -53,8 +61,9 @@ OffsetPlan place(const std::vector<Lifetime>& lifetimes, const std::vector<std::
     // After the last busy range.
     if (best == std::numeric_limits<std::size_t>::max()) best = within_piece(cursor, need, piece);
     plan.offsets[idx] = best;
-    plan.total = std::max(plan.total, best + need);
+    plan.total = std::max(plan.total, add_sat(best, need));
     placed[idx] = true;
+    if (plan.total == kOverflow) return plan;  // past the address space: this order has lost
   }
   return plan;
 }

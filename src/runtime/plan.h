@@ -205,7 +205,7 @@ class Plan {
   mutable std::mutex layout_mu_;
   mutable std::vector<std::pair<std::size_t, std::shared_ptr<const ArenaLayout>>> spilled_layouts_;
   mutable std::size_t min_arena_ = 0;
-  std::size_t piece_ = 0;  // the platform's arena piece when the plan was made
+  std::size_t piece_ = 0;  // the arena piece when the plan was made: the platform's, or a smaller one that packs tighter
   PlanMemory memory_;
   std::vector<WeightUnit> units_;
   // Kept only when the plan has units: the typed graph (deferred constants unset) and the

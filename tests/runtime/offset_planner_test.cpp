@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
+
 using qsmcore::memory::Lifetime;
 using qsmcore::memory::plan_offsets;
 
@@ -85,4 +87,18 @@ TEST(OffsetPlanner, SearchReachesTheLargestLiveSetWhereGreedyOrdersDoNot) {
   auto p = plan_offsets(lt);
   expect_valid(lt, p);
   EXPECT_EQ(p.total, 576u);
+}
+
+// Offsets are std::size_t, 32 bits in wasm32, where pieces left partly empty can lay out more
+// than the address space (qsmcore-invnet at 256³ in 2047 MiB pieces: 5118 MiB). Such a layout
+// saturates to SIZE_MAX (refused by the budget) instead of wrapping, which gave a small total
+// and an offset in a piece that was never allocated: heap corruption. Natively the same end is
+// reached with pieces near a quarter of SIZE_MAX.
+TEST(OffsetPlanner, ALayoutPastTheAddressSpaceSaturatesInsteadOfWrapping) {
+  constexpr std::size_t kMax = std::numeric_limits<std::size_t>::max();
+  const std::size_t piece = kMax / 4 / 64 * 64;
+  const std::size_t half = piece / 2 + 64;  // two never share a piece
+  const std::vector<Lifetime> lt(5, Lifetime{half, 0, 1});
+  const auto p = plan_offsets(lt, piece);
+  EXPECT_EQ(p.total, kMax);
 }
