@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "io/atomic_file.h"
+#include "io/bad_file.h"
 #include "core/checked_size.h"
 #include "qsmcore/error.h"
 
@@ -24,10 +25,6 @@ namespace qsmcore::io {
 namespace {
 
 namespace fs = std::filesystem;
-
-[[noreturn]] void bad(const std::string& path, const std::string& what) {
-  throw Error(ErrorKind::InvalidInput, path + ": " + what);
-}
 
 bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
@@ -91,15 +88,15 @@ std::string dims_text(const Int* dim) {
 template <class Int>
 void check_dims(const Int* dim, const std::string& path) {
   if (dim[0] < 1 || dim[0] > 7)
-    bad(path, "the header's dim[0] (the number of dimensions) is " + std::to_string(dim[0]) + "; NIfTI allows 1 to 7");
+    bad_file(path, "the header's dim[0] (the number of dimensions) is " + std::to_string(dim[0]) + "; NIfTI allows 1 to 7");
   for (int d = 1; d <= dim[0]; ++d)
     if (dim[d] < 1)
-      bad(path, "dimension " + std::to_string(d) + " is " + std::to_string(dim[d]) + " (" + dims_text(dim) +
+      bad_file(path, "dimension " + std::to_string(d) + " is " + std::to_string(dim[d]) + " (" + dims_text(dim) +
                     "); every dimension must be at least 1");
   Shape shape(dim + 1, dim + 1 + dim[0]);
   // Read as doubles: the largest buffer the header's dims can make us allocate.
   if (const std::string why = shape_size_problem(shape, sizeof(double)); !why.empty())
-    bad(path, "the header's dimensions (" + dims_text(dim) + ") are too large: " + why);
+    bad_file(path, "the header's dimensions (" + dims_text(dim) + ") are too large: " + why);
 }
 
 bool supported_datatype(int dt) {
@@ -115,22 +112,22 @@ bool supported_datatype(int dt) {
 RawHeader precheck_header(const std::string& path) {
   std::error_code ec;
   if (!fs::exists(path, ec)) throw Error(ErrorKind::NotFound, path + ": no such file");
-  if (fs::is_directory(path, ec)) bad(path, "is a folder, not a NIfTI file");
+  if (fs::is_directory(path, ec)) bad_file(path, "is a folder, not a NIfTI file");
   // A .img names its .hdr; nifticlib resolves that pair itself.
   if (ends_with(path, ".img") || ends_with(path, ".img.gz")) return {};
   GzFile f = open_gz(path, path);
   unsigned char head[540];
   const std::size_t n = read_some(f.get(), head, sizeof head);
-  if (n < 4) bad(path, "is empty or truncated (" + std::to_string(n) + " bytes; a NIfTI header has 348 or 540)");
+  if (n < 4) bad_file(path, "is empty or truncated (" + std::to_string(n) + " bytes; a NIfTI header has 348 or 540)");
   std::int32_t sizeof_hdr = 0;
   std::memcpy(&sizeof_hdr, head, 4);
   const std::int32_t swapped = static_cast<std::int32_t>(__builtin_bswap32(static_cast<std::uint32_t>(sizeof_hdr)));
   const std::int32_t need = sizeof_hdr == 348 || swapped == 348 ? 348 : sizeof_hdr == 540 || swapped == 540 ? 540 : 0;
   if (need == 0)
-    bad(path, "is not a NIfTI file (the first field, sizeof_hdr, is " + std::to_string(sizeof_hdr) +
+    bad_file(path, "is not a NIfTI file (the first field, sizeof_hdr, is " + std::to_string(sizeof_hdr) +
                   "; NIfTI-1 has 348, NIfTI-2 540)");
   if (n < static_cast<std::size_t>(need))
-    bad(path, "is truncated inside its header (" + std::to_string(n) + " of " + std::to_string(need) + " bytes)");
+    bad_file(path, "is truncated inside its header (" + std::to_string(n) + " of " + std::to_string(need) + " bytes)");
   RawHeader raw;
   raw.version = need == 348 ? 1 : 2;
   const bool swap = sizeof_hdr != need;
@@ -153,7 +150,7 @@ RawHeader precheck_header(const std::string& path) {
   const double vox_offset = raw.version == 1 ? static_cast<double>(field<float>(head, 108, swap))
                                              : static_cast<double>(field<std::int64_t>(head, 168, swap));
   if (!(vox_offset >= 0.0) || !std::isfinite(vox_offset))
-    bad(path, "the voxel data offset (vox_offset " + std::to_string(vox_offset) + ") is negative or not a number");
+    bad_file(path, "the voxel data offset (vox_offset " + std::to_string(vox_offset) + ") is negative or not a number");
   return raw;
 }
 
@@ -205,7 +202,7 @@ Geometry geometry_of(const nifti_image& nim, const RawHeader& raw, const std::st
   for (int a = 0; a < 3; ++a) {
     const double stored = raw.version != 0 ? raw.pixdim[a] : nim.pixdim[a + 1];
     if (!(std::abs(stored) > 0.0) || !std::isfinite(stored))
-      bad(path, std::string("the voxel size along ") + axis[a] + " (pixdim[" + std::to_string(a + 1) + "] = " +
+      bad_file(path, std::string("the voxel size along ") + axis[a] + " (pixdim[" + std::to_string(a + 1) + "] = " +
                     std::to_string(stored) + ") is not a positive number");
     g.voxel_mm[a] = std::abs(nim.pixdim[a + 1]) * to_mm;
   }
@@ -219,7 +216,7 @@ Geometry geometry_of(const nifti_image& nim, const RawHeader& raw, const std::st
     for (int c = 0; c < 4; ++c) g.affine.m[r][c] = m->m[r][c] * (r < 3 ? to_mm : 1.0);
   for (int r = 0; r < 3; ++r)
     for (int c = 0; c < 4; ++c)
-      if (!std::isfinite(g.affine.m[r][c])) bad(path, "the header's affine (sform/qform) holds non-finite values");
+      if (!std::isfinite(g.affine.m[r][c])) bad_file(path, "the header's affine (sform/qform) holds non-finite values");
   return g;
 }
 
@@ -234,16 +231,16 @@ struct VoxelLayout {
 // is wrong, never a wrapped size or a huge allocation.
 VoxelLayout checked_layout(const nifti_image& nim, const RawHeader& raw, std::int64_t frames, const std::string& path) {
   if (raw.version != 0 && raw.bitpix != 8 * nim.nbyper)
-    bad(path, "the header's bitpix (" + std::to_string(raw.bitpix) + ") does not match its datatype " +
+    bad_file(path, "the header's bitpix (" + std::to_string(raw.bitpix) + ") does not match its datatype " +
                   nifti_datatype_string(nim.datatype) + " (" + std::to_string(8 * nim.nbyper) + " bits)");
   check_dims(nim.dim, path);  // again: an .img's header was not prechecked
   VoxelLayout l;
   l.count = nim.dim[1] * nim.dim[2] * nim.dim[3] * frames;
   l.bytes = static_cast<std::size_t>(l.count) * static_cast<std::size_t>(nim.nbyper);
   if (nim.iname_offset < 0)
-    bad(path, "the voxel data offset (vox_offset " + std::to_string(nim.iname_offset) + ") is negative");
+    bad_file(path, "the voxel data offset (vox_offset " + std::to_string(nim.iname_offset) + ") is negative");
   if (nim.iname_offset > kMaxTensorBytes)
-    bad(path, "the voxel data offset (vox_offset " + std::to_string(nim.iname_offset) + ") is beyond any file qsmcore reads");
+    bad_file(path, "the voxel data offset (vox_offset " + std::to_string(nim.iname_offset) + ") is beyond any file qsmcore reads");
   return l;
 }
 
@@ -257,9 +254,9 @@ void check_data_fits(const nifti_image& nim, const VoxelLayout& l, const std::st
   const std::string promise = std::to_string(l.bytes) + " bytes of voxel data (" + dims_text(nim) + " " +
                               nifti_datatype_string(nim.datatype) + ") after byte " + std::to_string(offset);
   if (!nifti_is_gzfile(data_file.c_str())) {
-    if (size < offset + l.bytes) bad(data_file, "is truncated: the header promises " + promise + ", the file has " + std::to_string(size) + " bytes");
+    if (size < offset + l.bytes) bad_file(data_file, "is truncated: the header promises " + promise + ", the file has " + std::to_string(size) + " bytes");
   } else if ((offset + l.bytes) / 1032 > size + 1024) {
-    bad(data_file, "is truncated: the header promises " + promise + ", more than a gzip file of " + std::to_string(size) +
+    bad_file(data_file, "is truncated: the header promises " + promise + ", more than a gzip file of " + std::to_string(size) +
                        " bytes can hold");
   }
 }
@@ -286,19 +283,19 @@ OpenHeader open_header(const std::string& path, const NiftiReadOptions& options)
   nifti_set_debug_level(0);
   h.nim = Nim(nifti_image_read(path.c_str(), 0));
   const Nim& nim = h.nim;
-  if (!nim) bad(path, "has an invalid NIfTI header (nifticlib could not parse it)");
+  if (!nim) bad_file(path, "has an invalid NIfTI header (nifticlib could not parse it)");
   if (!supported_datatype(nim->datatype))
     throw Error(ErrorKind::Unsupported, path + ": voxel type " + nifti_datatype_string(nim->datatype) +
                                             " is not supported (expected integer or real scalars)");
   const std::int64_t ndim = nim->dim[0];
   for (int d = 5; d <= 7 && d <= ndim; ++d)
-    if (nim->dim[d] > 1) bad(path, "has " + std::to_string(ndim) + " dimensions (" + dims_text(*nim) +
+    if (nim->dim[d] > 1) bad_file(path, "has " + std::to_string(ndim) + " dimensions (" + dims_text(*nim) +
                                        "); expected a 3-D volume");
   h.frames = ndim >= 4 ? std::max<std::int64_t>(1, nim->dim[4]) : 1;
   if (ndim < 3 || nim->dim[3] <= 1 || nim->dim[1] <= 1 || nim->dim[2] <= 1)
-    bad(path, "is " + std::to_string(ndim) + "-D (" + dims_text(*nim) + "); QSM needs a 3-D volume");
+    bad_file(path, "is " + std::to_string(ndim) + "-D (" + dims_text(*nim) + "); QSM needs a 3-D volume");
   if (h.frames > 1 && !options.allow_frames)
-    bad(path, "has " + std::to_string(h.frames) + " frames (" + dims_text(*nim) +
+    bad_file(path, "has " + std::to_string(h.frames) + " frames (" + dims_text(*nim) +
                   "); expected a single 3-D volume here");
   h.dims = Dims3{nim->dim[1], nim->dim[2], nim->dim[3]};
   h.geometry = geometry_of(*nim, h.raw, path);
@@ -329,10 +326,10 @@ Volume read_nifti(const std::string& path, const NiftiReadOptions& options, Nift
   {
     GzFile f = open_gz(data_file, data_file);
     if (gzseek(f.get(), static_cast<z_off_t>(nim->iname_offset), SEEK_SET) < 0)
-      bad(data_file, "cannot reach the voxel data at byte " + std::to_string(nim->iname_offset) + " (truncated?)");
+      bad_file(data_file, "cannot reach the voxel data at byte " + std::to_string(nim->iname_offset) + " (truncated?)");
     const std::size_t got = read_some(f.get(), raw.data(), bytes);
     if (got < bytes)
-      bad(data_file, "is truncated: it holds " + std::to_string(got) + " of the " + std::to_string(bytes) +
+      bad_file(data_file, "is truncated: it holds " + std::to_string(got) + " of the " + std::to_string(bytes) +
                          " bytes of voxel data the header promises (" + dims_text(*nim) + ")");
   }
   if (nim->swapsize > 1 && nim->byteorder != nifti_short_order())
@@ -356,7 +353,7 @@ Volume read_nifti(const std::string& path, const NiftiReadOptions& options, Nift
   if (bad_count > 0 && !options.nonfinite_to_zero) {
     const std::int64_t vox = first_bad % v.voxels();
     const std::int64_t i = vox % dims[0], j = vox / dims[0] % dims[1], k = vox / (dims[0] * dims[1]);
-    bad(path, std::to_string(bad_count) + " voxel value(s) are NaN or infinite (first at voxel (" +
+    bad_file(path, std::to_string(bad_count) + " voxel value(s) are NaN or infinite (first at voxel (" +
                   std::to_string(i) + "," + std::to_string(j) + "," + std::to_string(k) +
                   (frames > 1 ? ", frame " + std::to_string(first_bad / v.voxels()) : std::string()) +
                   ")); QSM inputs must be finite");
@@ -377,7 +374,7 @@ Volume read_nifti(const std::string& path, const NiftiReadOptions& options, Nift
 Volume read_mask(const std::string& path, const Volume& reference) {
   Volume m = read_nifti(path);
   if (!same_grid(m, reference, 1e-3))
-    bad(path, "the mask (" + describe_grid(m) + ") is not on the image's grid (" + describe_grid(reference) +
+    bad_file(path, "the mask (" + describe_grid(m) + ") is not on the image's grid (" + describe_grid(reference) +
                   "; dimensions, voxel size and affine must match)");
   for (double& x : m.values()) x = x != 0.0 ? 1.0 : 0.0;
   return m;

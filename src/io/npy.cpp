@@ -4,6 +4,7 @@
 #include <optional>
 
 #include "io/atomic_file.h"
+#include "io/bad_file.h"
 #include "io/byte_source.h"
 #include "qsmcore/error.h"
 
@@ -14,10 +15,6 @@ constexpr char kMagic[] = "\x93NUMPY";
 constexpr std::size_t kMagicLen = 6;
 // numpy itself refuses headers above this size when reading untrusted files.
 constexpr std::uint64_t kMaxHeader = 1 << 20;
-
-[[noreturn]] void bad(const std::string& path, const std::string& what) {
-  throw Error(ErrorKind::InvalidInput, path + ": " + what);
-}
 
 struct NpyHeader {
   std::string descr;
@@ -39,7 +36,7 @@ class HeaderParser {
       const std::string key = string_literal();
       expect(':');
       if (key == "descr") {
-        if (peek('[')) bad(path_, "structured dtypes (descr is a list) are not supported");
+        if (peek('[')) bad_file(path_, "structured dtypes (descr is a list) are not supported");
         h.descr = string_literal();
         has_descr = true;
       } else if (key == "fortran_order") {
@@ -49,14 +46,14 @@ class HeaderParser {
         h.shape = tuple();
         has_shape = true;
       } else {
-        bad(path_, "unexpected key '" + key + "' in the header");
+        bad_file(path_, "unexpected key '" + key + "' in the header");
       }
       if (!peek(',')) break;
       expect(',');
     }
     expect('}');
     if (!has_descr || !has_fortran || !has_shape)
-      bad(path_, "the header lacks one of 'descr', 'fortran_order', 'shape': " + s_);
+      bad_file(path_, "the header lacks one of 'descr', 'fortran_order', 'shape': " + s_);
     return h;
   }
 
@@ -73,7 +70,7 @@ class HeaderParser {
     ++i_;
   }
   [[noreturn]] void fail(const std::string& what) const {
-    bad(path_, "malformed header at character " + std::to_string(i_) + " (" + what + "): " + s_);
+    bad_file(path_, "malformed header at character " + std::to_string(i_) + " (" + what + "): " + s_);
   }
   std::string string_literal() {
     skip_space();
@@ -122,12 +119,12 @@ class HeaderParser {
 };
 
 DType dtype_from_descr(const std::string& d, const std::string& path) {
-  if (d.size() >= 2 && d[1] == 'O') bad(path, "object arrays (dtype '" + d + "') are not supported");
-  if (d.size() < 3) bad(path, "unsupported dtype '" + d + "'");
+  if (d.size() >= 2 && d[1] == 'O') bad_file(path, "object arrays (dtype '" + d + "') are not supported");
+  if (d.size() < 3) bad_file(path, "unsupported dtype '" + d + "'");
   const char order = d[0], kind = d[1];
   const std::string size = d.substr(2);
-  if (order == '>' && size != "1") bad(path, "big-endian data (dtype '" + d + "') is not supported");
-  if (order != '<' && order != '|' && order != '=' && order != '>') bad(path, "unsupported dtype '" + d + "'");
+  if (order == '>' && size != "1") bad_file(path, "big-endian data (dtype '" + d + "') is not supported");
+  if (order != '<' && order != '|' && order != '=' && order != '>') bad_file(path, "unsupported dtype '" + d + "'");
   const std::pair<const char*, DType> table[] = {
       {"f2", DType::F16}, {"f4", DType::F32}, {"f8", DType::F64}, {"i1", DType::I8},  {"i2", DType::I16},
       {"i4", DType::I32}, {"i8", DType::I64}, {"u1", DType::U8},  {"u2", DType::U16}, {"u4", DType::U32},
@@ -135,7 +132,7 @@ DType dtype_from_descr(const std::string& d, const std::string& path) {
   const std::string key = std::string(1, kind) + size;
   for (const auto& [name, t] : table)
     if (key == name) return t;
-  bad(path, "unsupported dtype '" + d + "'");
+  bad_file(path, "unsupported dtype '" + d + "'");
 }
 
 const char* descr_of(DType t) {
@@ -169,44 +166,44 @@ Tensor read_npy(const std::string& path) {
   auto src = open_file_source(path);
   const std::uint64_t size = src->size();
   std::uint8_t prefix[12] = {};
-  if (size < 10) bad(path, "too short to be a .npy file (" + std::to_string(size) + " bytes)");
+  if (size < 10) bad_file(path, "too short to be a .npy file (" + std::to_string(size) + " bytes)");
   src->read(0, size >= 12 ? 12 : 10, prefix);
-  if (std::memcmp(prefix, kMagic, kMagicLen) != 0) bad(path, "not a .npy file (bad magic)");
+  if (std::memcmp(prefix, kMagic, kMagicLen) != 0) bad_file(path, "not a .npy file (bad magic)");
   const int major = prefix[6], minor = prefix[7];
   std::uint64_t header_len = 0, header_at = 0;
   if (major == 1) {
     header_len = read_le<std::uint16_t>(prefix + 8);
     header_at = 10;
   } else if (major == 2 || major == 3) {  // 3.0 only changes the header's encoding to UTF-8
-    if (size < 12) bad(path, "truncated header");
+    if (size < 12) bad_file(path, "truncated header");
     header_len = read_le<std::uint32_t>(prefix + 8);
     header_at = 12;
   } else {
-    bad(path, "unsupported .npy format version " + std::to_string(major) + "." + std::to_string(minor));
+    bad_file(path, "unsupported .npy format version " + std::to_string(major) + "." + std::to_string(minor));
   }
   if (header_len > size - header_at)
-    bad(path, "truncated header (" + std::to_string(header_len) + " bytes declared, " +
+    bad_file(path, "truncated header (" + std::to_string(header_len) + " bytes declared, " +
                   std::to_string(size - header_at) + " in the file)");
-  if (header_len > kMaxHeader) bad(path, "header of " + std::to_string(header_len) + " bytes is too large");
+  if (header_len > kMaxHeader) bad_file(path, "header of " + std::to_string(header_len) + " bytes is too large");
   std::string text(static_cast<std::size_t>(header_len), '\0');
   src->read(header_at, text.size(), text.data());
   const NpyHeader h = HeaderParser(text, path).parse();
   const DType t = dtype_from_descr(h.descr, path);
-  if (h.fortran) bad(path, "Fortran-order arrays are not supported (save with np.ascontiguousarray)");
+  if (h.fortran) bad_file(path, "Fortran-order arrays are not supported (save with np.ascontiguousarray)");
 
   std::uint64_t nbytes = dtype_size(t);
   for (std::int64_t d : h.shape) {
     if (d != 0 && nbytes > (UINT64_MAX >> 1) / static_cast<std::uint64_t>(d))
-      bad(path, "shape " + shape_to_string(h.shape) + " is too large");
+      bad_file(path, "shape " + shape_to_string(h.shape) + " is too large");
     nbytes *= static_cast<std::uint64_t>(d);
   }
   const std::uint64_t data_at = header_at + header_len;
   const std::uint64_t have = size - data_at;
   if (have < nbytes)
-    bad(path, "truncated data: " + std::to_string(have) + " bytes, expected " + std::to_string(nbytes) + " for " +
+    bad_file(path, "truncated data: " + std::to_string(have) + " bytes, expected " + std::to_string(nbytes) + " for " +
                   dtype_name(t) + shape_to_string(h.shape));
   if (have > nbytes)
-    bad(path, std::to_string(have - nbytes) + " unexpected bytes after the data of " + dtype_name(t) +
+    bad_file(path, std::to_string(have - nbytes) + " unexpected bytes after the data of " + dtype_name(t) +
                   shape_to_string(h.shape));
   // Allocated only now: the file is known to hold exactly these bytes.
   Tensor out = Tensor::empty(t, h.shape, MemCategory::IO);
