@@ -125,7 +125,12 @@ TEST(WasmMemory, RunBeyondTheHeapMaximumIsRefusedBeforeItAllocates) {
   std::stringstream text;
   text << std::ifstream(log).rdbuf();
   EXPECT_NE(rc, 0) << "a run beyond the wasm32 heap maximum was not refused:\n" << text.str();
-  EXPECT_NE(text.str().find("capped at the wasm32 heap maximum"), std::string::npos) << text.str();
+  // Which wasm32 bound refuses it first depends on the plan: the heap maximum (an explicit budget
+  // is capped there) or, since arenas come in pieces below 2 GiB, its 4 GB activation, larger
+  // than any piece. Either way it is refused when planned, naming the bound.
+  const bool capped = text.str().find("capped at the wasm32 heap maximum") != std::string::npos;
+  const bool piece = text.str().find("in one piece") != std::string::npos;
+  EXPECT_TRUE(capped || piece) << text.str();
   EXPECT_EQ(text.str().find("system refused"), std::string::npos) << "it allocated before failing:\n" << text.str();
   EXPECT_FALSE(fs::exists(work + "/out/output.npy"));
 }
