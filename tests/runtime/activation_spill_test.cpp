@@ -29,17 +29,6 @@ std::vector<qsmcore::Shape> shapes_of(const Case& c) {
   return s;
 }
 
-// Fails on a difference in any bit, a non-finite value included.
-void expect_bitwise(const std::vector<qsmcore::Tensor>& a, const std::vector<qsmcore::Tensor>& ref,
-                    const std::string& what) {
-  ASSERT_EQ(a.size(), ref.size()) << what;
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    ASSERT_EQ(a[i].shape(), ref[i].shape()) << what;
-    ASSERT_EQ(a[i].nbytes(), ref[i].nbytes()) << what;
-    EXPECT_EQ(std::memcmp(a[i].raw(), ref[i].raw(), a[i].nbytes()), 0) << what << ": output " << i << " differs";
-  }
-}
-
 qsmcore::ModelOptions options() {
   qsmcore::ModelOptions o;
   o.threads = 2;
@@ -71,7 +60,7 @@ TEST_P(ActivationSpill, SpilledRunsAreBitwiseTheUnbudgetedRunWithinTheCap) {
     const auto out = m.run(in);
     const std::int64_t peak = qsmcore::memory_peak() - before;
     const std::string what = c.file + " within " + std::to_string(cap) + " bytes";
-    expect_bitwise(out, ref, what);
+    qsmtest::expect_bitwise(out, ref, what);
     EXPECT_LE(peak, cap) << what << ": the accounted high-water passed the cap";
     const qsmcore::SpillReport rep = m.last_spill();
     EXPECT_EQ(rep.written, static_cast<std::uint64_t>(pm.spill_write_bytes)) << what;
@@ -127,7 +116,7 @@ TEST(ActivationSpillBudget, TheProcessBudgetSpillsRefusesBelowTheLeastAndNamesIt
     const std::int64_t budget = m.options().mem_budget;
     qsmcore::reset_memory_peak();
     const auto out = m.run(in);
-    expect_bitwise(out, ref, "within the process budget");
+    qsmtest::expect_bitwise(out, ref, "within the process budget");
     EXPECT_LE(qsmcore::memory_peak(), budget);
     EXPECT_GT(m.last_spill().read, 0u);
   }
@@ -185,8 +174,8 @@ TEST(ActivationSpillBatch, EachSetOfABatchSpillsIntoItsOwnRegion) {
   m.limit_run_bytes(2 * per_set);
   const auto out = m.run_batch(batch);
   ASSERT_EQ(out.size(), 2u);
-  expect_bitwise(out[0], ref[0], "batch set 0");
-  expect_bitwise(out[1], ref[1], "batch set 1");
+  qsmtest::expect_bitwise(out[0], ref[0], "batch set 0");
+  qsmtest::expect_bitwise(out[1], ref[1], "batch set 1");
   const qsmcore::SpillReport rep = m.last_spill();
   EXPECT_EQ(rep.read, 2 * static_cast<std::uint64_t>(pm.spill_read_bytes));
   EXPECT_EQ(rep.file_bytes, 2 * static_cast<std::uint64_t>(pm.spill_file_bytes));

@@ -56,15 +56,6 @@ qsmcore::ModelOptions options() {
   return o;
 }
 
-void expect_bitwise(const std::vector<qsmcore::Tensor>& a, const std::vector<qsmcore::Tensor>& ref,
-                    const std::string& what) {
-  ASSERT_EQ(a.size(), ref.size()) << what;
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    ASSERT_EQ(a[i].nbytes(), ref[i].nbytes()) << what;
-    EXPECT_EQ(std::memcmp(a[i].raw(), ref[i].raw(), a[i].nbytes()), 0) << what << ": output " << i << " differs";
-  }
-}
-
 // `file` with its arena in pieces as small as its largest value allows: the same bits as the
 // one-piece run, whole-life and, where something can spill, spilled under a cap; the pieces stay
 // within the plan's peak.
@@ -81,7 +72,7 @@ void expect_pieced_run_is_bitwise(const std::string& file, const qsmcore::Shape&
   ASSERT_GT(static_cast<std::size_t>(pm.arena_bytes), piece) << file << ": the arena must span several pieces";
   const std::int64_t before = qsmcore::memory_current();
   qsmcore::reset_memory_peak();
-  expect_bitwise(m.run(in), ref, file + " in pieces");
+  qsmtest::expect_bitwise(m.run(in), ref, file + " in pieces");
   EXPECT_LE(qsmcore::memory_peak() - before, pm.run_peak_bytes()) << file << ": the pieces passed the plan's peak";
   const std::int64_t least = m.min_run_bytes({shape});
   if (least == pm.run_peak_bytes()) return;
@@ -90,7 +81,7 @@ void expect_pieced_run_is_bitwise(const std::string& file, const qsmcore::Shape&
   ASSERT_GT(spilled.spill_read_bytes, 0);
   m.limit_run_bytes(cap);
   qsmcore::reset_memory_peak();
-  expect_bitwise(m.run(in), ref, file + " spilled, in pieces");
+  qsmtest::expect_bitwise(m.run(in), ref, file + " spilled, in pieces");
   EXPECT_LE(qsmcore::memory_peak() - before, cap);
 }
 
@@ -128,7 +119,7 @@ TEST(ArenaPieces, APieceJustUnderTwoValuesDoesNotLeaveHalfOfEachPieceEmpty) {
   const qsmcore::PlanMemory pm = m.plan_memory({shape});
   ASSERT_GT(static_cast<std::size_t>(pm.arena_bytes), 2 * largest) << "the arena must span several pieces";
   EXPECT_LT(static_cast<std::size_t>(pm.arena_bytes), static_cast<std::size_t>(one.arena_bytes) + largest / 2);
-  expect_bitwise(m.run(in), ref, file + " in pieces of one value");
+  qsmtest::expect_bitwise(m.run(in), ref, file + " in pieces of one value");
 }
 
 // A value larger than a piece cannot be placed: refused when planned, naming why.

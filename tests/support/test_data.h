@@ -7,10 +7,12 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <limits>
 #include <random>
 #include <string>
+#include <vector>
 
 #include "io/npy.h"
 #include "qsmcore/tensor.h"
@@ -66,6 +68,18 @@ inline std::string run_ort(const std::string& model, const std::vector<std::pair
 /// returns w, so a plain max accumulator lets a NaN anywhere but in the first place pass.
 inline double worse(double worst, double d) {
   return std::isfinite(d) && !std::isnan(worst) ? std::max(worst, d) : std::numeric_limits<double>::quiet_NaN();
+}
+
+/// Every output equal to the reference bit for bit (a non-finite value included): runs that must
+/// not change a single bit (spilled, in arena pieces) against the plain run.
+inline void expect_bitwise(const std::vector<qsmcore::Tensor>& a, const std::vector<qsmcore::Tensor>& ref,
+                           const std::string& what) {
+  ASSERT_EQ(a.size(), ref.size()) << what;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    ASSERT_EQ(a[i].shape(), ref[i].shape()) << what;
+    ASSERT_EQ(a[i].nbytes(), ref[i].nbytes()) << what;
+    EXPECT_EQ(std::memcmp(a[i].raw(), ref[i].raw(), a[i].nbytes()), 0) << what << ": output " << i << " differs";
+  }
 }
 
 /// max |a - b| / (max(b) - min(b)) over the elements, the range taken over b's finite values.
