@@ -98,10 +98,7 @@ void Plan::assign_offsets() {
   // 4 GiB, where pieces of exactly 1 GiB take 3072 MiB. So a multi-piece arena also tries pieces
   // of k times the largest block (k ≤ 8, below the platform's piece) and keeps the smallest.
   if (piece_ != 0 && own.arena > piece_) {
-    std::size_t largest = 0;
-    for (const auto& b : buffers_) largest = std::max(largest, b.bytes);
-    for (const auto& l : scratch_) largest = std::max(largest, l.bytes);
-    largest = (largest + 63) / 64 * 64;
+    const std::size_t largest = (static_cast<std::size_t>(memory_.largest_block_bytes) + 63) / 64 * 64;
     for (std::size_t k = 1; largest > 0 && k <= 8 && k * largest < piece_; ++k) {
       memory::SpillLayout l = memory::plan_spills(buffers_, scratch_, 0, k * largest);
       if (l.arena < own.arena) own = std::move(l), piece_ = k * largest;
