@@ -6,10 +6,13 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
+#include <utility>
 
 #include "core/sys_io.h"
 #include "qsmcore/error.h"
+#include "qsmcore/memory.h"
 
 namespace qsmcore::io {
 namespace {
@@ -35,7 +38,7 @@ class FileSource final : public ByteSource {
     size_ = static_cast<std::uint64_t>(st.st_size);
   }
   ~FileSource() override {
-    if (map_ != nullptr) ::munmap(map_, size_);
+    release_map();
     ::close(fd_);
   }
   const std::string& name() const override { return path_; }
@@ -57,12 +60,28 @@ class FileSource final : public ByteSource {
   }
   std::span<const std::uint8_t> map() const override {
     if (size_ == 0) return {};
-    if (map_ == nullptr) {
-      void* p = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd_, 0);
-      if (p == MAP_FAILED) throw Error(ErrorKind::Io, "cannot map " + path_ + ": " + std::strerror(errno));
+    if (size_ > SIZE_MAX) throw Error(ErrorKind::Io, "cannot map " + path_ + ": larger than the address space");
+    if (map_ != nullptr) return {static_cast<const std::uint8_t*>(map_), static_cast<std::size_t>(size_)};
+    if (copy_.data() != nullptr) return {reinterpret_cast<const std::uint8_t*>(copy_.data()), copy_.size()};
+#ifndef __EMSCRIPTEN__
+    void* p = ::mmap(nullptr, static_cast<std::size_t>(size_), PROT_READ, MAP_PRIVATE, fd_, 0);
+    if (p != MAP_FAILED) {
       map_ = p;
+      return map();
     }
-    return {static_cast<const std::uint8_t*>(map_), static_cast<std::size_t>(size_)};
+    if (errno != ENODEV) throw Error(ErrorKind::Io, "cannot map " + path_ + ": " + std::strerror(errno));
+#endif
+    // Emscripten's mmap is a malloc'd copy that no one accounts, and its WORKERFS cannot map:
+    // the same copy, read here into accounted bytes (parser tables: Other), released after parsing.
+    Buffer whole(static_cast<std::size_t>(size_), MemCategory::Other);
+    read(0, whole.size(), whole.data());
+    copy_ = std::move(whole);
+    return map();
+  }
+  void release_map() const override {
+    if (map_ != nullptr) ::munmap(map_, static_cast<std::size_t>(size_));
+    map_ = nullptr;
+    copy_.reset();
   }
 
  private:
@@ -70,6 +89,7 @@ class FileSource final : public ByteSource {
   int fd_ = -1;
   std::uint64_t size_ = 0;
   mutable void* map_ = nullptr;
+  mutable Buffer copy_;  // the file read whole, where it is not mapped
 };
 
 class MemorySource final : public ByteSource {

@@ -355,10 +355,12 @@ graph::Model read_model(const std::string& path) {
   graph::Model m;
   m.path = path;
   m.sources.push_back(io::open_file_source(path));
-  // A private read-only mapping: parsing touches only the pages holding metadata.
+  // A private read-only mapping: parsing touches only the pages holding metadata. Weights are
+  // read from the file by offset later, so the view goes once the structure is parsed.
   const auto bytes = m.sources[0]->map();
   std::string dir = std::filesystem::path(path).parent_path().string();
   Reader(m, dir.empty() ? "." : dir).model(WireCursor(bytes, m.path));
+  m.sources[0]->release_map();
   return m;
 }
 

@@ -3,6 +3,11 @@
 // reset it, the process high-water mark.
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "io/byte_source.h"
 #include "onnx/onnx_writer.h"
 #include "onnx/reader.h"
 #include "onnx/test_util.h"
@@ -51,6 +56,43 @@ TEST(LoadMemory, FiftyMegabytesOfWeightsCostUnderOneMegabyte) {
   }
   const Tensor last = graph::load_initializer(m, m.graph.initializers.back());
   EXPECT_EQ(last.data<float>()[kFloats - 1], 4.0f);
+}
+
+// Whether /proc/self/maps lists a mapping of `path` (-1: no /proc here).
+int mapped(const std::string& path) {
+  std::ifstream maps("/proc/self/maps");
+  if (!maps) return -1;
+  const std::string canonical = std::filesystem::canonical(path).string();
+  for (std::string line; std::getline(maps, line);)
+    if (line.size() >= canonical.size() &&
+        line.compare(line.size() - canonical.size(), canonical.size(), canonical) == 0)
+      return 1;
+  return 0;
+}
+
+// The parse's view of the file goes with the parse: a model whose weights are streamed from its
+// file holds the file only through read() (in WebAssembly the view is a heap copy of the file).
+TEST(LoadMemory, NoViewOfTheFileOutlivesTheParse) {
+  qsmtest::TempDir dir;
+  const std::string path = dir.file("small.onnx");
+  {
+    w::GraphParts p;
+    p.initializers.push_back(w::float_tensor("w", {4}, {1, 2, 3, 4}));
+    p.nodes.push_back(w::node("Identity", {"w"}, {"y"}, "id"));
+    p.outputs.push_back(w::value_info("y", 1, {4}));
+    w::write_file(path, w::model(w::graph(p)).bytes);
+  }
+  const auto source = io::open_file_source(path);
+  ASSERT_FALSE(source->map().empty());
+  if (mapped(path) < 0) GTEST_SKIP() << "no /proc/self/maps";
+  EXPECT_EQ(mapped(path), 1) << "map() of a regular file is an mmap natively";
+  source->release_map();
+  EXPECT_EQ(mapped(path), 0);
+
+  const graph::Model m = read_model(path);
+  EXPECT_EQ(mapped(path), 0) << "read_model kept a view of " << path;
+  const Tensor t = graph::load_initializer(m, m.graph.initializers.at(0));
+  EXPECT_EQ(t.data<float>()[3], 4.0f) << "weights are read by offset after the view is gone";
 }
 
 }  // namespace
