@@ -1,11 +1,12 @@
 # qsm-web: the module the web page's Worker loads (web/worker.js), exporting the C API of
 # src/wasm/web_api.cpp. Browser-only (ENVIRONMENT=web,worker): files reach it as bytes the Worker
-# writes into MEMFS, never through NODERAWFS. No main (--no-entry): the Worker calls in; in the
+# writes into MEMFS, or File/Blob objects it mounts with WORKERFS (streamed weights, read on demand
+# with FileReaderSync), never through NODERAWFS. No main (--no-entry): the Worker calls in; in the
 # pthread variant the Worker's own thread runs the calls and may block, which a Worker may do.
 set(QSM_WEB_EXPORTS _malloc,_free,_qsm_web_registry,_qsm_web_demo,_qsm_web_run,_qsm_web_output_data,_qsm_web_output_size,_qsm_web_heap_bytes,_qsm_bench_onnx,_qsm_bench_again,_qsm_bench_accounted_peak,_qsm_bench_output_data,_qsm_bench_output_size)
 set(QSM_WEB_LINK
   -sMODULARIZE=1 -sEXPORT_NAME=createQsm -sENVIRONMENT=web,worker --no-entry
-  -sALLOW_MEMORY_GROWTH=1 -sMAXIMUM_MEMORY=4GB -sTOTAL_STACK=8MB -sFORCE_FILESYSTEM=1
+  -sALLOW_MEMORY_GROWTH=1 -sMAXIMUM_MEMORY=4GB -sTOTAL_STACK=8MB -sFORCE_FILESYSTEM=1 -lworkerfs.js
   -sEXPORTED_FUNCTIONS=${QSM_WEB_EXPORTS} -sEXPORTED_RUNTIME_METHODS=ccall,FS,UTF8ToString)
 if(QSM_WASM_THREADS)
   # The kernel pool, the prefetch worker and spare: a pool thread must exist before the blocking

@@ -16,7 +16,7 @@ let worker = null;
 let last = null;  // the last result: {dims, voxel, affine, chi: Float32Array, reply}
 // For the browser test (tests/web): the last reply, the χ NIfTI bytes, and the worker's events
 // of the last run in order ("progress", "predicted", "done" / "error").
-window.qsmPage = { variant, reply: null, chiNifti: null, events: [] };
+window.qsmPage = { variant, reply: null, chiNifti: null, events: [], shownVolumes: () => shownVolumes() };
 
 // ---- small helpers -------------------------------------------------------------------------
 
@@ -77,25 +77,31 @@ async function idbPut(key, value) {
   });
 }
 
-// The bytes of the one ONNX file of registry network `spec`, SHA-256 checked.
+// The one ONNX file of registry network `spec`, SHA-256 checked: {name, blob, sha}.
 async function registryWeights(spec) {
   if (spec.files.length !== 1) throw new Error(`${spec.id} has ${spec.files.length} ONNX files; the page runs one-file networks`);
   const file = spec.files[0];
+  // The bytes are checked here, then handed on as a Blob: the Worker reads it whole or, for
+  // streamed weights, mounts it and reads ranges, so the wasm heap never holds a second copy.
   const check = async (bytes, where) => {
     const got = await sha256(bytes);
     if (got !== file.sha256) throw new Error(`${file.name} from ${where}: SHA-256 ${got}, the registry says ${file.sha256}`);
-    return bytes;
+    return new Blob([bytes]);
   };
   if (file.shipped) {
     progress(0, `loading ${file.name} (shipped with qsmcore)`);
     const r = await fetch("models/" + file.name);
     if (!r.ok) throw new Error(`models/${file.name}: HTTP ${r.status}`);
-    return { name: file.name, bytes: await check(await r.arrayBuffer(), "the server"), sha: file.sha256 };
+    return { name: file.name, blob: await check(await r.arrayBuffer(), "the server"), sha: file.sha256 };
   }
   if (!file.url) throw new Error(`${spec.id}: its weights are not hosted (status ${spec.status}); choose a local ONNX file`);
   const key = `${spec.id}:${file.sha256}`;
   const cached = await idbGet(key);
-  if (cached) return { name: file.name, bytes: await check(cached, "the IndexedDB cache"), sha: file.sha256 };
+  // Cached as a Blob (older pages cached the ArrayBuffer): checked again, the cache may be stale.
+  if (cached) {
+    const bytes = cached instanceof Blob ? await cached.arrayBuffer() : cached;
+    return { name: file.name, blob: await check(bytes, "the IndexedDB cache"), sha: file.sha256 };
+  }
   // ?mirror=URL: the file from URL + its name instead of the registry's URL (as $QSM_MODEL_BASE_URL
   // does for `qsm fetch`); checked the same way.
   const mirror = params.get("mirror");
@@ -103,9 +109,9 @@ async function registryWeights(spec) {
   progress(0, `downloading ${file.name} (${fmtBytes(file.bytes)})`);
   const r = await fetch(url);
   if (!r.ok) throw new Error(`${url}: HTTP ${r.status}`);
-  const bytes = await check(await r.arrayBuffer(), url);
-  await idbPut(key, bytes);
-  return { name: file.name, bytes, sha: file.sha256 };
+  const blob = await check(await r.arrayBuffer(), url);
+  await idbPut(key, blob);
+  return { name: file.name, blob, sha: file.sha256 };
 }
 
 async function chosenWeights(spec) {
@@ -115,7 +121,7 @@ async function chosenWeights(spec) {
   const sha = await sha256(bytes);
   const known = spec.files.some((f) => f.sha256 === sha);
   if (!known) say(`${local.name}: SHA-256 ${sha.slice(0, 12)}… is not ${spec.id}'s registered file; running it with ${spec.id}'s recipe (results are only as good as these weights).`);
-  return { name: local.name, bytes, sha };
+  return { name: local.name, blob: local, sha };  // the File itself: streamed weights read it in place
 }
 
 // ---- NIfTI in and out (NiiVue) --------------------------------------------------------------
@@ -146,13 +152,28 @@ const viewers = {};
 function viewer(id) {
   if (!viewers[id]) {
     const nv = new Niivue({ backColor: [0, 0, 0, 1], isColorbar: true, crosshairColor: [0.35, 0.65, 1, 0.6], crosshairWidth: 0.5,
-                            multiplanarLayout: MULTIPLANAR_TYPE.ROW, multiplanarShowRender: SHOW_RENDER.NEVER, textHeight: 0.04 });
+                            multiplanarLayout: MULTIPLANAR_TYPE.ROW, multiplanarShowRender: SHOW_RENDER.NEVER, textHeight: 0.04,
+                            loadingText: "" /* an empty viewer has no result, the caption says why */ });
     nv.attachTo(id);
     nv.setSliceType(nv.sliceTypeMultiplanar);
     viewers[id] = nv;
   }
   return viewers[id];
 }
+// Before a run, the previous result leaves the page: a refused or failed run must not sit above
+// the χ of the run before it, as if it were its own.
+function clearResults(caption) {
+  last = null;
+  window.qsmPage.chiNifti = null;
+  for (const id of Object.keys(viewers)) {
+    const nv = viewers[id];
+    while (nv.volumes.length) nv.removeVolume(nv.volumes[0]);
+    nv.drawScene();
+  }
+  $("input-caption").textContent = "Input";
+  $("chi-caption").textContent = caption;
+}
+function shownVolumes() { return Object.values(viewers).reduce((n, nv) => n + nv.volumes.length, 0); }
 async function show(canvasId, data, dims, voxel, affine, name, range) {
   const bytes = niftiBytes(data, dims, voxel, affine);
   const img = await NVImage.new(bytes.buffer, name + ".nii");
@@ -211,7 +232,7 @@ function engineSettings() {
   // one spare): a thread beyond it would wait for a Worker that starts only after the call.
   const threads = variant === "mt" ? Math.min(navigator.hardwareConcurrency, Math.max(1, Number($("threads").value) || navigator.hardwareConcurrency)) : 1;
   const mib = Number($("budget").value);
-  return { threads, budget_bytes: mib > 0 ? Math.round(mib * MiB) : 0 };
+  return { threads, budget_bytes: mib > 0 ? Math.round(mib * MiB) : 0, residency: $("residency").value };
 }
 
 function showHeap(bytes) {
@@ -220,7 +241,11 @@ function showHeap(bytes) {
 
 function memoryFacts(reply) {
   showHeap(reply.heap8_bytes);
-  return [["predicted peak (engine)", fmtBytes(reply.predicted_peak_bytes)],
+  const w = reply.weights || {};
+  const weights = w.execution_residency === "dense_disk_stream"
+    ? `streamed from the file: ${fmtBytes(w.read_bytes)} read, at most ${fmtBytes(w.largest_window_bytes)} in the heap`
+    : "in the wasm heap";
+  return [["weights", weights],["predicted peak (engine)", fmtBytes(reply.predicted_peak_bytes)],
           ["measured peak (engine)", fmtBytes(reply.measured_peak_bytes)],
           ["predicted heap", fmtBytes(reply.predicted_heap_bytes)],
           ["wasm heap high-water (HEAP8.buffer.byteLength)", fmtBytes(reply.heap8_bytes)],
@@ -231,6 +256,7 @@ async function guarded(body) {
   $("run-demo").disabled = $("run-user").disabled = $("download").disabled = true;
   setState("running");
   say("");
+  clearResults("χ (running…)");
   try {
     await body();
     setState("done");
@@ -243,6 +269,7 @@ async function guarded(body) {
         : [["budget", fmtBytes(r.budget_bytes)], ["wasm heap high-water (HEAP8.buffer.byteLength)", fmtBytes(r.heap8_bytes || r.heap_bytes)]]);
     }
     window.qsmPage.reply = r;
+    clearResults(r.kind === "OutOfBudget" ? "χ: none, the run was refused" : "χ: none, the run failed");
     setState("error");
   } finally {
     $("run-demo").disabled = $("run-user").disabled = false;
@@ -257,7 +284,7 @@ async function runDemo() {
     const model = await registryWeights(spec);
     const size = Number($("demo-size").value);
     const t0 = performance.now();
-    const { reply, outputs } = await call({ cmd: "demo", size, network: spec.id, model, ...engineSettings() }, [model.bytes]);
+    const { reply, outputs } = await call({ cmd: "demo", size, network: spec.id, model, ...engineSettings() });
     const seconds = (performance.now() - t0) / 1000;
     reply.worker_seconds = seconds;
     const dims = reply.dims, voxel = reply.voxel_mm;
@@ -293,7 +320,7 @@ async function runUser() {
                   voxel_mm: field.voxel, affine: field.affine, unit: spec.needs.field_kind === "wrapped phase" ? "rad" : $("unit").value,
                   b0: Number($("b0").value) || null, te: Number($("te").value) || null, ...engineSettings() };
     const t0 = performance.now();
-    const { reply, outputs } = await call(msg, [model.bytes]);
+    const { reply, outputs } = await call(msg);
     reply.read_seconds = readSeconds;
     reply.worker_seconds = (performance.now() - t0) / 1000;
     const chi = outputs.chi || Object.values(outputs)[0];

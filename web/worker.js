@@ -12,13 +12,26 @@ function heapBuffer() {
   return qsm.wasmMemory ? qsm.wasmMemory.buffer : qsm.HEAP8.buffer;
 }
 
-// A model file's bytes into MEMFS, where the engine reads it like any file.
-function writeModel(model) {
-  try { qsm.FS.mkdir("/models"); } catch (e) { /* exists */ }
-  const path = "/models/" + model.name.replace(/[^A-Za-z0-9._-]/g, "_");
-  qsm.FS.writeFile(path, new Uint8Array(model.bytes));
-  return path;
+// The model file in the FS for one call, as {model: {name, blob}} came from the page (a File the
+// user chose, or a Blob of fetched or cached bytes). Weights read whole (full residency): a MEMFS
+// copy of the bytes, which lives in JS memory, not in the wasm heap, and is removed after the
+// call. Streamed weights: the Blob mounted with WORKERFS, whose reads are FileReaderSync reads of
+// slices, so only the ranges the engine asks for ever enter the heap.
+function withModel(model, streamed, body) {
+  const name = model.name.replace(/[^A-Za-z0-9._-]/g, "_");
+  const dir = streamed ? "/blob" : "/models";
+  try { qsm.FS.mkdir(dir); } catch (e) { /* exists */ }
+  const path = dir + "/" + name;
+  if (streamed) qsm.FS.mount(qsm.FS.filesystems.WORKERFS, { blobs: [{ name, data: model.blob }] }, dir);
+  else qsm.FS.writeFile(path, new Uint8Array(new FileReaderSync().readAsArrayBuffer(model.blob)));
+  try {
+    return body(path);
+  } finally {
+    if (streamed) qsm.FS.unmount(dir);
+    else qsm.FS.unlink(path);
+  }
 }
+const isStreamed = (residency) => typeof residency === "string" && residency.startsWith("stream");
 
 function copyIn(f32) {
   const ptr = qsm._malloc(f32.length * 4);
@@ -66,18 +79,23 @@ async function init(msg) {
 }
 
 function demo(msg) {
-  const request = {
-    size: msg.size, threads: msg.threads, budget_bytes: msg.budget_bytes,
-    model_id: msg.network, model_path: writeModel(msg.model),
-  };
-  const text = qsm.ccall("qsm_web_demo", "string", ["string"], [JSON.stringify(request)]);
-  finish(text, ["chi", "chi_true", "field", "mask"]);
+  withModel(msg.model, isStreamed(msg.residency), (modelPath) => {
+    const request = {
+      size: msg.size, threads: msg.threads, budget_bytes: msg.budget_bytes,
+      model_id: msg.network, model_path: modelPath, residency: msg.residency || "full",
+    };
+    const text = qsm.ccall("qsm_web_demo", "string", ["string"], [JSON.stringify(request)]);
+    finish(text, ["chi", "chi_true", "field", "mask"]);
+  });
 }
 
 function run(msg) {
+  withModel(msg.model, isStreamed(msg.residency), (modelPath) => runWith(msg, modelPath));
+}
+function runWith(msg, modelPath) {
   const request = {
-    network: msg.network, model_path: writeModel(msg.model), dims: msg.dims, voxel_mm: msg.voxel_mm,
-    threads: msg.threads, budget_bytes: msg.budget_bytes,
+    network: msg.network, model_path: modelPath, dims: msg.dims, voxel_mm: msg.voxel_mm,
+    threads: msg.threads, budget_bytes: msg.budget_bytes, residency: msg.residency || "full",
   };
   if (msg.affine) request.affine = msg.affine;
   if (msg.unit) request.unit = msg.unit;

@@ -1,7 +1,8 @@
 // The C API the web page's Worker calls (web/worker.js): the phantom demo and a network run on a
 // volume, both through run_network (the path `qsm demo` and `qsm run` take), with the registry as
 // JSON. Requests and replies are JSON strings; volumes cross as float32 arrays in the wasm heap
-// (x fastest, as in NIfTI), model files as MEMFS files the Worker wrote from bytes.
+// (x fastest, as in NIfTI), model files as files the Worker put in the FS: MEMFS copies of their
+// bytes, or, for streamed weights, WORKERFS mounts of the user's File/Blob, read on demand.
 //
 // Memory: before a run, the run's peak is predicted (NetworkOptions::predict_only) and reported;
 // the run is admitted only when the bytes already in use plus that peak fit the page's budget
@@ -18,6 +19,7 @@
 #include <emscripten/threading.h>
 #include <malloc.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -35,6 +37,7 @@
 #include "qsmcore/models.h"
 #include "qsmcore/networks.h"
 #include "qsmcore/physics.h"
+#include "qsmcore/residency.h"
 
 using nlohmann::json;
 using namespace qsmcore;
@@ -98,10 +101,32 @@ NetworkOptions page_options(const json& req, std::int64_t& budget) {
   o.model.mem_budget = left;
   o.model.mem_budget_source = "the page's budget (" + std::to_string(budget) + " bytes of heap, less " +
                               std::to_string(heap_in_use()) + " already in use)";
+  // "stream[:…]" with weights in a WORKERFS file the Worker mounted from the user's File or Blob:
+  // the engine reads weight ranges from it on demand, so the weights stay out of the heap but
+  // for the residency window (parse_residency's syntax; default "full": read whole, packed).
+  if (req.contains("residency")) o.model.residency = parse_residency(req["residency"].get<std::string>());
   o.model.spill_activations = false;
   o.auto_tile = false;
   o.progress = progress;
   return o;
+}
+
+// Where the weights lived, from the residency reports: the policy, the bytes read from the
+// model file while running (a streamed run's traffic) and the largest window held at once.
+json weights_json(const LayerWeightResidency& residency, const NetworkRun& run) {
+  json w = {{"residency", to_string(residency)}, {"read_bytes", 0}, {"largest_window_bytes", 0}};
+  for (const std::string& text : run.residency_reports) {
+    const json r = json::parse(text);
+    w["execution_residency"] = r.value("execution_residency", "");
+    if (r.contains("dense")) {
+      const json& d = r["dense"];
+      w["read_bytes"] = w["read_bytes"].get<std::int64_t>() + d.value("disk_to_device_bytes", std::int64_t{0}) +
+                        d.value("disk_to_host_bytes", std::int64_t{0});
+    }
+    w["largest_window_bytes"] = std::max(w["largest_window_bytes"].get<std::int64_t>(),
+                                         r.value("largest_device_window_bytes", std::int64_t{0}));
+  }
+  return w;
 }
 
 // Predicts the run's peak (posted as a "predicted" event: the page shows it before the run
@@ -131,6 +156,7 @@ NetworkRun predict_then_run(const ModelSpec& spec, const std::string& model_path
   reply["network_seconds"] = std::chrono::duration<double>(Clock::now() - t).count();
   reply["measured_peak_bytes"] = run.measured_peak_bytes;
   reply["warnings"] = run.warnings;
+  reply["weights"] = weights_json(opts.model.residency, run);
   return run;
 }
 
@@ -206,7 +232,7 @@ EMSCRIPTEN_KEEPALIVE const char* qsm_web_registry() {
   return text.c_str();
 }
 
-/// The phantom demo: {"size", "threads", "budget_bytes", "model_path"} -> metrics and memory;
+/// The phantom demo: {"size", "threads", "budget_bytes", "model_path", "residency"?} -> metrics and memory;
 /// outputs "chi", "chi_true", "field", "mask" (size³ float32, 1 mm voxels).
 EMSCRIPTEN_KEEPALIVE const char* qsm_web_demo(const char* request) {
   return reply_of([&](json& reply) {
@@ -242,7 +268,7 @@ EMSCRIPTEN_KEEPALIVE const char* qsm_web_demo(const char* request) {
 }
 
 /// A registry network's recipe on the page's volume: {"network" (registry id), "model_path",
-/// "dims", "voxel_mm", "affine"?, "unit"?, "b0"?, "te"?, "threads", "budget_bytes"}, the field
+/// "dims", "voxel_mm", "affine"?, "unit"?, "b0"?, "te"?, "threads", "budget_bytes", "residency"?}, the field
 /// and an optional mask (float32, x fastest; mask may be null) -> memory; outputs by name.
 EMSCRIPTEN_KEEPALIVE const char* qsm_web_run(const char* request, const float* field, const float* mask) {
   return reply_of([&](json& reply) {

@@ -6,13 +6,15 @@
 //    with the native χ: max|Δ| inside the mask ≤ 1e-5 × the native χ's range there, every voxel
 //    finite; a screenshot is saved (OUT/screenshot.png);
 // 3. with a 16 MiB budget the same demo must be refused with a message, and the heap must not
-//    grow (nothing of the run was allocated);
+//    grow (nothing of the run was allocated), and the previous χ must have left the page;
 // 4. "your data": the native demo's local field and mask (.nii.gz) and the network's ONNX file
 //    through the file pickers,
 //    compared with the native `qsm run qsmcore-invnet` on the same files;
 //    then xQSM with a mirror (?mirror=) serving other bytes under its file name: refused by the
 //    SHA-256 check, nothing cached in IndexedDB;
-// 5. a second server without COOP/COEP: the page picks the single-threaded build, same check.
+//    the same run with the weights streamed from the chosen File: χ identical to the bit, bytes read;
+// 5. a second server without COOP/COEP: the page picks the single-threaded build, same check, with
+//    the shipped weights streamed from their Blob.
 "use strict";
 const { spawn, execFile } = require("child_process");
 const { promisify } = require("util");
@@ -36,8 +38,12 @@ try {
   fail("puppeteer-core is missing: npm install --ignore-scripts (tools/setup.sh does)");
 }
 
+// Servers this test started: a failure stops them too (they share its stdout, so a server left
+// running would keep ctest waiting for the test's output to end).
+const servers = [];
 function fail(message) {
   console.error("web.page: FAIL: " + message);
+  for (const s of servers) s.kill();
   process.exit(1);
 }
 function log(message) { console.log("web.page: " + message); }
@@ -100,15 +106,17 @@ async function waitState(page, states, timeoutMs) {
 
 // Loads the page, runs the demo (budget in MiB, or "" for the default); returns the state, the
 // page's reply and message, and the χ NIfTI bytes on success.
-async function runDemo(page, budgetMiB) {
+async function runDemo(page, budgetMiB, residency = "full") {
   await page.$eval("#budget", (el, v) => { el.value = v; }, budgetMiB);
+  await page.select("#residency", residency);
   return clickAndCollect(page, "#run-demo");
 }
 
 // "Your data": the field and mask NIfTI files and the network's ONNX file through the file
 // pickers (the local-file path; its recipe: the network chosen, qsmcore-invnet by default).
-async function runUser(page, fieldPath, maskPath) {
+async function runUser(page, fieldPath, maskPath, residency = "full") {
   await page.$eval("#budget", (el) => { el.value = ""; });
+  await page.select("#residency", residency);
   await (await page.$("#field-file")).uploadFile(fieldPath);
   await (await page.$("#mask-file")).uploadFile(maskPath);
   await (await page.$("#onnx-file")).uploadFile(path.join(root, "models/qsmcore-invnet.onnx"));
@@ -178,7 +186,6 @@ async function main() {
   nativeReady.catch(() => {});  // awaited below; a failure is reported there
 
   const profile = fs.mkdtempSync(path.join(os.tmpdir(), "qsm-web-chromium-"));
-  const servers = [];
   let browser = null;
   try {
     // A mirror holding a file under xQSM's weight-file name that is not xQSM's weights.
@@ -226,6 +233,11 @@ async function main() {
       fail(`a 16 MiB budget was not refused with a message: state ${refused.state}, "${refused.message}"`);
     if (refused.reply.heap_bytes > heapBefore) fail(`the refused run grew the heap: ${heapBefore} -> ${refused.reply.heap_bytes}`);
     log(`refused: "${refused.message.split("\n")[0].slice(0, 200)}"`);
+    // The previous run's χ leaves the page: nothing drawn, nothing to download.
+    const leftOver = await page.evaluate(() => ({ volumes: window.qsmPage.shownVolumes(), chi: window.qsmPage.chiNifti !== null,
+                                                  download: !document.querySelector("#download").disabled }));
+    if (leftOver.volumes || leftOver.chi || leftOver.download)
+      fail(`after the refusal the page still shows the previous result: ${JSON.stringify(leftOver)}`);
     await page.screenshot({ path: path.join(out, "screenshot-refused.png"), fullPage: true });
 
     t = Date.now();
@@ -234,6 +246,17 @@ async function main() {
     log(`run on a NIfTI field ${((Date.now() - t) / 1000).toFixed(1)} s (${timings(user.reply)}), ` +
         `predicted heap ${user.reply.predicted_heap_bytes} B, heap ${user.reply.heap8_bytes} B`);
     compare("mt, NIfTI field", readNifti(user.chi), nativeRun, mask);
+    // The same run with the weights streamed from the chosen File (WORKERFS): read on demand, a
+    // window at a time, and the same χ to the bit (same kernels, same order).
+    const streamed = await runUser(page, fieldPath, maskPath, "stream:host=0");
+    if (streamed.state !== "done") fail("run with streamed weights: " + streamed.message);
+    const w = streamed.reply.weights || {};
+    const modelBytes = fs.statSync(path.join(root, "models/qsmcore-invnet.onnx")).size;
+    if (w.execution_residency !== "dense_disk_stream" || !(w.read_bytes > 0) || !(w.largest_window_bytes < modelBytes))
+      fail(`streamed weights: not streamed from the file in windows: ${JSON.stringify(w)} (file ${modelBytes} B)`);
+    if (Buffer.compare(Buffer.from(streamed.chi), Buffer.from(user.chi)) !== 0)
+      fail("streamed weights changed χ: the streamed run's NIfTI differs from the resident run's");
+    log(`streamed weights: ${w.read_bytes} B read from the File, window at most ${w.largest_window_bytes} B; χ identical`);
 
     // A registry network whose downloaded bytes are not the registry's: refused by their SHA-256,
     // and nothing is cached in IndexedDB.
@@ -258,8 +281,10 @@ async function main() {
       servers.push(plain.process);
       t = Date.now();
       const stPage = await openPage(browser, plain.url, "st");
-      const st = await runDemo(stPage, "");
+      // With the shipped weights streamed from their Blob (WORKERFS without pthreads).
+      const st = await runDemo(stPage, "", "stream:host=0");
       if (st.state !== "done") fail("st demo: " + st.message);
+      if (!(st.reply.weights && st.reply.weights.read_bytes > 0)) fail("st demo: the weights were not streamed: " + JSON.stringify(st.reply.weights));
       log(`st demo ${((Date.now() - t) / 1000).toFixed(1)} s (${timings(st.reply)}), heap ${st.reply.heap8_bytes} B`);
       compare("st", readNifti(st.chi), native, mask);
       await stPage.close();
