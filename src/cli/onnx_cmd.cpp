@@ -69,7 +69,7 @@ std::string file_stem(const std::string& name) {
   return s.empty() ? "output" : s;
 }
 
-struct RunArgs {
+struct OnnxRunArgs {
   std::string model;
   std::vector<std::string> ins;
   std::string out_dir;
@@ -94,7 +94,7 @@ struct RunFigures {
   SpillReport spill;   // what the first run's spill tier did
 };
 
-std::map<std::string, Tensor> read_inputs(const RunArgs& a, const OnnxModel& model) {
+std::map<std::string, Tensor> read_inputs(const OnnxRunArgs& a, const OnnxModel& model) {
   std::map<std::string, Tensor> inputs;
   for (const auto& spec : a.ins) {
     const auto eq = spec.find('=');
@@ -110,7 +110,7 @@ std::map<std::string, Tensor> read_inputs(const RunArgs& a, const OnnxModel& mod
 }
 
 // Runs the model once (plan + run) and then repeat - 1 times more; fills the run's figures.
-std::map<std::string, Tensor> run_model(const RunArgs& a, OnnxModel& model, const std::map<std::string, Tensor>& inputs,
+std::map<std::string, Tensor> run_model(const OnnxRunArgs& a, OnnxModel& model, const std::map<std::string, Tensor>& inputs,
                                         RunFigures& f) {
   std::vector<Shape> shapes;
   for (const auto& d : model.inputs()) {
@@ -177,7 +177,7 @@ std::map<std::string, Tensor> run_model(const RunArgs& a, OnnxModel& model, cons
   return outputs;
 }
 
-void print_summary(const RunArgs& a, OnnxModel& model, const std::map<std::string, Tensor>& inputs,
+void print_summary(const OnnxRunArgs& a, OnnxModel& model, const std::map<std::string, Tensor>& inputs,
                    const RunFigures& f) {
   const ModelOptions& opts = model.options();
   std::printf("backend %s, %d thread(s)\n", to_string(opts.backend), opts.threads);
@@ -210,7 +210,7 @@ void print_summary(const RunArgs& a, OnnxModel& model, const std::map<std::strin
   }
 }
 
-nlohmann::json report_json(const RunArgs& a, const OnnxModel& model, const RunFigures& f) {
+nlohmann::json report_json(const OnnxRunArgs& a, const OnnxModel& model, const RunFigures& f) {
   const ModelOptions& opts = model.options();
   nlohmann::json j;
   j["model"] = a.model;
@@ -237,7 +237,7 @@ nlohmann::json report_json(const RunArgs& a, const OnnxModel& model, const RunFi
   return j;
 }
 
-void run(const RunArgs& a) {
+void run(const OnnxRunArgs& a) {
   // Output places are checked before the model is read; the outputs and the report are written
   // as one set at the end (staged, renamed together), so a failure leaves none of them.
   require_parent_folder((std::filesystem::path(a.out_dir) / "x").string(), "--out");
@@ -391,7 +391,7 @@ void register_onnx_commands(CLI::App& app) {
   plan_cmd->callback([=] { plan(*plan_path, *plan_shapes, *plan_backend, *plan_steps, *plan_live_at); });
 
   auto* run_cmd = onnx->add_subcommand("run", "Run a model on .npy inputs, writing DIR/<output>.npy");
-  auto args = std::make_shared<RunArgs>();
+  auto args = std::make_shared<OnnxRunArgs>();
   run_cmd->add_option("model", args->model, "ONNX file")->required();
   run_cmd->add_option("--in", args->ins, "NAME=FILE.npy (repeat per input)")->required();
   run_cmd->add_option("--out", args->out_dir, "output folder")->required();

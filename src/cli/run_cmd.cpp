@@ -51,10 +51,6 @@ struct RunArgs {
   bool no_verify = false, quiet = false, no_flips = false, ignore_domain = false, no_spill = false;
 };
 
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
 [[noreturn]] void invalid(const std::string& message) {
   throw Error(ErrorKind::InvalidInput, message);
 }
@@ -92,11 +88,11 @@ struct Slot {
 };
 
 void check_output_names(const RunArgs& a) {
-  if (!(ends_with(a.out, ".nii.gz") || ends_with(a.out, ".nii")))
+  if (!(a.out.ends_with(".nii.gz") || a.out.ends_with(".nii")))
     invalid("--out " + a.out + ": the output name must end in .nii.gz or .nii");
   require_parent_folder(a.out, "--out");
   if (!a.preview.empty()) {
-    if (!ends_with(a.preview, ".png")) invalid("--preview " + a.preview + ": the preview name must end in .png");
+    if (!a.preview.ends_with(".png")) invalid("--preview " + a.preview + ": the preview name must end in .png");
     require_parent_folder(a.preview, "--preview");
   }
   if (!a.report.empty()) require_parent_folder(a.report, "--report");

@@ -14,13 +14,9 @@ namespace fs = std::filesystem;
 
 namespace {
 
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
 // The extension writers look at: ".nii.gz" counts as one.
 std::string extension_of(const std::string& name) {
-  if (ends_with(name, ".nii.gz")) return ".nii.gz";
+  if (name.ends_with(".nii.gz")) return ".nii.gz";
   const auto dot = name.rfind('.');
   return dot == std::string::npos || dot == 0 ? std::string() : name.substr(dot);
 }
