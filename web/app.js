@@ -126,13 +126,19 @@ async function chosenWeights(spec) {
 
 // ---- NIfTI in and out (NiiVue) --------------------------------------------------------------
 
-// A NIfTI file as float32 (first frame, scaling applied), with its grid.
+// A 3-D NIfTI file as float32 (scaling applied), with its grid. A 4-D or 5-D file (echoes,
+// frames) is refused by name: taking its first volume would run on one echo without saying so.
 async function readNifti(file) {
   const buffer = await gunzipIfNeeded(await file.arrayBuffer());
   const name = file.name.replace(/\.gz$/i, "");
   const img = await NVImage.new(buffer, name.endsWith(".nii") ? name : name + ".nii");
   const h = img.hdr;
   const dims = [h.dims[1], h.dims[2], h.dims[3]].map((d) => Math.max(1, d));
+  const extra = h.dims.slice(4, Math.max(4, h.dims[0] + 1)).map((d) => Math.max(1, d));
+  const volumes = extra.reduce((a, d) => a * d, 1);
+  if (volumes > 1)
+    throw new Error(`${file.name} holds ${volumes} volumes of ${dims.join("×")} (dims ${[...dims, ...extra].join("×")}); ` +
+                    "the page runs one 3-D field: choose one echo, or a field map combined from the echoes");
   const n = dims[0] * dims[1] * dims[2];
   const slope = !Number.isFinite(h.scl_slope) || h.scl_slope === 0 ? 1 : h.scl_slope;
   const inter = Number.isFinite(h.scl_inter) ? h.scl_inter : 0;

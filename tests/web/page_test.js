@@ -11,7 +11,7 @@
 //    through the file pickers,
 //    compared with the native `qsm run qsmcore-invnet` on the same files;
 //    then xQSM with a mirror (?mirror=) serving other bytes under its file name: refused by the
-//    SHA-256 check, nothing cached in IndexedDB;
+//    SHA-256 check, nothing cached in IndexedDB; a 4-D field: refused by name;
 //    the same run with the weights streamed from the chosen File: χ identical to the bit, bytes read;
 // 5. a second server without COOP/COEP: the page picks the single-threaded build, same check, with
 //    the shipped weights streamed from their Blob.
@@ -70,6 +70,16 @@ function readNifti(bytes) {
     else throw new Error("NIfTI datatype " + type + " not handled here");
   }
   return { dims, data };
+}
+
+// The same NIfTI-1 file with its volume twice, as 4-D (dim[0] = 4, dim[4] = 2), uncompressed.
+function writeTwoFrames(bytes, outPath) {
+  if (bytes[0] === 0x1f && bytes[1] === 0x8b) bytes = zlib.gunzipSync(bytes);
+  const b = Buffer.from(bytes);
+  const offset = Math.round(b.readFloatLE(108));
+  b.writeInt16LE(4, 40);
+  b.writeInt16LE(2, 48);
+  fs.writeFileSync(outPath, Buffer.concat([b, b.subarray(offset)]));
 }
 
 function compare(label, page, native, mask) {
@@ -273,6 +283,15 @@ async function main() {
     }));
     if (cachedKeys.length) fail("refused weights were cached: " + cachedKeys.join(", "));
     log(`wrong weights refused: "${wrong.message.slice(0, 160)}"`);
+
+    // A 4-D field (the demo's field as two frames): refused by name, not run on its first frame.
+    await page.select("#network", "qsmcore-invnet");
+    const fourD = path.join(out, "field_2frames.nii");
+    writeTwoFrames(fs.readFileSync(fieldPath), fourD);
+    const multi = await runUser(page, fourD, maskPath);
+    if (multi.state !== "error" || !/field_2frames\.nii holds 2 volumes of/.test(multi.message))
+      fail(`a 2-frame field was not refused by name: state ${multi.state}, "${multi.message}"`);
+    log(`4-D field refused: "${multi.message.slice(0, 160)}"`);
     await page.close();
 
     // The single-threaded build, on a page that is not isolated.
