@@ -33,25 +33,25 @@ struct MeasuredMemory {
 };
 
 inline constexpr std::array<MeasuredMemory, 21> kMeasuredMemory{{
-    // bfrnet: 4 shape(s), fit residual 0 B, onednn, 2 thread(s); wasm32: 4 shape(s), fit residual 308304 B, 2 thread(s)
+    // bfrnet: 4 shape(s), fit residual 0 B, onednn, 2 thread(s); wasm32: 4 shape(s), fit residual 293487 B, 2 thread(s)
     {"bfrnet", NetworkMemory{.resident_bytes = 112900ull, .load_peak_bytes = 112900ull,
                    .inference_fixed_bytes = 83089100ull, .inference_bytes_per_voxel = 827ull,
-                   .wasm_fixed_bytes = 94633984ull, .wasm_bytes_per_voxel = 824ull},
+                   .wasm_fixed_bytes = 95813632ull, .wasm_bytes_per_voxel = 824ull},
      std::nullopt},
-    // xqsm: 4 shape(s), fit residual 0 B, onednn, 2 thread(s); wasm32: 4 shape(s), fit residual 120814 B, 2 thread(s)
+    // xqsm: 4 shape(s), fit residual 0 B, onednn, 2 thread(s); wasm32: 4 shape(s), fit residual 209715 B, 2 thread(s)
     {"xqsm", NetworkMemory{.resident_bytes = 64260ull, .load_peak_bytes = 64260ull,
                    .inference_fixed_bytes = 21905924ull, .inference_bytes_per_voxel = 424ull,
-                   .wasm_fixed_bytes = 25821184ull, .wasm_bytes_per_voxel = 426ull},
+                   .wasm_fixed_bytes = 27066368ull, .wasm_bytes_per_voxel = 426ull},
      425ull},
-    // qsmnet: 4 shape(s), fit residual 2467781 B, onednn, 2 thread(s); wasm32: 4 shape(s), fit residual 0 B, 2 thread(s)
+    // qsmnet: 4 shape(s), fit residual 2467781 B, onednn, 2 thread(s); wasm32: 4 shape(s), fit residual 6159244 B, 2 thread(s)
     {"qsmnet", NetworkMemory{.resident_bytes = 60932ull, .load_peak_bytes = 60932ull,
                    .inference_fixed_bytes = 404393332ull, .inference_bytes_per_voxel = 223ull,
-                   .wasm_fixed_bytes = 439222272ull, .wasm_bytes_per_voxel = 384ull},
+                   .wasm_fixed_bytes = 445906944ull, .wasm_bytes_per_voxel = 421ull},
      245ull},
-    // qsmnet-plus: 4 shape(s), fit residual 2467781 B, onednn, 2 thread(s); wasm32: 4 shape(s), fit residual 0 B, 2 thread(s)
+    // qsmnet-plus: 4 shape(s), fit residual 2467781 B, onednn, 2 thread(s); wasm32: 4 shape(s), fit residual 6159244 B, 2 thread(s)
     {"qsmnet-plus", NetworkMemory{.resident_bytes = 60932ull, .load_peak_bytes = 60932ull,
                    .inference_fixed_bytes = 404393332ull, .inference_bytes_per_voxel = 223ull,
-                   .wasm_fixed_bytes = 439222272ull, .wasm_bytes_per_voxel = 384ull},
+                   .wasm_fixed_bytes = 445906944ull, .wasm_bytes_per_voxel = 421ull},
      245ull},
     // qsmgan: 1 shape(s), fit residual 0 B, onednn, 2 thread(s); wasm32: 1 shape(s), fit residual 0 B, 2 thread(s)
     {"qsmgan", NetworkMemory{.resident_bytes = 22540ull, .load_peak_bytes = 22540ull,
@@ -61,82 +61,82 @@ inline constexpr std::array<MeasuredMemory, 21> kMeasuredMemory{{
     // lpcnn: 4 shape(s), fit residual 14 B, onednn, 2 thread(s); wasm32: 4 shape(s), fit residual 0 B, 2 thread(s)
     {"lpcnn", NetworkMemory{.resident_bytes = 17284ull, .load_peak_bytes = 17284ull,
                    .inference_fixed_bytes = 2880580ull, .inference_bytes_per_voxel = 179ull,
-                   .wasm_fixed_bytes = 4718592ull, .wasm_bytes_per_voxel = 264ull},
+                   .wasm_fixed_bytes = 4849664ull, .wasm_bytes_per_voxel = 264ull},
      180ull},
     // ir2qsm: 4 shape(s), fit residual 0 B, onednn, 2 thread(s); wasm32: 4 shape(s), fit residual 327110 B, 2 thread(s)
     {"ir2qsm", NetworkMemory{.resident_bytes = 100980ull, .load_peak_bytes = 100980ull,
                    .inference_fixed_bytes = 41229668ull, .inference_bytes_per_voxel = 165ull,
-                   .wasm_fixed_bytes = 49741824ull, .wasm_bytes_per_voxel = 286ull},
+                   .wasm_fixed_bytes = 51183616ull, .wasm_bytes_per_voxel = 286ull},
      166ull},
     // autoqsm: 1 shape(s), fit residual 0 B, onednn, 2 thread(s); wasm32: 1 shape(s), fit residual 0 B, 2 thread(s)
     {"autoqsm", NetworkMemory{.resident_bytes = 5524ull, .load_peak_bytes = 5524ull,
                    .inference_fixed_bytes = 0ull, .inference_bytes_per_voxel = 143ull,
-                   .wasm_fixed_bytes = 0ull, .wasm_bytes_per_voxel = 182ull},
+                   .wasm_fixed_bytes = 0ull, .wasm_bytes_per_voxel = 186ull},
      std::nullopt},
     // iqsm: 4 shape(s), fit residual 0 B, onednn, 2 thread(s); wasm32: 4 shape(s), fit residual 18806 B, 2 thread(s)
     {"iqsm", NetworkMemory{.resident_bytes = 31284ull, .load_peak_bytes = 31284ull,
                    .inference_fixed_bytes = 18264700ull, .inference_bytes_per_voxel = 204ull,
-                   .wasm_fixed_bytes = 31817728ull, .wasm_bytes_per_voxel = 197ull},
+                   .wasm_fixed_bytes = 31686656ull, .wasm_bytes_per_voxel = 197ull},
      std::nullopt},
     // iqsm-plus: 4 shape(s), fit residual 0 B, onednn, 2 thread(s); wasm32: 4 shape(s), fit residual 18806 B, 2 thread(s)
     {"iqsm-plus", NetworkMemory{.resident_bytes = 63924ull, .load_peak_bytes = 63924ull,
                    .inference_fixed_bytes = 18532220ull, .inference_bytes_per_voxel = 212ull,
-                   .wasm_fixed_bytes = 32145408ull, .wasm_bytes_per_voxel = 197ull},
+                   .wasm_fixed_bytes = 35487744ull, .wasm_bytes_per_voxel = 197ull},
      std::nullopt},
     // iqfm: 4 shape(s), fit residual 0 B, onednn, 2 thread(s); wasm32: 4 shape(s), fit residual 18806 B, 2 thread(s)
     {"iqfm", NetworkMemory{.resident_bytes = 31284ull, .load_peak_bytes = 31284ull,
                    .inference_fixed_bytes = 18264700ull, .inference_bytes_per_voxel = 204ull,
-                   .wasm_fixed_bytes = 31817728ull, .wasm_bytes_per_voxel = 197ull},
+                   .wasm_fixed_bytes = 31686656ull, .wasm_bytes_per_voxel = 197ull},
      std::nullopt},
-    // nextqsm: 4 shape(s), fit residual 0 B, onednn, 2 thread(s); wasm32: 4 shape(s), fit residual 1553488 B, 2 thread(s)
+    // nextqsm: 4 shape(s), fit residual 0 B, onednn, 2 thread(s); wasm32: 4 shape(s), fit residual 8972733 B, 2 thread(s)
     {"nextqsm", NetworkMemory{.resident_bytes = 36540ull, .load_peak_bytes = 36540ull,
                    .inference_fixed_bytes = 113078900ull, .inference_bytes_per_voxel = 242ull,
-                   .wasm_fixed_bytes = 123666432ull, .wasm_bytes_per_voxel = 302ull},
+                   .wasm_fixed_bytes = 131465216ull, .wasm_bytes_per_voxel = 299ull},
      242ull},
     // modl-qsm: 4 shape(s), fit residual 14 B, onednn, 2 thread(s); wasm32: 4 shape(s), fit residual 0 B, 2 thread(s)
     {"modl-qsm", NetworkMemory{.resident_bytes = 10376ull, .load_peak_bytes = 10376ull,
                    .inference_fixed_bytes = 2884040ull, .inference_bytes_per_voxel = 195ull,
-                   .wasm_fixed_bytes = 4587520ull, .wasm_bytes_per_voxel = 272ull},
+                   .wasm_fixed_bytes = 4849664ull, .wasm_bytes_per_voxel = 272ull},
      196ull},
     // susep-net: 4 shape(s), fit residual 14 B, onednn, 2 thread(s); wasm32: 4 shape(s), fit residual 0 B, 2 thread(s)
     {"susep-net", NetworkMemory{.resident_bytes = 124040ull, .load_peak_bytes = 124040ull,
                    .inference_fixed_bytes = 211487672ull, .inference_bytes_per_voxel = 508ull,
-                   .wasm_fixed_bytes = 242941952ull, .wasm_bytes_per_voxel = 816ull},
+                   .wasm_fixed_bytes = 282656768ull, .wasm_bytes_per_voxel = 816ull},
      std::nullopt},
     // r2primenet: 4 shape(s), fit residual 14 B, onednn, 2 thread(s); wasm32: 4 shape(s), fit residual 6191157 B, 2 thread(s)
     {"r2primenet", NetworkMemory{.resident_bytes = 17284ull, .load_peak_bytes = 17284ull,
                    .inference_fixed_bytes = 91342636ull, .inference_bytes_per_voxel = 238ull,
-                   .wasm_fixed_bytes = 117571584ull, .wasm_bytes_per_voxel = 422ull},
+                   .wasm_fixed_bytes = 117440512ull, .wasm_bytes_per_voxel = 422ull},
      std::nullopt},
     // chi-sepnet: 4 shape(s), fit residual 14 B, onednn, 2 thread(s); wasm32: 4 shape(s), fit residual 6191157 B, 2 thread(s)
     {"chi-sepnet", NetworkMemory{.resident_bytes = 13960ull, .load_peak_bytes = 13960ull,
                    .inference_fixed_bytes = 91349552ull, .inference_bytes_per_voxel = 258ull,
-                   .wasm_fixed_bytes = 117571584ull, .wasm_bytes_per_voxel = 422ull},
+                   .wasm_fixed_bytes = 117440512ull, .wasm_bytes_per_voxel = 422ull},
      std::nullopt},
     // hd-bet: 4 shape(s), fit residual 37754 B, onednn, 2 thread(s); wasm32: 4 shape(s), fit residual 0 B, 2 thread(s)
     {"hd-bet", NetworkMemory{.resident_bytes = 53000ull, .load_peak_bytes = 53000ull,
                    .inference_fixed_bytes = 124136968ull, .inference_bytes_per_voxel = 397ull,
-                   .wasm_fixed_bytes = 141754368ull, .wasm_bytes_per_voxel = 384ull},
+                   .wasm_fixed_bytes = 141623296ull, .wasm_bytes_per_voxel = 384ull},
      std::nullopt},
     // rs2-net: 1 shape(s), fit residual 0 B, onednn, 2 thread(s); wasm32: 1 shape(s), fit residual 0 B, 2 thread(s)
     {"rs2-net", NetworkMemory{.resident_bytes = 1017564ull, .load_peak_bytes = 1017564ull,
                    .inference_fixed_bytes = 0ull, .inference_bytes_per_voxel = 1026ull,
-                   .wasm_fixed_bytes = 0ull, .wasm_bytes_per_voxel = 1177ull},
+                   .wasm_fixed_bytes = 0ull, .wasm_bytes_per_voxel = 1178ull},
      std::nullopt},
-    // synthseg: 4 shape(s), fit residual 0 B, onednn, 2 thread(s); wasm32: 4 shape(s), fit residual 3173082 B, 2 thread(s)
+    // synthseg: 4 shape(s), fit residual 0 B, onednn, 2 thread(s); wasm32: 4 shape(s), fit residual 2224235 B, 2 thread(s)
     {"synthseg", NetworkMemory{.resident_bytes = 32368ull, .load_peak_bytes = 32368ull,
                    .inference_fixed_bytes = 54106752ull, .inference_bytes_per_voxel = 444ull,
-                   .wasm_fixed_bytes = 65142784ull, .wasm_bytes_per_voxel = 687ull},
+                   .wasm_fixed_bytes = 67731456ull, .wasm_bytes_per_voxel = 703ull},
      std::nullopt},
-    // synthseg-2.0: 4 shape(s), fit residual 0 B, onednn, 2 thread(s); wasm32: 4 shape(s), fit residual 3227790 B, 2 thread(s)
+    // synthseg-2.0: 4 shape(s), fit residual 0 B, onednn, 2 thread(s); wasm32: 4 shape(s), fit residual 2632838 B, 2 thread(s)
     {"synthseg-2.0", NetworkMemory{.resident_bytes = 32468ull, .load_peak_bytes = 32468ull,
                    .inference_fixed_bytes = 54109828ull, .inference_bytes_per_voxel = 448ull,
-                   .wasm_fixed_bytes = 65142784ull, .wasm_bytes_per_voxel = 691ull},
+                   .wasm_fixed_bytes = 65667072ull, .wasm_bytes_per_voxel = 682ull},
      std::nullopt},
-    // qsmcore-invnet: 4 shape(s), fit residual 14 B, onednn, 2 thread(s); wasm32: 4 shape(s), fit residual 18806 B, 2 thread(s)
+    // qsmcore-invnet: 4 shape(s), fit residual 14 B, onednn, 2 thread(s); wasm32: 4 shape(s), fit residual 113406 B, 2 thread(s)
     {"qsmcore-invnet", NetworkMemory{.resident_bytes = 1588ull, .load_peak_bytes = 1588ull,
                    .inference_fixed_bytes = 2398964ull, .inference_bytes_per_voxel = 135ull,
-                   .wasm_fixed_bytes = 4161536ull, .wasm_bytes_per_voxel = 209ull},
+                   .wasm_fixed_bytes = 4456448ull, .wasm_bytes_per_voxel = 210ull},
      135ull},
 }};
 
