@@ -1,15 +1,11 @@
 // "qsm.ConvChain" (graph/passes/stream_conv_chains.cpp): a chain of same-size 3-D convolutions
-// run as depth slabs. Activations are channels-last ([n][d][h][w][c]), so a range of depth
-// planes is one contiguous block and each call is an ordinary oneDNN convolution over a thin
-// volume: its depth pads are the real ones at the volume's faces and 0 inside, where the
-// neighbouring planes are read instead. Each intermediate layer keeps a window of planes:
-// the next layer's kernel reach behind plus the newly computed slab; consumed planes are
-// dropped by moving the rest to the window's front. Output planes are computed exactly once.
-//
-// Schedule: repeatedly, each layer in order computes up to `slab` new planes, as far as the
-// planes its input layer has produced allow (plane z needs input planes up to z + back pad).
-// The same walk runs at construction (creating every primitive shape it meets and sizing the
-// windows) and at run time, so nothing is created or allocated while running.
+// run as depth slabs, on oneDNN. The schedule of slabs is kernels/conv_chain_schedule.h.
+// Activations are channels-last ([n][d][h][w][c]), so a range of depth planes is one contiguous
+// block and each call is an ordinary oneDNN convolution over a thin volume: its depth pads are
+// the real ones at the volume's faces and 0 inside, where the neighbouring planes are read
+// instead. Consumed planes are dropped by moving the rest to the window's front. The dry walk at
+// construction creates every primitive shape the run meets, so nothing is created or allocated
+// while running.
 #include <omp.h>
 
 #include <algorithm>
@@ -19,6 +15,7 @@
 #include <optional>
 
 #include "graph/conv_geometry.h"
+#include "kernels/conv_chain_schedule.h"
 #include "kernels/onednn/common.h"
 #include "qsmcore/error.h"
 
@@ -42,11 +39,9 @@ struct Part {
 
 struct Layer {
   std::vector<Part> parts;
-  std::int64_t m = 0;           // output channels
-  std::int64_t pf = 0, pb = 0;  // depth pads (front, back) = reach behind / ahead
-  std::size_t plane = 0;        // floats per output plane (H·W·M)
-  std::size_t window_off = 0;   // byte offset of the plane window in scratch
-  std::int64_t cap = 0;         // planes the window holds
+  std::int64_t m = 0;          // output channels
+  std::size_t plane = 0;       // floats per output plane (H·W·M)
+  std::size_t window_off = 0;  // byte offset of the plane window in scratch
 };
 
 /// An up-sampling ConvTranspose (kernel = stride) feeding a first-layer part: its output is made
@@ -60,7 +55,7 @@ struct Source {
   std::vector<PostOp> post;
   std::size_t plane = 0;  // floats per output plane
   std::size_t window_off = 0, t_off = 0;
-  std::int64_t cap = 0, t_planes = 0;                       // window planes; low-res planes per call (max)
+  std::int64_t t_planes = 0;                                // low-res planes per call (max)
   std::map<std::int64_t, dnnl::convolution_forward> prims;  // by low-res planes per call
   std::vector<memory> weights, bias;                        // per sub-lattice
   memory::desc packed_md;
@@ -83,111 +78,68 @@ struct Call {
 
 class ConvChainKernel final : public Kernel {
  public:
-  ConvChainKernel(const graph::TypedGraph& g, const graph::TNode& n, LayoutDecision& dec) {
-    slab_ = n.node.attrs.get_int("slab", 2);
-    const bool pooled = n.chain.back().node.op_type == "MaxPool" || n.chain.back().node.op_type == "AveragePool";
-    // The layers' volume: a pooling's input, else the last layer's output.
-    const auto& y0 = value(g, pooled ? n.chain.back().in[0] : n.chain.back().out[0]);
-    d_ = y0.shape[2];
-    h_ = y0.shape[3];
-    w_ = y0.shape[4];
-    // Group the chain's nodes into layers: a node accumulating onto the previous node's output
-    // (a split concatenation) continues its layer; any other starts one.
-    int prev_out = -1;
-    std::vector<int> source_out;  // per source: the value it produces
-    auto pos = [&](int v) {
-      for (std::size_t i = 0; i < n.in.size(); ++i)
-        if (n.in[i] == v) return static_cast<int>(i);
-      throw Error(ErrorKind::Internal, "conv chain: a value read is not among the node's inputs");
-    };
-    for (const auto& c : n.chain) {
-      if (&c == &n.chain.back() && pooled) {
-        const auto geo = graph::pool_geometry(c.node, y0.shape);
-        Pool pl;
-        pl.alg = c.node.op_type == "MaxPool" ? dnnl::algorithm::pooling_max
-                                             : dnnl::algorithm::pooling_avg_exclude_padding;  // no pads
-        for (int i = 0; i < 3; ++i) pl.k[i] = geo.kernel[static_cast<std::size_t>(i)];
-        pool_ = std::move(pl);
-        continue;
-      }
-      if (c.node.op_type == "ConvTranspose") {
-        const auto& x = value(g, c.in[0]);
-        const auto& w = value(g, c.in[1]);
-        const auto geo = graph::conv_transpose_geometry(c.node, x.shape, w.shape);
-        Source src;
-        src.input_pos = pos(c.in[0]);
-        src.cin = x.shape[1];
-        src.m = w.shape[1];
-        for (int i = 0; i < 3; ++i) src.s[i] = geo.strides[static_cast<std::size_t>(i)];
-        src.ld = x.shape[2], src.lh = x.shape[3], src.lw = x.shape[4];
-        src.w = w.constant.get();
-        src.b = c.in.size() > 2 && c.in[2] >= 0 ? value(g, c.in[2]).constant.get() : nullptr;
-        QSM_ASSERT(src.w != nullptr, "a streamed up-sampling without its weights");
-        src.post = c.post;
-        sources_.push_back(std::move(src));
-        source_out.push_back(c.out[0]);
-        continue;
-      }
-      int addend = -1;
-      for (const auto& p : c.post)
-        if (p.kind == PostOp::Kind::Sum) addend = c.in[static_cast<std::size_t>(p.sum_input)];
-      const bool continues = addend >= 0 && addend == prev_out;
-      prev_out = c.out[0];
-      if (!continues) layers_.emplace_back();
-      Layer& l = layers_.back();
-      const auto& x = value(g, c.in[0]);
-      const auto& w = value(g, c.in[1]);
-      const auto geo = graph::conv_geometry(c.node, x.shape, w.shape);
-      Part p;
-      p.cin = x.shape[1];
-      p.w = w.constant.get();
-      QSM_ASSERT(p.w != nullptr, "a streamed convolution chain without its weights");
-      const bool has_bias = c.in.size() > 2 && c.in[2] >= 0;
-      p.b = has_bias ? value(g, c.in[2]).constant.get() : nullptr;
-      p.has_bias = has_bias;
-      p.post = c.post;
-      p.kd = geo.kernel[0], p.kh = geo.kernel[1], p.kw = geo.kernel[2];
-      p.ph0 = geo.pads_begin[1], p.ph1 = geo.pads_end[1], p.pw0 = geo.pads_begin[2], p.pw1 = geo.pads_end[2];
-      if (layers_.size() == 1) {
-        const auto it = std::find(source_out.begin(), source_out.end(), c.in[0]);
-        if (it != source_out.end()) {
-          p.source = static_cast<int>(it - source_out.begin());
-        } else {
-          p.input_pos = pos(c.in[0]);
-        }
-      }
-      if (addend >= 0 && !continues) {
-        QSM_ASSERT(layers_.size() > 1, "conv chain: a residual on the first layer");
-        p.addend_pos = pos(addend);
-      }
-      if (l.parts.empty()) {
-        l.m = w.shape[0];
-        l.pf = geo.pads_begin[0];
-        l.pb = geo.pads_end[0];
-        l.plane = static_cast<std::size_t>(h_ * w_ * l.m);
-      }
-      l.parts.push_back(std::move(p));
+  ConvChainKernel(const graph::TypedGraph& g, const graph::TNode& n, LayoutDecision& dec) : cs_(g, n) {
+    d_ = cs_.d, h_ = cs_.h, w_ = cs_.w;
+    for (const ChainSource& cso : cs_.sources) {
+      const graph::TNode& c = *cso.node;
+      Source src;
+      src.input_pos = cso.input_pos;
+      src.cin = cso.cin;
+      src.m = cso.m;
+      for (int i = 0; i < 3; ++i) src.s[i] = cso.s[i];
+      src.ld = cso.ld, src.lh = cso.lh, src.lw = cso.lw;
+      src.w = value(g, c.in[1]).constant.get();
+      src.b = c.in.size() > 2 && c.in[2] >= 0 ? value(g, c.in[2]).constant.get() : nullptr;
+      QSM_ASSERT(src.w != nullptr, "a streamed up-sampling without its weights");
+      src.post = c.post;
+      src.plane = static_cast<std::size_t>(h_ * w_ * src.m);
+      sources_.push_back(std::move(src));
     }
-    for (auto& src : sources_) src.plane = static_cast<std::size_t>(h_ * w_ * src.m);
-    if (pool_) pool_->plane = static_cast<std::size_t>(h_ / pool_->k[1] * (w_ / pool_->k[2]) * layers_.back().m);
+    for (const ChainLayer& cl : cs_.layers) {
+      Layer& l = layers_.emplace_back();
+      l.m = cl.m;
+      l.plane = static_cast<std::size_t>(h_ * w_ * l.m);
+      for (const ChainPart& cp : cl.parts) {
+        const graph::TNode& c = *cp.node;
+        const auto geo = graph::conv_geometry(c.node, value(g, c.in[0]).shape, value(g, c.in[1]).shape);
+        Part p;
+        p.input_pos = cp.input_pos, p.source = cp.source, p.addend_pos = cp.addend_pos, p.cin = cp.cin;
+        p.w = value(g, c.in[1]).constant.get();
+        QSM_ASSERT(p.w != nullptr, "a streamed convolution chain without its weights");
+        p.has_bias = c.in.size() > 2 && c.in[2] >= 0;
+        p.b = p.has_bias ? value(g, c.in[2]).constant.get() : nullptr;
+        p.post = c.post;
+        p.kd = geo.kernel[0], p.kh = geo.kernel[1], p.kw = geo.kernel[2];
+        p.ph0 = geo.pads_begin[1], p.ph1 = geo.pads_end[1], p.pw0 = geo.pads_begin[2], p.pw1 = geo.pads_end[2];
+        l.parts.push_back(std::move(p));
+      }
+    }
+    if (cs_.pool) {
+      Pool pl;
+      pl.alg = cs_.pool->node->node.op_type == "MaxPool" ? dnnl::algorithm::pooling_max
+                                                         : dnnl::algorithm::pooling_avg_exclude_padding;  // no pads
+      for (int i = 0; i < 3; ++i) pl.k[i] = cs_.pool->k[i];
+      pl.plane = static_cast<std::size_t>(h_ / pl.k[1] * (w_ / pl.k[2]) * layers_.back().m);
+      pool_ = std::move(pl);
+    }
     calls_.resize(layers_.size());
     packed_.resize(layers_.size());
     // Dry walk: create the primitives and size the windows.
-    walk([&](std::size_t j, std::int64_t n_in, std::int64_t n_out, std::int64_t pad_f, std::int64_t pad_b, std::int64_t,
-             std::int64_t, std::int64_t,
-             const std::vector<std::int64_t>&) { prepare_call(j, n_in, n_out, pad_f, pad_b); },
-         [](std::size_t, std::int64_t, std::int64_t) {},
-         [&](std::size_t si, std::int64_t, std::int64_t n_low, std::int64_t) { prepare_source(si, n_low); },
-         [](std::size_t, std::int64_t, std::int64_t) {},
-         [&](std::int64_t, std::int64_t planes) { prepare_pool(planes); }, /*dry=*/true);
+    cs_.walk([&](const ChainSchedule::Slab& sl) { prepare_call(sl.layer, sl.n_in, sl.n_out, sl.pad_f, sl.pad_b); },
+             [](std::size_t, std::int64_t, std::int64_t) {},
+             [&](std::size_t si, std::int64_t, std::int64_t n_low, std::int64_t) { prepare_source(si, n_low); },
+             [](std::size_t, std::int64_t, std::int64_t) {},
+             [&](std::int64_t, std::int64_t planes) { prepare_pool(planes); },
+             /*dry=*/true);
     std::size_t off = 0;
     for (std::size_t j = 0; j < windows(); ++j) {
       layers_[j].window_off = off;
-      off += align(static_cast<std::size_t>(layers_[j].cap) * layers_[j].plane * sizeof(float));
+      off += align(static_cast<std::size_t>(cs_.layers[j].cap) * layers_[j].plane * sizeof(float));
     }
-    for (auto& src : sources_) {
+    for (std::size_t si = 0; si < sources_.size(); ++si) {
+      Source& src = sources_[si];
       src.window_off = off;
-      off += align(static_cast<std::size_t>(src.cap) * src.plane * sizeof(float));
+      off += align(static_cast<std::size_t>(cs_.sources[si].cap) * src.plane * sizeof(float));
       src.t_off = off;
       off += align(static_cast<std::size_t>(src.t_planes * src.lh * src.lw * src.m) * sizeof(float));
     }
@@ -219,7 +171,7 @@ class ConvChainKernel final : public Kernel {
       }
     const auto& y = value(g, n.out[0]);
     dec.outputs = {to_layout(memory::desc(to_dims(y.shape), dt::f32, tag::ndhwc), y.shape)};
-    inplace_ = pool_ ? -1 : shareable_input();
+    inplace_ = cs_.shareable_input();
     impl_ = "qsm:conv_chain(" + std::to_string(layers_.size()) + ")+" + impl_;
   }
 
@@ -242,14 +194,16 @@ class ConvChainKernel final : public Kernel {
     QSM_ASSERT(ctx.scratch_bytes >= scratch_bytes_, "scratch block smaller than a kernel's scratchpad");
     auto window = [&](std::size_t j) { return reinterpret_cast<float*>(ctx.scratch + layers_[j].window_off); };
     float* out = outputs[0].data<float>();
-    walk(
-        [&](std::size_t j, std::int64_t n_in, std::int64_t n_out, std::int64_t pad_f, std::int64_t pad_b,
-            std::int64_t src_plane, std::int64_t dst_plane, std::int64_t abs_plane,
-            const std::vector<std::int64_t>& source_lo) {
+    cs_.walk(
+        [&](const ChainSchedule::Slab& sl) {
+          const std::size_t j = sl.layer;
+          const std::int64_t n_out = sl.n_out, src_plane = sl.in_plane, dst_plane = sl.out_plane,
+                             abs_plane = sl.abs_plane;
+          const auto& source_lo = sl.source_lo;
           const Layer& l = layers_[j];
           float* dst = j == to_output ? out + static_cast<std::size_t>(dst_plane) * l.plane
                                       : window(j) + static_cast<std::size_t>(dst_plane) * l.plane;
-          const auto& calls = calls_[j].at(key(n_in, n_out, pad_f, pad_b));
+          const auto& calls = calls_[j].at(key(sl.n_in, n_out, sl.pad_f, sl.pad_b));
           if (const int a = l.parts.front().addend_pos; a >= 0) {
             // The residual's planes go where the conv accumulates (already there when shared).
             const float* from =
@@ -316,35 +270,6 @@ class ConvChainKernel final : public Kernel {
  private:
   static std::size_t align(std::size_t b) { return (b + 63) / 64 * 64; }
 
-  // An input whose bytes the output may take (the plan aliases them only when nothing reads
-  // that input after the chain): one whose plane z the chain never reads after the last layer
-  // has written plane z, and of the output's plane size. A layer's residual is read at the
-  // plane that layer computes, never behind the last layer. A first-layer input is read up to
-  // its front pad ahead, and the first layer runs ahead of the last by the other layers' back
-  // pads. Residuals first (LPCNN's blocks), then first-layer inputs (IR2QSM's decoders writing
-  // over their skip connections).
-  int shareable_input() const {
-    std::int64_t lead = 0;
-    for (std::size_t j = 1; j < layers_.size(); ++j) lead += layers_[j].pb;
-    const bool lead_ok = lead >= layers_.front().pf;
-    auto first_layer_reads = [&](int pos) {
-      return std::any_of(layers_.front().parts.begin(), layers_.front().parts.end(),
-                         [&](const Part& p) { return p.input_pos == pos; });
-    };
-    auto layers_adding = [&](int pos) {
-      return std::count_if(layers_.begin(), layers_.end(),
-                           [&](const Layer& l) { return l.parts.front().addend_pos == pos; });
-    };
-    const std::int64_t m = layers_.back().m;
-    for (std::size_t j = layers_.size(); j-- > 1;) {
-      const int a = layers_[j].parts.front().addend_pos;
-      if (a >= 0 && layers_[j].m == m && layers_adding(a) == 1 && (lead_ok || !first_layer_reads(a))) return a;
-    }
-    if (lead_ok)
-      for (const auto& p : layers_.front().parts)
-        if (p.input_pos >= 0 && p.cin == m && layers_adding(p.input_pos) == 0) return p.input_pos;
-    return -1;
-  }
   // A slab call's shape: input planes, output planes, depth pads.
   using CallKey = std::array<std::int64_t, 4>;
   static CallKey key(std::int64_t n_in, std::int64_t n_out, std::int64_t pf, std::int64_t pb) {
@@ -357,8 +282,7 @@ class ConvChainKernel final : public Kernel {
     return memory::desc({1, layers_.back().m, planes / pool_->k[0], h_ / pool_->k[1], w_ / pool_->k[2]}, dt::f32,
                         tag::ndhwc);
   }
-  // Layers keeping a plane window: every one but the last, and the last too before a pooling.
-  std::size_t windows() const { return pool_ ? layers_.size() : layers_.size() - 1; }
+  std::size_t windows() const { return cs_.windows(); }
 
   void prepare_pool(std::int64_t planes) {
     if (pool_->prims.count(planes)) return;
@@ -500,76 +424,7 @@ class ConvChainKernel final : public Kernel {
     return pack_constant(plain, plain_md, md, buffers_, packed_bytes_);
   }
 
-  // The slab schedule. conv(j, n_in, n_out, pad_f, pad_b, src_plane, dst_plane, abs_plane,
-  // source_lo): layer j computes n_out planes (from absolute plane abs_plane) out of n_in input
-  // planes starting at src_plane of its input (window-relative for j > 0; absolute for the first
-  // layer, whose up-sampled inputs start at source_lo[s] in their windows), into dst_plane of its
-  // window (absolute for the last layer). shift(j, from, planes): layer j's window drops its
-  // first `from` planes, keeping the next `planes`. source(s, low0, n_low, dst_plane) and
-  // source_shift(s, from, planes): the same for an up-sampling source. All state is local, so
-  // concurrent runs of one plan (tiles in flight) do not share it.
-  template <class Conv, class Shift, class Src, class SrcShift, class PoolFn>
-  void walk(Conv&& conv, Shift&& shift, Src&& source, SrcShift&& source_shift, PoolFn&& pool, bool dry) {
-    const std::size_t nl = layers_.size();
-    std::vector<std::int64_t> hi(nl + 1, 0), lo(nl + 1, 0);
-    std::vector<std::int64_t> shi(sources_.size(), 0), slo(sources_.size(), 0);
-    hi[0] = d_;
-    while (hi[nl] < d_) {
-      bool progressed = false;
-      for (std::size_t j = 1; j <= nl; ++j) {
-        Layer& l = layers_[j - 1];
-        const std::int64_t limit = hi[j - 1] == d_ ? d_ : hi[j - 1] - l.pb;
-        const std::int64_t target = std::min({limit, hi[j] + slab_, d_});
-        if (target <= hi[j]) continue;
-        const std::int64_t in_lo = std::max<std::int64_t>(0, hi[j] - l.pf);
-        const std::int64_t in_hi = std::min(d_, target + l.pb);
-        const std::int64_t pad_f = in_lo - (hi[j] - l.pf), pad_b = target + l.pb - in_hi;
-        if (j == 1) {
-          for (std::size_t si = 0; si < sources_.size(); ++si) {
-            Source& so = sources_[si];
-            // Planes before in_lo are never read again; new planes in whole low-res planes.
-            const std::int64_t keep = std::min(shi[si], std::max(slo[si], in_lo));
-            if (keep > slo[si] && shi[si] > keep) source_shift(si, keep - slo[si], shi[si] - keep);
-            slo[si] = keep;
-            if (shi[si] < slo[si]) shi[si] = slo[si];
-            const std::int64_t need = std::min(d_, (in_hi + so.s[0] - 1) / so.s[0] * so.s[0]);
-            if (need > shi[si]) {
-              if (dry) so.cap = std::max(so.cap, need - slo[si]);
-              QSM_ASSERT(need - slo[si] <= so.cap, "conv chain source window overflow");
-              source(si, shi[si] / so.s[0], (need - shi[si]) / so.s[0], shi[si] - slo[si]);
-              shi[si] = need;
-            }
-          }
-        }
-        if (j < nl) {
-          // Planes of layer j the next layer no longer reaches back to are dropped.
-          const std::int64_t keep = std::min(hi[j], std::max(lo[j], hi[j + 1] - layers_[j].pf));
-          if (keep > lo[j] && hi[j] > keep) shift(j - 1, keep - lo[j], hi[j] - keep);
-          lo[j] = keep;
-          if (dry) l.cap = std::max(l.cap, target - lo[j]);
-          QSM_ASSERT(target - lo[j] <= l.cap, "conv chain window overflow");
-        }
-        if (j == nl && pool_) {
-          if (dry) l.cap = std::max(l.cap, target - lo[j]);
-          QSM_ASSERT(target - lo[j] <= l.cap, "conv chain window overflow");
-        }
-        conv(j - 1, in_hi - in_lo, target - hi[j], pad_f, pad_b, in_lo - lo[j - 1], hi[j] - lo[j], hi[j], slo);
-        hi[j] = target;
-        progressed = true;
-        if (j == nl && pool_) {
-          // Whole pooling windows go to the output; a part of one stays for the next slab.
-          const std::int64_t whole = target / pool_->k[0] * pool_->k[0];
-          if (whole > lo[j]) {
-            pool(lo[j], whole - lo[j]);
-            if (target > whole) shift(j - 1, whole - lo[j], target - whole);
-            lo[j] = whole;
-          }
-        }
-      }
-      QSM_ASSERT(progressed, "conv chain schedule stalled");
-    }
-  }
-
+  ChainSchedule cs_;
   std::vector<Layer> layers_;
   std::vector<Source> sources_;
   std::optional<Pool> pool_;
@@ -577,7 +432,7 @@ class ConvChainKernel final : public Kernel {
   std::vector<std::vector<std::vector<std::pair<memory::desc, memory>>>> packed_;  // layer, part
   std::vector<std::vector<memory>> bias_;                                          // layer, part
   std::vector<std::shared_ptr<Buffer>> buffers_;
-  std::int64_t slab_ = 2, d_ = 0, h_ = 0, w_ = 0;
+  std::int64_t d_ = 0, h_ = 0, w_ = 0;
   std::size_t scratch_bytes_ = 0, prim_scratch_ = 0, prim_scratch_off_ = 0;
   std::int64_t packed_bytes_ = 0;
   int inplace_ = -1;
