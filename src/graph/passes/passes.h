@@ -2,6 +2,8 @@
 // independent of the backend (fused post-ops are applied by reference kernels too), so the
 // conformance suite can run with and without them.
 #pragma once
+#include <functional>
+
 #include "graph/typed_graph.h"
 
 namespace qsmcore::graph {
@@ -48,8 +50,15 @@ int order_for_memory(TypedGraph& g);
 /// Chains of same-size 3-D convolutions (the first layer may be a Sum chain over several
 /// inputs) become one "qsm.ConvChain" node that streams depth slabs through them, holding a
 /// few planes per intermediate instead of whole tensors. Only for a backend that implements
-/// the node (oneDNN). Chains stay under max_weight_bytes of weights (0 = no bound).
-int stream_conv_chains(TypedGraph& g, std::uint64_t max_weight_bytes);
+/// the node (oneDNN, SIMD128). Chains stay under max_weight_bytes of weights (0 = no bound).
+/// The filter says what the backend runs: whether a chain may make an up-sampled input itself
+/// (`sources`), and which chains it takes (`accept`, asked before the graph is changed; empty:
+/// every one).
+struct ChainFilter {
+  bool sources = true;
+  std::function<bool(const TypedGraph&, const TNode& chain)> accept;
+};
+int stream_conv_chains(TypedGraph& g, std::uint64_t max_weight_bytes, const ChainFilter& filter = {});
 
 /// Marks nodes dead whose outputs nobody reads and that are not graph outputs.
 int remove_dead_nodes(TypedGraph& g);
@@ -62,6 +71,7 @@ struct PassOptions {
   bool reorder = true;                      // order_for_memory
   bool recompute = true;                    // recompute_late_values
   bool stream_chains = false;               // stream_conv_chains (the backend must run them)
+  ChainFilter chain_filter;                 // what of them the backend runs
 };
 
 /// The standard pipeline.
