@@ -14,12 +14,15 @@
 // input cache line is used up while it is in L1.
 //
 // Jobs are (batch, od, channel-block group); one job writes its outputs alone, in a fixed order
-// of rows and taps that does not depend on how jobs are spread over threads.
+// of rows and taps that does not depend on how jobs are spread over threads. Operands are read
+// through plane views (plane_kernel.h), so a conv chain can compute a range of output planes
+// from plane windows with the same arithmetic.
 #include <cstring>
 
 #include "graph/ops/window.h"
 #include "kernels/wasm/backend.h"
 #include "kernels/wasm/common.h"
+#include "kernels/wasm/plane_kernel.h"
 #include "kernels/wasm/simd_conv.h"
 #include "qsmcore/error.h"
 
@@ -44,6 +47,8 @@ struct ConvShape {
   }
   int in_plane() const { return in[0] * in[1] * in[2]; }
   int out_plane() const { return out[0] * out[1] * out[2]; }
+  int in_hw() const { return in[1] * in[2]; }
+  int out_hw() const { return out[1] * out[2]; }
 };
 
 /// A 1×1×1 stride-1 unpadded conv is a matrix product per depth plane: viewing each plane as one
@@ -55,11 +60,9 @@ void flatten_pointwise(ConvShape& s) {
   s.in[1] = s.out[1] = 1;
 }
 
-/// The run's tensors, with the batch offsets applied per job.
+/// One batch item's operands: input, Sum addend (base null without one) and output.
 struct ConvIo {
-  const float* x;
-  const float* add;  // Sum addend, or null
-  float* y;
+  PlaneView x, add, y;
 };
 
 /// A worker's scratch: the valid rows of the current output row (where they are in the input,
@@ -70,10 +73,12 @@ struct RowScratch {
   float* buf;
 };
 
-class ConvKernel final : public Kernel {
+class ConvKernel final : public PlaneKernel {
  public:
   ConvKernel(const ConvShape& sh, const float* w, const float* bias, const graph::TNode& n);
   void run(std::span<const Tensor> in, std::span<Tensor> out, ExecContext& ctx) override;
+  void run_planes(const PlaneView& x, const PlaneView& add, const PlaneView& y, int od0, int od1,
+                  ExecContext& ctx) const override;
   std::size_t scratch_bytes() const override { return scratch_for_workers(worker_bytes()); }
   std::int64_t packed_bytes() const override { return packed_.bytes(); }
   int inplace_input() const override { return inplace_; }
@@ -81,11 +86,14 @@ class ConvKernel final : public Kernel {
   std::string impl_name() const override { return "simd128:conv"; }
 
  private:
-  using JobFn = void (ConvKernel::*)(const ConvIo&, int b, int od, int blk0, int blk1, RowScratch&) const;
+  using JobFn = void (ConvKernel::*)(const ConvIo&, int od, int oh0, int oh1, int blk0, int blk1, RowScratch&) const;
   template <int S, int KW, int NC>
-  void job(const ConvIo& io, int b, int od, int blk0, int blk1, RowScratch& rs) const;
+  void job(const ConvIo& io, int od, int oh0, int oh1, int blk0, int blk1, RowScratch& rs) const;
   JobFn pick_job() const;
-  int collect_rows(int od, int oh, RowScratch& rs) const;
+  int collect_rows(const PlaneView& x, int od, int oh, RowScratch& rs) const;
+  /// Jobs over `items` batch items × output planes [od0, od1), io(b) giving item b's operands.
+  template <class IoOf>
+  void run_jobs_over(int items, int od0, int od1, ExecContext& ctx, IoOf&& io_of) const;
   std::size_t worker_bytes() const {
     const auto rows = static_cast<std::size_t>(sh_.max_rows());
     return round64(2 * rows * sizeof(RowRef) +
@@ -143,8 +151,9 @@ ConvKernel::JobFn ConvKernel::pick_job() const {
   return kJobs[sh_.s[2] - 1][kw][nc];
 }
 
-/// The valid input rows (ic, kd, kh) of output row (od, oh), in accumulation order.
-int ConvKernel::collect_rows(int od, int oh, RowScratch& rs) const {
+/// The valid input rows (ic, kd, kh) of output row (od, oh), in accumulation order, as offsets
+/// from x.base.
+int ConvKernel::collect_rows(const PlaneView& x, int od, int oh, RowScratch& rs) const {
   const ConvShape& s = sh_;
   const int stride = s.row_floats();
   int n = 0;
@@ -156,7 +165,7 @@ int ConvKernel::collect_rows(int od, int oh, RowScratch& rs) const {
         const int ih = oh * s.s[1] - s.p[1] + kh * s.d[1];
         if (ih < 0 || ih >= s.in[1]) continue;
         const int w = ((ic * s.k[0] + kd) * s.k[1] + kh) * s.k[2] * s.nc;
-        rs.rows[n] = {ic * s.in_plane() + (id * s.in[1] + ih) * s.in[2], w};
+        rs.rows[n] = {static_cast<std::int32_t>(x.at(ic, id, s.in_hw()) - x.base) + ih * s.in[2], w};
         rs.copied[n] = {n * stride, w};
         ++n;
       }
@@ -166,16 +175,15 @@ int ConvKernel::collect_rows(int od, int oh, RowScratch& rs) const {
 }
 
 template <int S, int KW, int NC>
-void ConvKernel::job(const ConvIo& io, int b, int od, int blk0, int blk1, RowScratch& rs) const {
+void ConvKernel::job(const ConvIo& io, int od, int oh0, int oh1, int blk0, int blk1, RowScratch& rs) const {
   constexpr int kSeg = 32 / NC, kNv = 8 / NC;
   const ConvShape& s = sh_;
-  const int oh_n = s.out[1], ow_n = s.out[2];
+  const int ow_n = s.out[2];
   const std::ptrdiff_t wstride = static_cast<std::ptrdiff_t>(s.c) * s.taps() * NC;
-  const float* xb = io.x + static_cast<std::ptrdiff_t>(b) * s.c * s.in_plane();
-  const std::ptrdiff_t yb = static_cast<std::ptrdiff_t>(b) * s.m * s.out_plane();
-  for (int oh = 0; oh < oh_n; ++oh) {
-    const int nrows = collect_rows(od, oh, rs);
-    const std::ptrdiff_t row_at = yb + static_cast<std::ptrdiff_t>(od * oh_n + oh) * ow_n;
+  const float* xb = io.x.base;
+  for (int oh = oh0; oh < oh1; ++oh) {
+    const int nrows = collect_rows(io.x, od, oh, rs);
+    const std::ptrdiff_t row_at = static_cast<std::ptrdiff_t>(oh) * ow_n;
     const std::ptrdiff_t seg_floats = static_cast<std::ptrdiff_t>(nrows) * s.row_floats();
     for (int xs = 0; xs < ow_n; xs += segs_ * kSeg) {
       const int nseg = std::min(segs_, (ow_n - xs + kSeg - 1) / kSeg);
@@ -190,8 +198,10 @@ void ConvKernel::job(const ConvIo& io, int b, int od, int blk0, int blk1, RowScr
           accumulate<KW, NC>(rs.buf + q * seg_floats, rs.copied, nrows, w_ + blk * wstride, s.k[2], toff_.data(), acc);
           const int x0 = xs + q * kSeg, n = std::min(kSeg, ow_n - x0);
           for (int j = 0; j < NC && blk * NC + j < s.m; ++j) {
-            const std::ptrdiff_t at = row_at + static_cast<std::ptrdiff_t>(blk * NC + j) * s.out_plane() + x0;
-            post_.finish<kNv>(acc + j * kNv, io.add ? io.add + at : nullptr, io.y + at, n);
+            const int oc = blk * NC + j;
+            const std::ptrdiff_t at = row_at + x0;
+            post_.finish<kNv>(acc + j * kNv, io.add.base ? io.add.at(oc, od, s.out_hw()) + at : nullptr,
+                              io.y.at(oc, od, s.out_hw()) + at, n);
           }
         }
       }
@@ -199,24 +209,46 @@ void ConvKernel::job(const ConvIo& io, int b, int od, int blk0, int blk1, RowScr
   }
 }
 
-void ConvKernel::run(std::span<const Tensor> in, std::span<Tensor> out, ExecContext& ctx) {
+template <class IoOf>
+void ConvKernel::run_jobs_over(int items, int od0, int od1, ExecContext& ctx, IoOf&& io_of) const {
   QSM_ASSERT(w_ != nullptr, "a simd128 conv kernel from a dry plan was run");
-  const int sum = post_.sum_input();
-  const ConvIo io{in[0].data<float>(), sum >= 0 ? in[static_cast<std::size_t>(sum)].data<float>() : nullptr,
-                  out[0].data<float>()};
-  const int blocks = sh_.blocks();
+  const int blocks = sh_.blocks(), planes = od1 - od0, oh_n = sh_.out[1];
+  // A few planes (a conv chain's slab) are split along h too before they are split into
+  // channel groups: every group copies the input rows again.
+  const int threads = max_threads();
+  const int splits =
+      threads > 1 ? std::clamp((4 * threads + items * planes - 1) / std::max(1, items * planes), 1, oh_n) : 1;
   const int per = blocks_per_group(blocks, static_cast<std::int64_t>(sh_.c) * sh_.taps() * sh_.nc * 4,
-                                   static_cast<std::int64_t>(sh_.n) * sh_.out[0]);
+                                   static_cast<std::int64_t>(items) * planes * splits);
   const int groups = (blocks + per - 1) / per;
-  const std::int64_t jobs = static_cast<std::int64_t>(sh_.n) * sh_.out[0] * groups;
+  const std::int64_t jobs = static_cast<std::int64_t>(items) * planes * splits * groups;
   const auto rows = static_cast<std::size_t>(sh_.max_rows());
   run_jobs(jobs, worker_bytes(), ctx, [&](std::int64_t j, std::byte* scratch) {
     RowScratch rs{reinterpret_cast<RowRef*>(scratch), reinterpret_cast<RowRef*>(scratch) + rows,
                   reinterpret_cast<float*>(scratch + 2 * rows * sizeof(RowRef))};
-    const int g = static_cast<int>(j % groups), plane = static_cast<int>(j / groups);
-    const int b = plane / sh_.out[0], od = plane % sh_.out[0];
-    (this->*job_)(io, b, od, g * per, std::min(blocks, (g + 1) * per), rs);
+    const int g = static_cast<int>(j % groups), part = static_cast<int>(j / groups % splits);
+    const int plane = static_cast<int>(j / groups / splits);
+    (this->*job_)(io_of(plane / planes), od0 + plane % planes, oh_n * part / splits, oh_n * (part + 1) / splits,
+                  g * per, std::min(blocks, (g + 1) * per), rs);
   });
+}
+
+void ConvKernel::run(std::span<const Tensor> in, std::span<Tensor> out, ExecContext& ctx) {
+  const int sum = post_.sum_input();
+  const float* x = in[0].data<float>();
+  const float* add = sum >= 0 ? in[static_cast<std::size_t>(sum)].data<float>() : nullptr;
+  float* y = out[0].data<float>();
+  const std::ptrdiff_t xs = sh_.in_plane(), ys = sh_.out_plane();
+  run_jobs_over(sh_.n, 0, sh_.out[0], ctx, [&](int b) {
+    const std::ptrdiff_t xb = b * sh_.c * xs, yb = b * sh_.m * ys;
+    return ConvIo{
+        {const_cast<float*>(x) + xb, xs, 0}, {add ? const_cast<float*>(add) + yb : nullptr, ys, 0}, {y + yb, ys, 0}};
+  });
+}
+
+void ConvKernel::run_planes(const PlaneView& x, const PlaneView& add, const PlaneView& y, int od0, int od1,
+                            ExecContext& ctx) const {
+  run_jobs_over(1, od0, od1, ctx, [&](int) { return ConvIo{x, add, y}; });
 }
 
 /// Completes a shape; false where this kernel declines it.
@@ -244,21 +276,47 @@ bool conv_shape(const graph::TypedGraph& g, const graph::TNode& n, ConvShape& s)
   return finish_shape(s);
 }
 
-std::unique_ptr<Kernel> make_conv(const graph::TypedGraph& g, const graph::TNode& n) {
-  if (!all_f32(g, n) || n.in.size() < 2 || n.in[0] < 0 || n.in[1] < 0) return nullptr;
+/// The node's shape where this kernel takes it, weights not looked at: they may still be a
+/// recipe (folded BatchNorm) when a graph pass asks.
+bool conv_form(const graph::TypedGraph& g, const graph::TNode& n, ConvShape& s) {
+  if (!all_f32(g, n) || n.in.size() < 2 || n.in[0] < 0 || n.in[1] < 0 || !value_of(g, n.in[1]).is_const()) return false;
+  if (n.in.size() > 2 && n.in[2] >= 0 && !value_of(g, n.in[2]).is_const()) return false;
+  return conv_shape(g, n, s);
+}
+
+/// The node's shape where this kernel takes it, with its weights in memory and finite.
+bool conv_node(const graph::TypedGraph& g, const graph::TNode& n, ConvShape& s) {
+  if (!conv_form(g, n, s)) return false;
   const graph::TValue& w = value_of(g, n.in[1]);
-  if (w.constant == nullptr) return nullptr;
-  const bool has_bias = n.in.size() > 2 && n.in[2] >= 0;
-  if (has_bias && value_of(g, n.in[2]).constant == nullptr) return nullptr;
+  if (w.constant == nullptr || !all_finite(w.constant->data<float>(), w.constant->numel())) return false;
+  return !(n.in.size() > 2 && n.in[2] >= 0 && value_of(g, n.in[2]).constant == nullptr);
+}
+
+std::unique_ptr<ConvKernel> make_conv_kernel(const graph::TypedGraph& g, const graph::TNode& n) {
   ConvShape s;
-  if (!conv_shape(g, n, s)) return nullptr;
-  const float* wp = w.constant->data<float>();
-  if (!all_finite(wp, w.constant->numel())) return nullptr;
+  if (!conv_node(g, n, s)) return nullptr;
+  const bool has_bias = n.in.size() > 2 && n.in[2] >= 0;
   const float* bp = has_bias ? value_of(g, n.in[2]).constant->data<float>() : nullptr;
-  return std::make_unique<ConvKernel>(s, wp, bp, n);
+  return std::make_unique<ConvKernel>(s, value_of(g, n.in[1]).constant->data<float>(), bp, n);
+}
+
+std::unique_ptr<Kernel> make_conv(const graph::TypedGraph& g, const graph::TNode& n) {
+  return make_conv_kernel(g, n);
 }
 
 }  // namespace
+
+std::unique_ptr<PlaneKernel> make_conv_planes(const graph::TypedGraph& g, const graph::TNode& n) {
+  return make_conv_kernel(g, n);
+}
+
+bool conv_planes_supported(const graph::TypedGraph& g, const graph::TNode& n) {
+  ConvShape s;
+  if (!conv_form(g, n, s)) return false;
+  // Weights already in memory are checked now; a recipe's (folded BatchNorm) only when built.
+  const graph::TValue& w = value_of(g, n.in[1]);
+  return w.constant == nullptr || all_finite(w.constant->data<float>(), w.constant->numel());
+}
 
 void register_conv_kernels(KernelTable& table) {
   table["Conv"] = &make_conv;

@@ -9,9 +9,12 @@
 // kernel 2, 1 × 4 with kernel 4 (bfrnet's octave branch); the offsets' results interleave into
 // contiguous outputs. Weights are packed as [od % sd][oh % sh][block][ic][4 lanes].
 // Jobs are (batch, od, channel-block group), each writing its own outputs in a fixed order.
+// Operands are read through plane views (plane_kernel.h): a conv chain up-samples a few planes
+// at a time into its window with the same arithmetic.
 #include "graph/ops/window.h"
 #include "kernels/wasm/backend.h"
 #include "kernels/wasm/common.h"
+#include "kernels/wasm/plane_kernel.h"
 #include "kernels/wasm/simd_conv.h"
 #include "qsmcore/error.h"
 
@@ -29,18 +32,21 @@ struct DeconvShape {
   int blocks() const { return (m + per_block() - 1) / per_block(); }
   int in_plane() const { return in[0] * in[1] * in[2]; }
   int out_plane() const { return in_plane() * k[0] * k[1] * k[2]; }
+  int in_hw() const { return in[1] * in[2]; }
+  int out_hw() const { return in_hw() * k[1] * k[2]; }
 };
 
+/// One batch item's operands: input, Sum addend (base null without one) and output.
 struct DeconvIo {
-  const float* x;
-  const float* add;  // Sum addend, or null
-  float* y;
+  PlaneView x, add, y;
 };
 
-class DeconvKernel final : public Kernel {
+class DeconvKernel final : public PlaneKernel {
  public:
   DeconvKernel(const DeconvShape& sh, const float* w, const float* bias, const graph::TNode& n);
   void run(std::span<const Tensor> in, std::span<Tensor> out, ExecContext& ctx) override;
+  void run_planes(const PlaneView& x, const PlaneView& add, const PlaneView& y, int od0, int od1,
+                  ExecContext& ctx) const override;
   std::size_t scratch_bytes() const override { return scratch_for_workers(worker_bytes()); }
   std::int64_t packed_bytes() const override { return packed_.bytes(); }
   int inplace_input() const override { return inplace_; }
@@ -48,8 +54,11 @@ class DeconvKernel final : public Kernel {
   std::string impl_name() const override { return "simd128:deconv"; }
 
  private:
-  void job(const DeconvIo& io, int b, int od, int blk0, int blk1, std::byte* scratch) const;
-  void store(const DeconvIo& io, v128_t* acc, int blk, std::ptrdiff_t row_at, int k0, int n) const;
+  void job(const DeconvIo& io, int od, int blk0, int blk1, std::byte* scratch) const;
+  void store(const DeconvIo& io, v128_t* acc, int blk, int od, std::ptrdiff_t row_at, int k0, int n) const;
+  /// Jobs over `items` batch items × output planes [od0, od1), io(b) giving item b's operands.
+  template <class IoOf>
+  void run_jobs_over(int items, int od0, int od1, ExecContext& ctx, IoOf&& io_of) const;
   std::size_t worker_bytes() const {
     return round64(static_cast<std::size_t>(sh_.c) * (2 * sizeof(RowRef) + segs_ * kSeg * sizeof(float)));
   }
@@ -111,26 +120,29 @@ void transpose4(const v128_t* acc, v128_t* v) {
   }
 }
 
-/// Post-ops and stores for one block's 8 inputs along x (n valid) of output row `row_at`.
-void DeconvKernel::store(const DeconvIo& io, v128_t* acc, int blk, std::ptrdiff_t row_at, int k0, int n) const {
+/// Post-ops and stores for one block's 8 inputs along x (n valid) of output row `row_at` (within
+/// its plane) of plane od.
+void DeconvKernel::store(const DeconvIo& io, v128_t* acc, int blk, int od, std::ptrdiff_t row_at, int k0, int n) const {
   const int pb = sh_.per_block(), kx = sh_.k[2];
   for (int q = 0; q < pb && blk * pb + q < sh_.m; ++q) {
-    const std::ptrdiff_t at = row_at + static_cast<std::ptrdiff_t>(blk * pb + q) * sh_.out_plane() + kx * k0;
-    const float* add = io.add ? io.add + at : nullptr;
+    const int oc = blk * pb + q;
+    const std::ptrdiff_t at = row_at + kx * k0;
+    const float* add = io.add.base ? io.add.at(oc, od, sh_.out_hw()) + at : nullptr;
+    float* y = io.y.at(oc, od, sh_.out_hw()) + at;
     v128_t v[8];
     if (kx == 1) {
-      post_.finish<2>(acc + 2 * q, add, io.y + at, n);
+      post_.finish<2>(acc + 2 * q, add, y, n);
     } else if (kx == 2) {
       interleave2(acc, q, v);
-      post_.finish<4>(v, add, io.y + at, 2 * n);
+      post_.finish<4>(v, add, y, 2 * n);
     } else {
       transpose4(acc, v);
-      post_.finish<8>(v, add, io.y + at, 4 * n);
+      post_.finish<8>(v, add, y, 4 * n);
     }
   }
 }
 
-void DeconvKernel::job(const DeconvIo& io, int b, int od, int blk0, int blk1, std::byte* scratch) const {
+void DeconvKernel::job(const DeconvIo& io, int od, int blk0, int blk1, std::byte* scratch) const {
   const DeconvShape& s = sh_;
   const int oh_n = s.in[1] * s.k[1], ow_n = s.in[2] * s.k[2], iw = s.in[2];
   // The input rows of the current output row: where they are, and where their copies are.
@@ -138,14 +150,14 @@ void DeconvKernel::job(const DeconvIo& io, int b, int od, int blk0, int blk1, st
   auto* copied = rows + s.c;
   auto* buf = reinterpret_cast<float*>(copied + s.c);
   for (int ic = 0; ic < s.c; ++ic) copied[ic] = {ic * kSeg, ic * 4};
-  const float* xb = io.x + static_cast<std::ptrdiff_t>(b) * s.c * s.in_plane();
-  const std::ptrdiff_t yb = static_cast<std::ptrdiff_t>(b) * s.m * s.out_plane();
+  const float* xb = io.x.base;
   const std::ptrdiff_t wblock = static_cast<std::ptrdiff_t>(s.c) * 4;
   for (int oh = 0; oh < oh_n; ++oh) {
     const int i = od / s.k[0], j = oh / s.k[1];
     const float* w = w_ + static_cast<std::ptrdiff_t>((od % s.k[0]) * s.k[1] + oh % s.k[1]) * s.blocks() * wblock;
-    for (int ic = 0; ic < s.c; ++ic) rows[ic] = {ic * s.in_plane() + (i * s.in[1] + j) * iw, ic * 4};
-    const std::ptrdiff_t row_at = yb + static_cast<std::ptrdiff_t>(od * oh_n + oh) * ow_n;
+    for (int ic = 0; ic < s.c; ++ic)
+      rows[ic] = {static_cast<std::int32_t>(io.x.at(ic, i, s.in_hw()) - xb) + j * iw, ic * 4};
+    const std::ptrdiff_t row_at = static_cast<std::ptrdiff_t>(oh) * ow_n;
     const std::ptrdiff_t seg_floats = static_cast<std::ptrdiff_t>(s.c) * kSeg;
     for (int ks = 0; ks < iw; ks += segs_ * kSeg) {
       // Compact copies (simd_conv.h: in place, the channels' rows alias in L1), zero-padded
@@ -160,27 +172,43 @@ void DeconvKernel::job(const DeconvIo& io, int b, int od, int blk0, int blk1, st
           for (int l = 0; l < 4; ++l) acc[2 * l] = acc[2 * l + 1] = wasm_f32x4_splat(bias_[blk * 4 + l]);
           accumulate<1, 4>(buf + q * seg_floats, copied, s.c, w + blk * wblock, 1, &kNoOffset, acc);
           const int k0 = ks + q * kSeg;
-          store(io, acc, blk, row_at, k0, std::min(kSeg, iw - k0));
+          store(io, acc, blk, od, row_at, k0, std::min(kSeg, iw - k0));
         }
       }
     }
   }
 }
 
-void DeconvKernel::run(std::span<const Tensor> in, std::span<Tensor> out, ExecContext& ctx) {
+template <class IoOf>
+void DeconvKernel::run_jobs_over(int items, int od0, int od1, ExecContext& ctx, IoOf&& io_of) const {
   QSM_ASSERT(w_ != nullptr, "a simd128 deconv kernel from a dry plan was run");
-  const int sum = post_.sum_input();
-  const DeconvIo io{in[0].data<float>(), sum >= 0 ? in[static_cast<std::size_t>(sum)].data<float>() : nullptr,
-                    out[0].data<float>()};
-  const int blocks = sh_.blocks(), od_n = sh_.in[0] * sh_.k[0];
+  const int blocks = sh_.blocks(), planes = od1 - od0;
   const int per =
-      blocks_per_group(blocks, static_cast<std::int64_t>(sh_.c) * 16, static_cast<std::int64_t>(sh_.n) * od_n);
+      blocks_per_group(blocks, static_cast<std::int64_t>(sh_.c) * 16, static_cast<std::int64_t>(items) * planes);
   const int groups = (blocks + per - 1) / per;
-  const std::int64_t jobs = static_cast<std::int64_t>(sh_.n) * od_n * groups;
+  const std::int64_t jobs = static_cast<std::int64_t>(items) * planes * groups;
   run_jobs(jobs, worker_bytes(), ctx, [&](std::int64_t j, std::byte* scratch) {
     const int g = static_cast<int>(j % groups), plane = static_cast<int>(j / groups);
-    job(io, plane / od_n, plane % od_n, g * per, std::min(blocks, (g + 1) * per), scratch);
+    job(io_of(plane / planes), od0 + plane % planes, g * per, std::min(blocks, (g + 1) * per), scratch);
   });
+}
+
+void DeconvKernel::run(std::span<const Tensor> in, std::span<Tensor> out, ExecContext& ctx) {
+  const int sum = post_.sum_input();
+  const float* x = in[0].data<float>();
+  const float* add = sum >= 0 ? in[static_cast<std::size_t>(sum)].data<float>() : nullptr;
+  float* y = out[0].data<float>();
+  const std::ptrdiff_t xs = sh_.in_plane(), ys = sh_.out_plane();
+  run_jobs_over(sh_.n, 0, sh_.in[0] * sh_.k[0], ctx, [&](int b) {
+    const std::ptrdiff_t xb = b * sh_.c * xs, yb = b * sh_.m * ys;
+    return DeconvIo{
+        {const_cast<float*>(x) + xb, xs, 0}, {add ? const_cast<float*>(add) + yb : nullptr, ys, 0}, {y + yb, ys, 0}};
+  });
+}
+
+void DeconvKernel::run_planes(const PlaneView& x, const PlaneView& add, const PlaneView& y, int od0, int od1,
+                              ExecContext& ctx) const {
+  run_jobs_over(1, od0, od1, ctx, [&](int) { return DeconvIo{x, add, y}; });
 }
 
 /// The node's shape, or false where this kernel declines it (overlapping or padded windows).
@@ -201,21 +229,42 @@ bool deconv_shape(const graph::TypedGraph& g, const graph::TNode& n, DeconvShape
   return (s.k[2] == 1 || s.k[2] == 2 || s.k[2] == 4) && s.c > 0 && s.m > 0;
 }
 
-std::unique_ptr<Kernel> make_deconv(const graph::TypedGraph& g, const graph::TNode& n) {
-  if (!all_f32(g, n) || n.in.size() < 2 || n.in[0] < 0 || n.in[1] < 0) return nullptr;
-  const graph::TValue& w = value_of(g, n.in[1]);
-  if (w.constant == nullptr) return nullptr;
+/// Constant weights (and bias) on f32: what both factories need first. With `in_memory` false
+/// a constant may still be a recipe (folded BatchNorm), as when a graph pass asks.
+bool deconv_operands(const graph::TypedGraph& g, const graph::TNode& n, bool in_memory = true) {
+  if (!all_f32(g, n) || n.in.size() < 2 || n.in[0] < 0 || n.in[1] < 0) return false;
+  auto ok = [&](int v) { return in_memory ? value_of(g, v).constant != nullptr : value_of(g, v).is_const(); };
+  return ok(n.in[1]) && !(n.in.size() > 2 && n.in[2] >= 0 && !ok(n.in[2]));
+}
+
+std::unique_ptr<DeconvKernel> make_deconv_kernel(const graph::TypedGraph& g, const graph::TNode& n,
+                                                 const DeconvShape& s) {
   const bool has_bias = n.in.size() > 2 && n.in[2] >= 0;
-  if (has_bias && value_of(g, n.in[2]).constant == nullptr) return nullptr;
-  DeconvShape s;
-  if (!deconv_shape(g, n, s)) return make_strided_deconv(g, n);
   const float* bp = has_bias ? value_of(g, n.in[2]).constant->data<float>() : nullptr;
   // No zero-padded reads meet the weights except in the last partial segment, whose extra
   // outputs are dropped: non-finite weights are as safe as in the reference.
-  return std::make_unique<DeconvKernel>(s, w.constant->data<float>(), bp, n);
+  return std::make_unique<DeconvKernel>(s, value_of(g, n.in[1]).constant->data<float>(), bp, n);
+}
+
+std::unique_ptr<Kernel> make_deconv(const graph::TypedGraph& g, const graph::TNode& n) {
+  if (!deconv_operands(g, n)) return nullptr;
+  DeconvShape s;
+  if (!deconv_shape(g, n, s)) return make_strided_deconv(g, n);
+  return make_deconv_kernel(g, n, s);
 }
 
 }  // namespace
+
+std::unique_ptr<PlaneKernel> make_deconv_planes(const graph::TypedGraph& g, const graph::TNode& n) {
+  DeconvShape s;
+  if (!deconv_operands(g, n) || !deconv_shape(g, n, s)) return nullptr;
+  return make_deconv_kernel(g, n, s);
+}
+
+bool deconv_planes_supported(const graph::TypedGraph& g, const graph::TNode& n) {
+  DeconvShape s;
+  return deconv_operands(g, n, false) && deconv_shape(g, n, s);
+}
 
 void register_deconv_kernels(KernelTable& table) {
   table["ConvTranspose"] = &make_deconv;

@@ -8,10 +8,12 @@
 // (so a leading NaN stays and later NaNs are skipped, as in graph/ops/pool.cpp), AveragePool sums
 // from 0 and divides by the tap count. Results are the reference's to the bit. Along x a window
 // of 2 splits 8 inputs into even and odd taps for 4 outputs; a row's last outputs (fewer than 4)
-// take the scalar path. Jobs are (batch·channel plane, od).
+// take the scalar path. Jobs are (batch·channel plane, od), reading and writing through plane
+// views (plane_kernel.h), so a conv chain can pool a range of planes from its last window.
 #include "graph/ops/window.h"
 #include "kernels/wasm/backend.h"
 #include "kernels/wasm/common.h"
+#include "kernels/wasm/plane_kernel.h"
 
 namespace qsmcore::kernels::wasm {
 namespace {
@@ -21,6 +23,8 @@ struct PoolShape {
   int in[3] = {}, out[3] = {}, k[3] = {};
   int in_plane() const { return in[0] * in[1] * in[2]; }
   int out_plane() const { return out[0] * out[1] * out[2]; }
+  int in_hw() const { return in[1] * in[2]; }
+  int out_hw() const { return out[1] * out[2]; }
 };
 
 /// The fold of one tap into the running value: max as the reference compares, or a sum.
@@ -36,19 +40,25 @@ inline float fold(float acc, float x) {
 }
 
 template <bool kMax>
-class PoolKernel final : public Kernel {
+class PoolKernel final : public PlaneKernel {
  public:
   explicit PoolKernel(const PoolShape& s) : s_(s) {}
-  void run(std::span<const Tensor> in, std::span<Tensor> out, ExecContext&) override {
-    const float* x = in[0].data<float>();
-    float* y = out[0].data<float>();
-    const std::int64_t jobs = static_cast<std::int64_t>(s_.planes) * s_.out[0];
-    parallel_for(jobs, jobs > 1 && static_cast<std::int64_t>(s_.in_plane()) * s_.planes > 32768, [&](std::int64_t j) {
-      const int p = static_cast<int>(j / s_.out[0]), od = static_cast<int>(j % s_.out[0]);
+  void run(std::span<const Tensor> in, std::span<Tensor> out, ExecContext& ctx) override {
+    // Batch and channels as one run of planes.
+    run_planes({const_cast<float*>(in[0].data<float>()), s_.in_plane(), 0}, {},
+               {out[0].data<float>(), s_.out_plane(), 0}, 0, s_.out[0], ctx);
+  }
+  void run_planes(const PlaneView& x, const PlaneView&, const PlaneView& y, int od0, int od1,
+                  ExecContext&) const override {
+    const int planes = od1 - od0;
+    const std::int64_t jobs = static_cast<std::int64_t>(s_.planes) * planes;
+    const bool parallel = jobs > 1 && static_cast<std::int64_t>(s_.in_hw()) * s_.k[0] * jobs > 32768;
+    parallel_for(jobs, parallel, [&](std::int64_t j) {
+      const int p = static_cast<int>(j / planes), od = od0 + static_cast<int>(j % planes);
       for (int oh = 0; oh < s_.out[1]; ++oh) {
-        const float* xr = x + static_cast<std::ptrdiff_t>(p) * s_.in_plane() +
-                          (static_cast<std::ptrdiff_t>(od) * s_.k[0] * s_.in[1] + oh * s_.k[1]) * s_.in[2];
-        row(xr, y + static_cast<std::ptrdiff_t>(p) * s_.out_plane() + (od * s_.out[1] + oh) * s_.out[2]);
+        const float* xr = x.at(p, static_cast<std::ptrdiff_t>(od) * s_.k[0], s_.in_hw()) +
+                          static_cast<std::ptrdiff_t>(oh) * s_.k[1] * s_.in[2];
+        row(xr, y.at(p, od, s_.out_hw()) + static_cast<std::ptrdiff_t>(oh) * s_.out[2]);
       }
     });
   }
@@ -100,7 +110,7 @@ class PoolKernel final : public Kernel {
 };
 
 template <bool kMax>
-std::unique_ptr<Kernel> make_pool(const graph::TypedGraph& g, const graph::TNode& n) {
+std::unique_ptr<PlaneKernel> make_pool(const graph::TypedGraph& g, const graph::TNode& n) {
   if (!all_f32(g, n) || n.in.empty() || n.in[0] < 0 || (n.out.size() > 1 && n.out[1] >= 0) || !n.post.empty())
     return nullptr;
   const Shape& x = value_of(g, n.in[0]).shape;
@@ -119,9 +129,17 @@ std::unique_ptr<Kernel> make_pool(const graph::TypedGraph& g, const graph::TNode
 
 }  // namespace
 
+std::unique_ptr<PlaneKernel> make_pool_planes(const graph::TypedGraph& g, const graph::TNode& n) {
+  return n.node.op_type == "MaxPool" ? make_pool<true>(g, n) : make_pool<false>(g, n);
+}
+
 void register_pool_kernels(KernelTable& table) {
-  table["MaxPool"] = &make_pool<true>;
-  table["AveragePool"] = &make_pool<false>;
+  table["MaxPool"] = [](const graph::TypedGraph& g, const graph::TNode& n) -> std::unique_ptr<Kernel> {
+    return make_pool<true>(g, n);
+  };
+  table["AveragePool"] = [](const graph::TypedGraph& g, const graph::TNode& n) -> std::unique_ptr<Kernel> {
+    return make_pool<false>(g, n);
+  };
 }
 
 }  // namespace qsmcore::kernels::wasm
