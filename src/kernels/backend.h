@@ -38,5 +38,8 @@ std::unique_ptr<Backend> make_onednn_backend();
 
 /// The WebAssembly SIMD128 backend (src/kernels/wasm); nullptr outside the WebAssembly build.
 std::unique_ptr<Backend> make_simd128_backend();
+/// Whether the SIMD128 backend runs this "qsm.ConvChain" node (false outside the WebAssembly
+/// build): the chain pass asks before it builds one.
+bool simd128_runs_conv_chain(const graph::TypedGraph& g, const graph::TNode& chain);
 
 }  // namespace qsmcore::kernels

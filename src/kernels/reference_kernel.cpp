@@ -67,6 +67,9 @@ std::unique_ptr<Backend> make_onednn_backend() { return nullptr; }
 #endif
 #ifndef __wasm_simd128__
 std::unique_ptr<Backend> make_simd128_backend() { return nullptr; }
+bool simd128_runs_conv_chain(const graph::TypedGraph&, const graph::TNode&) {
+  return false;
+}
 #endif
 
 }  // namespace qsmcore::kernels

@@ -10,6 +10,7 @@
 
 #include "core/parallel.h"
 #include "graph/passes/passes.h"
+#include "kernels/backend.h"
 #include "kernels/pack_cache.h"
 #include "onnx/reader.h"
 #include "qsmcore/error.h"
@@ -130,7 +131,8 @@ struct OnnxModel::Impl {
     graph::PassOptions po;
     po.split_concat = opts.split_concat_convs;
     po.recompute = opts.recompute_cheap_values;
-    po.stream_chains = opts.stream_conv_chains && opts.backend == Backend::OneDnn;
+    po.stream_chains = opts.stream_conv_chains && (opts.backend == Backend::OneDnn || opts.backend == Backend::Simd128);
+    if (opts.backend == Backend::Simd128) po.chain_filter = {true, &kernels::simd128_runs_conv_chain};
     po.max_conv_weight_bytes = opts.max_unit_weight_bytes;
     graph::run_passes(tg, po);
     return tg;

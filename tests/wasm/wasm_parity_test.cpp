@@ -46,9 +46,11 @@ struct WasmRun {
 };
 
 /// Runs the model through qsm.js on the inputs (written as .npy into `work`); fails the test on
-/// a non-zero exit, with the log. `env`: more NAME=VALUE words for the command's environment.
+/// a non-zero exit, with the log. `env`: more NAME=VALUE words for the command's environment;
+/// `args`: more arguments for `onnx run`.
 WasmRun run_wasm(const std::string& variant, const std::string& model, const std::vector<std::string>& names,
-                 const std::vector<qsmcore::Tensor>& inputs, const std::string& work, const std::string& env = "") {
+                 const std::vector<qsmcore::Tensor>& inputs, const std::string& work, const std::string& env = "",
+                 const std::string& args = "") {
   fs::create_directories(work);
   std::string cmd = env + " QSM_WASM_DIR='" + wasm_dir() + "/" + variant +
                     "' node " QSM_SOURCE_DIR "/tools/wasm/qsm.js onnx run '" + model + "'";
@@ -57,7 +59,8 @@ WasmRun run_wasm(const std::string& variant, const std::string& model, const std
     qsmcore::io::write_npy(f, inputs[i]);
     cmd += " --in '" + names[i] + "=" + f + "'";
   }
-  cmd += " --out '" + work + "/out' --threads 2 --report '" + work + "/report.json' > '" + work + "/log' 2>&1";
+  cmd += " --out '" + work + "/out' --threads 2 --report '" + work + "/report.json' " + args + " > '" + work +
+         "/log' 2>&1";
   WasmRun r;
   const int rc = std::system(cmd.c_str());
   if (rc != 0) {
@@ -172,6 +175,51 @@ TEST(WasmArenaPieces, APiecedRunMatchesNative) {
   std::ifstream log(work + "/small.log");
   const std::string text((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
   EXPECT_NE(text.find("in one piece"), std::string::npos) << text;
+}
+
+}  // namespace
+
+namespace {
+
+// Conv chains on the simd128 backend (kernels/wasm/conv_chain.cpp): a few depth planes of each
+// intermediate instead of whole volumes. At a depth of 48 the reduced twins form chains with
+// every feature the kernel has: up-sampling sources, split concatenations and closing poolings
+// (IR2QSM), residuals (LPCNN), whole-resolution blocks (QSMnet) and octave U-Nets (xQSM). A
+// chained run must equal the unchained one (--no-conv-chains) to the bit, agree with native,
+// and its plan must hold chains at all. The accounted peak may not rise.
+TEST(WasmConvChains, ChainedRunsEqualUnchainedOnesToTheBit) {
+  const std::string dir = qsmtest::data_dir("QSM_TWINS_DIR");
+  QSM_REQUIRE_DATA(dir, "QSM_TWINS_DIR");
+  QSM_REQUIRE_WASM("mt");
+  int lower = 0;
+  for (const char* net : {"ir2qsm", "lpcnn", "qsmnet", "xqsm"}) {
+    SCOPED_TRACE(net);
+    const std::string model = dir + "/" + net + ".onnx";
+    const std::string work = testing::TempDir() + "/wasm_chain_" + net;
+    fs::create_directories(work);
+    const std::string plan_log = work + "/plan.log";
+    const std::string plan = "QSM_WASM_DIR='" + wasm_dir() +
+                             "/mt' node " QSM_SOURCE_DIR "/tools/wasm/qsm.js onnx plan '" + model +
+                             "' --shape field=1x1x48x16x16 --steps > '" + plan_log + "' 2>&1";
+    ASSERT_EQ(std::system(plan.c_str()), 0) << plan;
+    std::ifstream log(plan_log);
+    const std::string steps((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
+    EXPECT_NE(steps.find("simd128:conv_chain"), std::string::npos) << "no chain in the plan:\n" << steps;
+    const std::vector<qsmcore::Tensor> x{qsmtest::random_tensor({1, 1, 48, 16, 16}, 5)};
+    const WasmRun chained = run_wasm("mt", model, {"field"}, x, work + "/chained");
+    const WasmRun whole = run_wasm("mt", model, {"field"}, x, work + "/whole", "", "--no-conv-chains");
+    ASSERT_EQ(chained.outputs.size(), whole.outputs.size());
+    for (const auto& [name, t] : whole.outputs) {
+      const auto it = chained.outputs.find(name);
+      ASSERT_NE(it, chained.outputs.end()) << name;
+      qsmtest::expect_bitwise({it->second}, {t}, name);
+    }
+    expect_same(run_native(model, {"field"}, x), chained);
+    const auto peak = [](const WasmRun& r) { return r.report.at("measured_peak_bytes").get<std::int64_t>(); };
+    EXPECT_LE(peak(chained), peak(whole)) << "chains raised the accounted peak";
+    lower += peak(chained) < peak(whole) ? 1 : 0;
+  }
+  EXPECT_GE(lower, 1) << "chains lowered no network's accounted peak";
 }
 
 }  // namespace

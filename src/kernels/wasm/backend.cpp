@@ -14,6 +14,7 @@ class Simd128Backend final : public Backend {
     register_conv_kernels(table_);
     register_deconv_kernels(table_);
     register_pool_kernels(table_);
+    register_conv_chain_kernel(table_);
   }
   std::unique_ptr<Kernel> make(const graph::TypedGraph& g, const graph::TNode& n, const std::vector<Layout>&,
                                LayoutDecision& dec) override {
@@ -39,6 +40,10 @@ class Simd128Backend final : public Backend {
 
 std::unique_ptr<Backend> make_simd128_backend() {
   return std::make_unique<wasm::Simd128Backend>();
+}
+
+bool simd128_runs_conv_chain(const graph::TypedGraph& g, const graph::TNode& chain) {
+  return wasm::can_run_conv_chain(g, chain);
 }
 
 }  // namespace qsmcore::kernels

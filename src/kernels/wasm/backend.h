@@ -17,6 +17,9 @@ using KernelTable = std::unordered_map<std::string, MakeFn>;
 void register_conv_kernels(KernelTable& table);    // conv.cpp: Conv
 void register_deconv_kernels(KernelTable& table);  // deconv.cpp: ConvTranspose
 void register_pool_kernels(KernelTable& table);    // pool.cpp: MaxPool, AveragePool
+void register_conv_chain_kernel(KernelTable& table);  // conv_chain.cpp: qsm.ConvChain
+/// Whether conv_chain.cpp runs this chain node: its convs, sources and pooling as plane kernels.
+bool can_run_conv_chain(const graph::TypedGraph& g, const graph::TNode& n);
 
 /// ConvTranspose with overlapping windows and stride 2 along x (deconv_strided.cpp), or nullptr;
 /// deconv.cpp's factory turns to it for what it declines.
