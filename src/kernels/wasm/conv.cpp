@@ -60,10 +60,7 @@ void flatten_pointwise(ConvShape& s) {
   s.in[1] = s.out[1] = 1;
 }
 
-/// One batch item's operands: input, Sum addend (base null without one) and output.
-struct ConvIo {
-  PlaneView x, add, y;
-};
+using ConvIo = PlaneIo;
 
 /// A worker's scratch: the valid rows of the current output row (where they are in the input,
 /// and where their copies are) and the copies.
@@ -238,12 +235,8 @@ void ConvKernel::run(std::span<const Tensor> in, std::span<Tensor> out, ExecCont
   const float* x = in[0].data<float>();
   const float* add = sum >= 0 ? in[static_cast<std::size_t>(sum)].data<float>() : nullptr;
   float* y = out[0].data<float>();
-  const std::ptrdiff_t xs = sh_.in_plane(), ys = sh_.out_plane();
-  run_jobs_over(sh_.n, 0, sh_.out[0], ctx, [&](int b) {
-    const std::ptrdiff_t xb = b * sh_.c * xs, yb = b * sh_.m * ys;
-    return ConvIo{
-        {const_cast<float*>(x) + xb, xs, 0}, {add ? const_cast<float*>(add) + yb : nullptr, ys, 0}, {y + yb, ys, 0}};
-  });
+  run_jobs_over(sh_.n, 0, sh_.out[0], ctx,
+                [&](int b) { return batch_item(x, add, y, b, sh_.c, sh_.m, sh_.in_plane(), sh_.out_plane()); });
 }
 
 void ConvKernel::run_planes(const PlaneView& x, const PlaneView& add, const PlaneView& y, int od0, int od1,

@@ -36,10 +36,7 @@ struct DeconvShape {
   int out_hw() const { return in_hw() * k[1] * k[2]; }
 };
 
-/// One batch item's operands: input, Sum addend (base null without one) and output.
-struct DeconvIo {
-  PlaneView x, add, y;
-};
+using DeconvIo = PlaneIo;
 
 class DeconvKernel final : public PlaneKernel {
  public:
@@ -198,12 +195,8 @@ void DeconvKernel::run(std::span<const Tensor> in, std::span<Tensor> out, ExecCo
   const float* x = in[0].data<float>();
   const float* add = sum >= 0 ? in[static_cast<std::size_t>(sum)].data<float>() : nullptr;
   float* y = out[0].data<float>();
-  const std::ptrdiff_t xs = sh_.in_plane(), ys = sh_.out_plane();
-  run_jobs_over(sh_.n, 0, sh_.in[0] * sh_.k[0], ctx, [&](int b) {
-    const std::ptrdiff_t xb = b * sh_.c * xs, yb = b * sh_.m * ys;
-    return DeconvIo{
-        {const_cast<float*>(x) + xb, xs, 0}, {add ? const_cast<float*>(add) + yb : nullptr, ys, 0}, {y + yb, ys, 0}};
-  });
+  run_jobs_over(sh_.n, 0, sh_.in[0] * sh_.k[0], ctx,
+                [&](int b) { return batch_item(x, add, y, b, sh_.c, sh_.m, sh_.in_plane(), sh_.out_plane()); });
 }
 
 void DeconvKernel::run_planes(const PlaneView& x, const PlaneView& add, const PlaneView& y, int od0, int od1,

@@ -26,6 +26,21 @@ struct PlaneView {
   }
 };
 
+/// One batch item's operands of a plane kernel: input, Sum addend (base null without one), output.
+struct PlaneIo {
+  PlaneView x, add, y;
+};
+
+/// Batch item b of a whole-tensor run: x has c channels of in_plane floats, y (and the addend
+/// `add`, or null) m channels of out_plane floats.
+inline PlaneIo batch_item(const float* x, const float* add, float* y, int b, int c, int m, std::int64_t in_plane,
+                          std::int64_t out_plane) {
+  const std::int64_t xb = b * c * in_plane, yb = b * m * out_plane;
+  return {{const_cast<float*>(x) + xb, in_plane, 0},
+          {add ? const_cast<float*>(add) + yb : nullptr, out_plane, 0},
+          {y + yb, out_plane, 0}};
+}
+
 class PlaneKernel : public Kernel {
  public:
   /// Output planes [od0, od1) of batch item 0 from the input planes they read through x, with a
