@@ -270,7 +270,7 @@ void measure_all_wasm(const MeasureArgs& a) {
       char note[160];
       std::snprintf(note, sizeof note, "%zu shape(s), fit residual %.0f B, %d thread(s)", m.fit.size(),
                     m.fit_residual_bytes, m.threads);
-      blocks[id] = with_wasm_figures(blocks[id], WasmFigures{m.fixed_bytes, m.bytes_per_voxel, note});
+      blocks[id] = with_wasm_figures(blocks[id], WasmFigures{m.table_fixed_bytes(), m.bytes_per_voxel, note});
       // Written after every network, so an interrupted sweep keeps what it measured.
       const std::string old = read_text_file(a.emit_table);
       const std::string text = measured_memory_header({}, table_how(old), blocks);
