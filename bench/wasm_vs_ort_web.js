@@ -20,6 +20,10 @@ const data = path.resolve(opt("--data"));
 const qsmBin = path.resolve(opt("--qsm", "build/qsm"));
 const repeat = Number(opt("--repeat", "3"));
 const threadsList = opt("--threads", "1,2").split(",").map(Number);
+// Where qsmcore-wasm keeps the weights: "full" (in the wasm heap, as ORT-web) or "stream" (read
+// from the model's Blob as each layer runs, residency stream:host=0: not in the heap).
+const weights = opt("--qsm-weights", "full");
+if (!["full", "stream"].includes(weights)) throw new Error(`--qsm-weights ${weights}: full or stream`);
 const cases = argv.flatMap((a, i) => (argv[i - 1] === "--case" ? [a] : [])).map((s) => {
   const [name, model, input, dims, ch, gflop] = s.split(":");
   return { name, model, input, dims: dims.split("x").map(Number), channels: Number(ch || 1), gflop: Number(gflop || 0) };
@@ -95,7 +99,7 @@ async function main() {
       c.inputName = inputNameOf(c.model);
       for (const threads of threadsList) {
         const config = { model: `/bench-data/${c.model}`, input: `/bench-data/${c.input}.bin`,
-          shape: [1, c.channels, ...c.dims], threads, repeat };
+          shape: [1, c.channels, ...c.dims], threads, repeat, weights };
         const r = {};
         loads.push(load1());
         // Both engines open (load + warm-up), then their timed runs alternate, the first engine
@@ -139,7 +143,7 @@ async function main() {
     }
     console.log(out.join("\n"));
     console.log(`\n${version} headless, crossOriginIsolated; onnxruntime-web ${rows[0] ? rows[0].r.ort.ort_version : "?"} (wasm EP, simd-threaded build, ` +
-      `numThreads = thr); qsmcore-wasm: build-wasm/mt/qsm-web (threads = thr). Times: median of ${repeat} runs after a warm-up (time qsm/ORT: median of the back-to-back pairs' ratios), ` +
+      `numThreads = thr); qsmcore-wasm: build-wasm/mt/qsm-web (threads = thr, weights ${weights === "full" ? "in the wasm heap" : "streamed from the model's Blob (stream:host=0)"}). Times: median of ${repeat} runs after a warm-up (time qsm/ORT: median of the back-to-back pairs' ratios), ` +
       `each engine in a fresh Worker per row, both open at once, their timed runs alternating. Heap: the wasm memory's byteLength after load + runs (never shrinks: high-water); qsmcore: HEAP8.buffer, ORT-web: the WebAssembly.Memory its module creates (constructor wrapped in the Worker). ` +
       `Native: build/qsm onnx run --threads thr --repeat ${repeat + 1}. Load average (1 min) over the rows: ` +
       `${Math.min(...loads).toFixed(1)}–${Math.max(...loads).toFixed(1)} (median ${median(loads).toFixed(1)}) on ${os.cpus().length} CPUs.`);

@@ -7,6 +7,7 @@
 # median run times after a warm-up, wasm heap high-water of each engine, the ratios qsm/ORT and
 # wasm/native, and max|qsm − ORT| over ORT's output range (same computation, checked).
 # Usage: bench/wasm_vs_ort_web.sh [REPEAT] [THREADS (1,2)] [SIZES (64 96)...]
+# QSM_BENCH_WEIGHTS=stream: qsmcore-wasm streams the weights from the model's Blob (not in its heap).
 # Needs: build/qsm, build-wasm/mt/qsm-web.* (tools/wasm/build.sh mt), node_modules (npm install
 # --ignore-scripts: puppeteer-core, onnxruntime-web), Debian chromium, python3-onnx + numpy.
 set -euo pipefail
@@ -58,4 +59,5 @@ cases=(--case "Conv 3³ 32→32:conv.onnx:c64:64x64x64:32:$gflop")
 for t in xqsm ir2qsm; do
   for s in "${sizes[@]}"; do cases+=(--case "$t:$t.onnx:x$s:${s}x${s}x${s}"); done
 done
-node bench/wasm_vs_ort_web.js --data "$work" --qsm build/qsm --repeat "$repeat" --threads "$threads" "${cases[@]}"
+node bench/wasm_vs_ort_web.js --data "$work" --qsm build/qsm --repeat "$repeat" --threads "$threads" \
+  --qsm-weights "${QSM_BENCH_WEIGHTS:-full}" "${cases[@]}"

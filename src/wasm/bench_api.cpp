@@ -2,8 +2,9 @@
 // float32 input, with no network recipe around it, so the same file and the same input can be
 // given to onnxruntime-web in the same page and the two compared op for op.
 //
-// qsm_bench_onnx(request, input): request {"model_path" (a MEMFS file the Worker wrote, as the
-// page does), "shape" (the input's), "threads", "repeat"} -> JSON {load_seconds, plan_seconds,
+// qsm_bench_onnx(request, input): request {"model_path" (a MEMFS file the Worker wrote, or a
+// WORKERFS-mounted Blob, as the page does), "shape" (the input's), "threads", "repeat",
+// "residency" (parse_residency's syntax; default full)} -> JSON {load_seconds, plan_seconds,
 // run_seconds [a warm-up run, then `repeat` runs], accounted_peak_bytes (the engine's own
 // high-water over load and runs), plan (arena/packed-weight bytes), heap_bytes}. The model stays
 // loaded: qsm_bench_again() runs it once more (the driver interleaves these with ORT-web's runs).
@@ -20,6 +21,7 @@
 
 #include "qsmcore/memory.h"
 #include "qsmcore/onnx_model.h"
+#include "qsmcore/residency.h"
 #include "qsmcore/tensor.h"
 
 using nlohmann::json;
@@ -49,6 +51,7 @@ EMSCRIPTEN_KEEPALIVE const char* qsm_bench_onnx(const char* request, const float
     opts.threads = req.value("threads", 0);
     // Spilling would write to MEMFS, i.e. into the JS heap: a bench run either fits or fails.
     opts.spill_activations = false;
+    if (req.contains("residency")) opts.residency = parse_residency(req["residency"].get<std::string>());
     g_shape = req.at("shape").get<Shape>();
     g_input = const_cast<float*>(input);
     const int repeat = req.value("repeat", 3);
