@@ -13,7 +13,9 @@
 namespace {
 
 std::string write_driver(std::int64_t extra_at_check) {
-  const std::string path = testing::TempDir() + "/fake_measure_driver.js";
+  // One file per test: ctest runs the tests of this binary as parallel processes.
+  const std::string path = testing::TempDir() + "/fake_measure_driver_" +
+                           testing::UnitTest::GetInstance()->current_test_info()->name() + ".js";
   std::ofstream(path) << "const a = process.argv;\n"
                          "const s = a[a.indexOf('--shape') + 1].split('x').map(Number);\n"
                          "const v = s[0] * s[1] * s[2];\n"
