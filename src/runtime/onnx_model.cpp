@@ -132,7 +132,7 @@ struct OnnxModel::Impl {
     po.split_concat = opts.split_concat_convs;
     po.recompute = opts.recompute_cheap_values;
     po.stream_chains = opts.stream_conv_chains && (opts.backend == Backend::OneDnn || opts.backend == Backend::Simd128);
-    if (opts.backend == Backend::Simd128) po.chain_filter = {true, &kernels::simd128_runs_conv_chain};
+    if (opts.backend == Backend::Simd128) po.chain_filter = &kernels::simd128_runs_conv_chain;
     po.max_conv_weight_bytes = opts.max_unit_weight_bytes;
     graph::run_passes(tg, po);
     return tg;

@@ -51,14 +51,10 @@ int order_for_memory(TypedGraph& g);
 /// inputs) become one "qsm.ConvChain" node that streams depth slabs through them, holding a
 /// few planes per intermediate instead of whole tensors. Only for a backend that implements
 /// the node (oneDNN, SIMD128). Chains stay under max_weight_bytes of weights (0 = no bound).
-/// The filter says what the backend runs: whether a chain may make an up-sampled input itself
-/// (`sources`), and which chains it takes (`accept`, asked before the graph is changed; empty:
+/// `accept` says which chains the backend runs; it is asked before the graph is changed (empty:
 /// every one).
-struct ChainFilter {
-  bool sources = true;
-  std::function<bool(const TypedGraph&, const TNode& chain)> accept;
-};
-int stream_conv_chains(TypedGraph& g, std::uint64_t max_weight_bytes, const ChainFilter& filter = {});
+using ChainFilter = std::function<bool(const TypedGraph&, const TNode& chain)>;
+int stream_conv_chains(TypedGraph& g, std::uint64_t max_weight_bytes, const ChainFilter& accept = {});
 
 /// Marks nodes dead whose outputs nobody reads and that are not graph outputs.
 int remove_dead_nodes(TypedGraph& g);

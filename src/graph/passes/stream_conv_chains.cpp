@@ -105,7 +105,7 @@ std::int64_t weight_bytes(const TypedGraph& g, const TNode& n) {
 
 }  // namespace
 
-int stream_conv_chains(TypedGraph& g, std::uint64_t max_weight_bytes, const ChainFilter& filter) {
+int stream_conv_chains(TypedGraph& g, std::uint64_t max_weight_bytes, const ChainFilter& accept) {
   const std::size_t n_nodes = g.nodes.size();
   std::vector<int> producer(g.values.size(), -1);
   std::vector<int> readers(g.values.size(), 0);
@@ -187,7 +187,6 @@ int stream_conv_chains(TypedGraph& g, std::uint64_t max_weight_bytes, const Chai
     std::vector<int> sources;
     std::int64_t source_bytes = 0, source_low = 0, smax = 1;
     for (int p : first) {
-      if (!filter.sources) break;
       const int v = g.nodes[static_cast<std::size_t>(p)].in[0];
       const int t = producer[static_cast<std::size_t>(v)];
       if (t < 0 || taken[static_cast<std::size_t>(t)] || !single_use(v) ||
@@ -275,7 +274,7 @@ int stream_conv_chains(TypedGraph& g, std::uint64_t max_weight_bytes, const Chai
     const int end = pool >= 0 ? pool : tail;
     chain.out = {g.nodes[static_cast<std::size_t>(end)].out[0]};
     chain.dead = false;
-    if (filter.accept && !filter.accept(g, chain)) continue;
+    if (accept && !accept(g, chain)) continue;
     for (int p : all) {
       taken[static_cast<std::size_t>(p)] = true;
       g.nodes[static_cast<std::size_t>(p)].dead = true;

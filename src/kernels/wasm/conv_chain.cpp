@@ -11,7 +11,6 @@
 // ConvTranspose computing a few planes at a time into its own window, [channel][plane][h][w].
 #include <cstring>
 
-#include "graph/conv_geometry.h"
 #include "kernels/conv_chain_schedule.h"
 #include "kernels/wasm/backend.h"
 #include "kernels/wasm/common.h"
@@ -176,9 +175,7 @@ bool can_run_conv_chain(const graph::TypedGraph& g, const graph::TNode& n) {
     if (c.node.op_type == "Conv") {
       if (!conv_planes_supported(g, c)) return false;
     } else if (c.node.op_type == "MaxPool" || c.node.op_type == "AveragePool") {
-      // make_pool takes what the pass streams but for windows wider than 2 along x.
-      const auto& x = value_of(g, c.in[0]).shape;
-      if (graph::pool_geometry(c.node, x).kernel[2] > 2) return false;
+      if (!make_pool_planes(g, c)) return false;  // a pooling kernel holds no weights: cheap to ask
     } else if (!deconv_planes_supported(g, c)) {  // an up-sampling source
       return false;
     }
