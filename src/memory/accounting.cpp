@@ -6,11 +6,15 @@
 #include <emscripten/heap.h>
 #endif
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <fstream>
+#include <mutex>
 #include <new>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "qsmcore/error.h"
 #include "qsmcore/memory.h"
@@ -39,8 +43,61 @@ bool mapped_block(std::size_t rounded) {
 
 std::size_t rounded_size(std::size_t bytes) { return (bytes + kAlign - 1) / kAlign * kAlign; }
 
+#if defined(__EMSCRIPTEN__)
+// wasm32's heap never shrinks, and dlmalloc carves small requests out of the best-fitting free
+// chunk, which after a run is the freed arena. One small allocation between two runs (the next
+// input, a string) then leaves the hole a few bytes short, and the next run's arena goes on top:
+// the full xQSM twin's heap went from 148 to 250 MiB over three runs at 64³, and one browser
+// bench saw 138 MiB where another saw 242. So freed large blocks are kept aside, out of
+// dlmalloc's reach, for the next request of exactly their size (the next run of the same plan).
+// Kept blocks are counted as freed, as any freed heap memory in wasm32 is: the heap's high-water
+// is unchanged by keeping them. A request they cannot serve frees them all first, so dlmalloc
+// can join them into the space it needs.
+constexpr std::size_t kKeepBytes = std::size_t{1} << 20;
+constexpr std::size_t kKeptBlocks = 16;
+
+struct KeptBlocks {
+  std::mutex mu;
+  std::vector<std::pair<void*, std::size_t>> blocks;  // oldest first
+};
+
+KeptBlocks& kept() {
+  static auto* k = new KeptBlocks;  // never destroyed: buffers may be freed during static destruction
+  return *k;
+}
+
+/// A kept block of exactly `rounded` bytes, or null after freeing every kept block.
+void* take_kept(std::size_t rounded) {
+  KeptBlocks& k = kept();
+  const std::lock_guard<std::mutex> lock(k.mu);
+  const auto it = std::find_if(k.blocks.begin(), k.blocks.end(), [&](const auto& b) { return b.second == rounded; });
+  if (it != k.blocks.end()) {
+    void* p = it->first;
+    k.blocks.erase(it);
+    return p;
+  }
+  for (const auto& b : k.blocks) std::free(b.first);
+  k.blocks.clear();
+  return nullptr;
+}
+
+void keep(void* p, std::size_t rounded) {
+  KeptBlocks& k = kept();
+  const std::lock_guard<std::mutex> lock(k.mu);
+  if (k.blocks.size() == kKeptBlocks) {
+    std::free(k.blocks.front().first);
+    k.blocks.erase(k.blocks.begin());
+  }
+  k.blocks.emplace_back(p, rounded);
+}
+#endif
+
 void* system_alloc(std::size_t rounded) {
   if (rounded == 0) return nullptr;
+#if defined(__EMSCRIPTEN__)
+  if (rounded >= kKeepBytes)
+    if (void* p = take_kept(rounded)) return p;
+#endif
   if (mapped_block(rounded)) {
     void* p = ::mmap(nullptr, rounded, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     return p == MAP_FAILED ? nullptr : p;
@@ -50,6 +107,15 @@ void* system_alloc(std::size_t rounded) {
 
 void system_free(void* p, std::size_t rounded) noexcept {
   if (p == nullptr) return;
+#if defined(__EMSCRIPTEN__)
+  if (rounded >= kKeepBytes) {
+    try {
+      keep(p, rounded);
+      return;
+    } catch (...) {  // no room to note it: free it instead
+    }
+  }
+#endif
   if (mapped_block(rounded)) {
     ::munmap(p, rounded);
   } else {
