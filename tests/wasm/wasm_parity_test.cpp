@@ -18,62 +18,14 @@
 #include "qsmcore/onnx_model.h"
 #include "support/test_data.h"
 #include "support/twin_cases.h"
+#include "wasm/wasm_run.h"
 
 namespace fs = std::filesystem;
+using qsmtest::run_wasm;
+using qsmtest::wasm_dir;
+using qsmtest::WasmRun;
 
 namespace {
-
-std::string wasm_dir() {
-  const char* d = std::getenv("QSM_WASM_DIR");
-  return d ? d : QSM_SOURCE_DIR "/build-wasm";
-}
-
-bool wasm_built(const std::string& variant) {
-  return fs::exists(wasm_dir() + "/" + variant + "/qsm-node.wasm");
-}
-
-#define QSM_REQUIRE_WASM(variant)                                                                     \
-  do {                                                                                                \
-    if (!wasm_built(variant)) {                                                                       \
-      if (::qsmtest::allow_missing_data()) GTEST_SKIP() << "no wasm build in " << wasm_dir();         \
-      FAIL() << "no wasm build in " << wasm_dir() << "/" << (variant) << ": run tools/wasm/build.sh"; \
-    }                                                                                                 \
-  } while (0)
-
-struct WasmRun {
-  std::map<std::string, qsmcore::Tensor> outputs;
-  nlohmann::json report;
-};
-
-/// Runs the model through qsm.js on the inputs (written as .npy into `work`); fails the test on
-/// a non-zero exit, with the log. `env`: more NAME=VALUE words for the command's environment;
-/// `args`: more arguments for `onnx run`.
-WasmRun run_wasm(const std::string& variant, const std::string& model, const std::vector<std::string>& names,
-                 const std::vector<qsmcore::Tensor>& inputs, const std::string& work, const std::string& env = "",
-                 const std::string& args = "") {
-  fs::create_directories(work);
-  std::string cmd = env + " QSM_WASM_DIR='" + wasm_dir() + "/" + variant +
-                    "' node " QSM_SOURCE_DIR "/tools/wasm/qsm.js onnx run '" + model + "'";
-  for (std::size_t i = 0; i < inputs.size(); ++i) {
-    const std::string f = work + "/in" + std::to_string(i) + ".npy";
-    qsmcore::io::write_npy(f, inputs[i]);
-    cmd += " --in '" + names[i] + "=" + f + "'";
-  }
-  cmd += " --out '" + work + "/out' --threads 2 --report '" + work + "/report.json' " + args + " > '" + work +
-         "/log' 2>&1";
-  WasmRun r;
-  const int rc = std::system(cmd.c_str());
-  if (rc != 0) {
-    std::ifstream log(work + "/log");
-    ADD_FAILURE() << "wasm run failed: " << cmd << "\n" << log.rdbuf();
-    return r;
-  }
-  for (const auto& e : fs::directory_iterator(work + "/out"))
-    r.outputs.emplace(e.path().stem().string(), qsmcore::io::read_npy(e.path().string()));
-  std::ifstream rep(work + "/report.json");
-  r.report = nlohmann::json::parse(rep);
-  return r;
-}
 
 /// Native outputs of the model on the inputs (oneDNN, 2 threads).
 std::map<std::string, qsmcore::Tensor> run_native(const std::string& model, const std::vector<std::string>& names,

@@ -26,13 +26,12 @@ inline bool wasm_built(const std::string& variant) {
   return std::filesystem::exists(wasm_dir() + "/" + variant + "/qsm-node.wasm");
 }
 
-#define QSM_REQUIRE_WASM(variant)                                                                     \
-  do {                                                                                                \
-    if (!::qsmtest::wasm_built(variant)) {                                                            \
-      if (::qsmtest::allow_missing_data()) GTEST_SKIP() << "no wasm build in " << ::qsmtest::wasm_dir(); \
-      FAIL() << "no wasm build in " << ::qsmtest::wasm_dir() << "/" << (variant)                     \
-             << ": run tools/wasm/build.sh";                                                          \
-    }                                                                                                 \
+#define QSM_REQUIRE_WASM(variant)                                                                                \
+  do {                                                                                                           \
+    if (!::qsmtest::wasm_built(variant)) {                                                                       \
+      if (::qsmtest::allow_missing_data()) GTEST_SKIP() << "no wasm build in " << ::qsmtest::wasm_dir();         \
+      FAIL() << "no wasm build in " << ::qsmtest::wasm_dir() << "/" << (variant) << ": run tools/wasm/build.sh"; \
+    }                                                                                                            \
   } while (0)
 
 struct WasmRun {
@@ -54,8 +53,8 @@ inline WasmRun run_wasm(const std::string& variant, const std::string& model, co
     qsmcore::io::write_npy(f, inputs[i]);
     cmd += " --in '" + names[i] + "=" + f + "'";
   }
-  cmd += " --out '" + work + "/out' --threads " + std::to_string(threads) + " --report '" + work + "/report.json' " + args + " > '" + work +
-         "/log' 2>&1";
+  cmd += " --out '" + work + "/out' --threads " + std::to_string(threads) + " --report '" + work + "/report.json' " +
+         args + " > '" + work + "/log' 2>&1";
   WasmRun r;
   const int rc = std::system(cmd.c_str());
   if (rc != 0) {

@@ -52,7 +52,11 @@ w::Proto winograd_model() {
       {"x1", "c4", {5, 5, 3, 3, 3}, true, {w::attr_ints("pads", {1, 1, 1, 1, 1, 1})}},
       {"x2", "y6", {8, 64, 3, 3, 3}, true, {w::attr_ints("pads", {1, 1, 1, 1, 1, 1})}},
       {"x4", "y7", {4, 6, 3, 3}, true, {w::attr_ints("pads", {1, 1, 1, 1})}},
-      {"x1", "y8", {4, 5, 3, 3, 3}, true, {w::attr_ints("pads", {1, 1, 1, 1, 1, 1}), w::attr_ints("strides", {1, 1, 2})}},
+      {"x1",
+       "y8",
+       {4, 5, 3, 3, 3},
+       true,
+       {w::attr_ints("pads", {1, 1, 1, 1, 1, 1}), w::attr_ints("strides", {1, 1, 2})}},
   };
   w::GraphParts p;
   // The residual's addend comes first, so the Add can fuse into its conv as a Sum.
@@ -73,12 +77,12 @@ w::Proto winograd_model() {
   p.inputs = {w::value_info("x1", 1, {1, 5, 7, 13, 19}), w::value_info("x2", 1, {1, 64, 3, 5, 70}),
               w::value_info("x4", 1, {1, 6, 9, 33})};
   for (const auto& [name, dims] : std::vector<std::pair<std::string, Dims>>{{"y1", {1, 6, 7, 13, 19}},
-                                                                             {"y2", {1, 8, 6, 13, 19}},
-                                                                             {"y3", {1, 4, 4, 13, 19}},
-                                                                             {"y4", {1, 5, 7, 13, 19}},
-                                                                             {"y6", {1, 8, 3, 5, 70}},
-                                                                             {"y7", {1, 4, 9, 33}},
-                                                                             {"y8", {1, 4, 7, 13, 10}}})
+                                                                            {"y2", {1, 8, 6, 13, 19}},
+                                                                            {"y3", {1, 4, 4, 13, 19}},
+                                                                            {"y4", {1, 5, 7, 13, 19}},
+                                                                            {"y6", {1, 8, 3, 5, 70}},
+                                                                            {"y7", {1, 4, 9, 33}},
+                                                                            {"y8", {1, 4, 7, 13, 10}}})
     p.outputs.push_back(w::value_info(name, 1, dims));
   return w::model(w::graph(p));
 }
@@ -97,10 +101,9 @@ TEST(WasmWinograd, ConvsAgreeWithTheReferenceKernel) {
 
   // The plan: the six 3×3 stride-1 convs on the Winograd kernel, the stride-2 one on the direct.
   const std::string plan_log = work + "/plan.log";
-  const std::string plan = "QSM_WASM_DIR='" + qsmtest::wasm_dir() + "/mt' node " QSM_SOURCE_DIR
-                           "/tools/wasm/qsm.js onnx plan '" + model +
-                           "' --shape x1=1x5x7x13x19 --shape x2=1x64x3x5x70 --shape x4=1x6x9x33 --steps > '" +
-                           plan_log + "' 2>&1";
+  const std::string plan =
+      "QSM_WASM_DIR='" + qsmtest::wasm_dir() + "/mt' node " QSM_SOURCE_DIR "/tools/wasm/qsm.js onnx plan '" + model +
+      "' --shape x1=1x5x7x13x19 --shape x2=1x64x3x5x70 --shape x4=1x6x9x33 --steps > '" + plan_log + "' 2>&1";
   ASSERT_EQ(std::system(plan.c_str()), 0) << plan;
   const std::string steps = read_text(plan_log);
   std::size_t winograd = 0;
@@ -110,8 +113,7 @@ TEST(WasmWinograd, ConvsAgreeWithTheReferenceKernel) {
   EXPECT_EQ(winograd, 6u) << steps;
   EXPECT_EQ(steps.find(" Add "), std::string::npos) << "the residual Add was not fused\n" << steps;
   EXPECT_EQ(steps.find(" Relu "), std::string::npos) << "the Relu was not fused\n" << steps;
-  EXPECT_NE(steps.find("simd128:conv "), std::string::npos) << "the stride-2 conv left the direct kernel\n"
-                                                            << steps;
+  EXPECT_NE(steps.find("simd128:conv "), std::string::npos) << "the stride-2 conv left the direct kernel\n" << steps;
 
   const std::vector<std::string> names = {"x1", "x2", "x4"};
   const std::vector<qsmcore::Tensor> inputs = {qsmtest::random_tensor({1, 5, 7, 13, 19}, 1),

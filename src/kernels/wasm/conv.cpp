@@ -22,6 +22,7 @@
 #include "graph/ops/window.h"
 #include "kernels/wasm/backend.h"
 #include "kernels/wasm/common.h"
+#include "kernels/wasm/conv_winograd.h"
 #include "kernels/wasm/plane_kernel.h"
 #include "kernels/wasm/simd_conv.h"
 #include "qsmcore/error.h"
@@ -285,12 +286,29 @@ bool conv_node(const graph::TypedGraph& g, const graph::TNode& n, ConvShape& s) 
   return !(n.in.size() > 2 && n.in[2] >= 0 && value_of(g, n.in[2]).constant == nullptr);
 }
 
-std::unique_ptr<ConvKernel> make_conv_kernel(const graph::TypedGraph& g, const graph::TNode& n) {
+/// 3×3 in (h, w) at stride 1: conv_winograd.cpp's, where it pays.
+bool winograd_form(const ConvShape& s) {
+  return s.k[1] == 3 && s.k[2] == 3 && s.s[1] == 1 && s.s[2] == 1 && s.d[1] == 1 && s.d[2] == 1 &&
+         winograd_pays(s.c, s.m, s.out[2]);
+}
+
+WinogradShape winograd_shape(const ConvShape& s) {
+  WinogradShape w;
+  w.n = s.n, w.c = s.c, w.m = s.m;
+  for (int i = 0; i < 3; ++i) w.in[i] = s.in[i], w.out[i] = s.out[i];
+  w.kd = s.k[0], w.sd = s.s[0], w.dd = s.d[0], w.pd = s.p[0];
+  w.ph = s.p[1], w.pw = s.p[2];
+  return w;
+}
+
+std::unique_ptr<PlaneKernel> make_conv_kernel(const graph::TypedGraph& g, const graph::TNode& n) {
   ConvShape s;
   if (!conv_node(g, n, s)) return nullptr;
   const bool has_bias = n.in.size() > 2 && n.in[2] >= 0;
   const float* bp = has_bias ? value_of(g, n.in[2]).constant->data<float>() : nullptr;
-  return std::make_unique<ConvKernel>(s, value_of(g, n.in[1]).constant->data<float>(), bp, n);
+  const float* w = value_of(g, n.in[1]).constant->data<float>();
+  if (winograd_form(s)) return make_winograd_conv(winograd_shape(s), w, bp, n);
+  return std::make_unique<ConvKernel>(s, w, bp, n);
 }
 
 std::unique_ptr<Kernel> make_conv(const graph::TypedGraph& g, const graph::TNode& n) {
