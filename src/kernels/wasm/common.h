@@ -93,4 +93,28 @@ inline std::size_t round64(std::size_t b) {
   return (b + 63) / 64 * 64;
 }
 
+/// What the SIMD128 conv-like kernels share (Base: Kernel or PlaneKernel): weights and bias
+/// (inputs 1 and 2) packed at construction, the node's fused post-ops, one scratch slice of
+/// worker_bytes() per worker, and an output that may take the Sum addend's buffer (each output is
+/// read from it just before it is written), but not when the addend is the input too: jobs read
+/// every plane of the input.
+template <class Base>
+class PackedKernel : public Base {
+ public:
+  explicit PackedKernel(const graph::TNode& n) : post_(n.post) {
+    const int sum = post_.sum_input();
+    if (sum >= 0 && n.in[static_cast<std::size_t>(sum)] != n.in[0]) inplace_ = sum;
+  }
+  std::size_t scratch_bytes() const override { return scratch_for_workers(worker_bytes()); }
+  std::int64_t packed_bytes() const override { return packed_.bytes(); }
+  int inplace_input() const override { return inplace_; }
+  bool reads_input(std::size_t i) const override { return i != 1 && i != 2; }
+
+ protected:
+  virtual std::size_t worker_bytes() const = 0;
+  PostChain post_;
+  PackedConstants packed_;
+  int inplace_ = -1;
+};
+
 }  // namespace qsmcore::kernels::wasm

@@ -71,16 +71,12 @@ struct RowScratch {
   float* buf;
 };
 
-class ConvKernel final : public PlaneKernel {
+class ConvKernel final : public PackedKernel<PlaneKernel> {
  public:
   ConvKernel(const ConvShape& sh, const float* w, const float* bias, const graph::TNode& n);
   void run(std::span<const Tensor> in, std::span<Tensor> out, ExecContext& ctx) override;
   void run_planes(const PlaneView& x, const PlaneView& add, const PlaneView& y, int od0, int od1,
                   ExecContext& ctx) const override;
-  std::size_t scratch_bytes() const override { return scratch_for_workers(worker_bytes()); }
-  std::int64_t packed_bytes() const override { return packed_.bytes(); }
-  int inplace_input() const override { return inplace_; }
-  bool reads_input(std::size_t i) const override { return i != 1 && i != 2; }  // weights, bias: packed
   std::string impl_name() const override { return "simd128:conv"; }
 
  private:
@@ -92,29 +88,22 @@ class ConvKernel final : public PlaneKernel {
   /// Jobs over `items` batch items × output planes [od0, od1), io(b) giving item b's operands.
   template <class IoOf>
   void run_jobs_over(int items, int od0, int od1, ExecContext& ctx, IoOf&& io_of) const;
-  std::size_t worker_bytes() const {
+  std::size_t worker_bytes() const override {
     const auto rows = static_cast<std::size_t>(sh_.max_rows());
     return round64(2 * rows * sizeof(RowRef) +
                    static_cast<std::size_t>(segs_) * rows * static_cast<std::size_t>(sh_.row_floats()) * sizeof(float));
   }
 
   ConvShape sh_;
-  PostChain post_;
-  PackedConstants packed_;
   const float* w_ = nullptr;     // packed weights
   const float* bias_ = nullptr;  // packed bias, per block of nc (zeros without one or past m)
   std::vector<int> toff_;        // per x tap: its offset in a copied row
   int segs_ = 1;                 // segments copied together
   JobFn job_ = nullptr;
-  int inplace_ = -1;  // the Sum addend, unless it is also the input (whose other planes jobs read)
 };
 
 ConvKernel::ConvKernel(const ConvShape& sh, const float* w, const float* bias, const graph::TNode& n)
-    : sh_(sh), post_(n.post) {
-  // The output may take the addend's buffer (each output is read from it just before it is
-  // written), but not when the addend is the input too: jobs read every plane of the input.
-  const int sum = post_.sum_input();
-  if (sum >= 0 && n.in[static_cast<std::size_t>(sum)] != n.in[0]) inplace_ = sum;
+    : PackedKernel(n), sh_(sh) {
   const int taps = sh_.taps(), blocks = sh_.blocks(), nc = sh_.nc;
   const std::size_t wfloats = static_cast<std::size_t>(blocks) * nc * sh_.c * taps;
   float* p = packed_.allocate(wfloats + static_cast<std::size_t>(blocks) * nc);

@@ -68,16 +68,12 @@ struct Scratch {
   float* m;
 };
 
-class WinogradConvKernel final : public PlaneKernel {
+class WinogradConvKernel final : public PackedKernel<PlaneKernel> {
  public:
   WinogradConvKernel(const WinogradShape& s, const float* w, const float* bias, const graph::TNode& n);
   void run(std::span<const Tensor> in, std::span<Tensor> out, ExecContext& ctx) override;
   void run_planes(const PlaneView& x, const PlaneView& add, const PlaneView& y, int od0, int od1,
                   ExecContext& ctx) const override;
-  std::size_t scratch_bytes() const override { return scratch_for_workers(worker_bytes()); }
-  std::int64_t packed_bytes() const override { return packed_.bytes(); }
-  int inplace_input() const override { return inplace_; }
-  bool reads_input(std::size_t i) const override { return i != 1 && i != 2; }  // weights, bias: packed
   std::string impl_name() const override { return "simd128:conv_winograd"; }
 
  private:
@@ -89,7 +85,7 @@ class WinogradConvKernel final : public PlaneKernel {
   std::size_t v_floats() const { return static_cast<std::size_t>(kPos) * sh_.kd * sh_.c * tb_; }
   std::size_t row_floats() const { return 4 * 8 * static_cast<std::size_t>(chunks()); }
   std::size_t u_floats() const { return static_cast<std::size_t>(kPos) * sh_.kd * sh_.c * kNc; }
-  std::size_t worker_bytes() const {
+  std::size_t worker_bytes() const override {
     return round64((v_floats() + row_floats() + u_floats() + kPos * kNc * tb_) * sizeof(float));
   }
   void job(const PlaneIo& io, int od, int th0, Scratch& s) const;
@@ -102,20 +98,15 @@ class WinogradConvKernel final : public PlaneKernel {
   void run_jobs_over(int items, int od0, int od1, ExecContext& ctx, IoOf&& io_of) const;
 
   WinogradShape sh_;
-  PostChain post_;
-  PackedConstants packed_;
   const float* w_ = nullptr;     // [block][kd][ic][kh·3 + kw][kNc]
   const float* bias_ = nullptr;  // [block · kNc], zeros past m
   int w_tiles_ = 8;              // W: tiles per block along w, a multiple of 4
   int r_rows_ = 1;               // R: rows of tiles per block
   int tb_ = 8;                   // R · W, a multiple of 8 (the product's register block)
-  int inplace_ = -1;
 };
 
 WinogradConvKernel::WinogradConvKernel(const WinogradShape& s, const float* w, const float* bias, const graph::TNode& n)
-    : sh_(s), post_(n.post) {
-  const int sum = post_.sum_input();
-  if (sum >= 0 && n.in[static_cast<std::size_t>(sum)] != n.in[0]) inplace_ = sum;
+    : PackedKernel(n), sh_(s) {
   // Tiles per block: as many as keep the transformed inputs within kVBytes. Along w, vectors of
   // 4 spread evenly over the blocks a row needs (48 tiles as 2 × 24, not 32 + 16 computed as
   // 64); short rows take several rows of tiles per block, so that the weights transformed for a

@@ -38,16 +38,12 @@ struct DeconvShape {
 
 using DeconvIo = PlaneIo;
 
-class DeconvKernel final : public PlaneKernel {
+class DeconvKernel final : public PackedKernel<PlaneKernel> {
  public:
   DeconvKernel(const DeconvShape& sh, const float* w, const float* bias, const graph::TNode& n);
   void run(std::span<const Tensor> in, std::span<Tensor> out, ExecContext& ctx) override;
   void run_planes(const PlaneView& x, const PlaneView& add, const PlaneView& y, int od0, int od1,
                   ExecContext& ctx) const override;
-  std::size_t scratch_bytes() const override { return scratch_for_workers(worker_bytes()); }
-  std::int64_t packed_bytes() const override { return packed_.bytes(); }
-  int inplace_input() const override { return inplace_; }
-  bool reads_input(std::size_t i) const override { return i != 1 && i != 2; }  // weights, bias: packed
   std::string impl_name() const override { return "simd128:deconv"; }
 
  private:
@@ -56,25 +52,18 @@ class DeconvKernel final : public PlaneKernel {
   /// Jobs over `items` batch items × output planes [od0, od1), io(b) giving item b's operands.
   template <class IoOf>
   void run_jobs_over(int items, int od0, int od1, ExecContext& ctx, IoOf&& io_of) const;
-  std::size_t worker_bytes() const {
+  std::size_t worker_bytes() const override {
     return round64(static_cast<std::size_t>(sh_.c) * (2 * sizeof(RowRef) + segs_ * kSeg * sizeof(float)));
   }
 
   DeconvShape sh_;
-  PostChain post_;
-  PackedConstants packed_;
   const float* w_ = nullptr;     // packed weights
   const float* bias_ = nullptr;  // packed bias, per block lane (zeros without one or past m)
   int segs_ = 1;                 // segments copied together
-  int inplace_ = -1;             // the Sum addend, unless it is also the input
 };
 
 DeconvKernel::DeconvKernel(const DeconvShape& sh, const float* w, const float* bias, const graph::TNode& n)
-    : sh_(sh), post_(n.post) {
-  // The output may take the addend's buffer (each output is read from it just before it is
-  // written), but not when the addend is the input too: jobs read every plane of the input.
-  const int sum = post_.sum_input();
-  if (sum >= 0 && n.in[static_cast<std::size_t>(sum)] != n.in[0]) inplace_ = sum;
+    : PackedKernel(n), sh_(sh) {
   segs_ = segments_per_copy(static_cast<std::int64_t>(sh_.c) * kSeg, (sh_.in[2] + kSeg - 1) / kSeg);
   const int kd = sh_.k[0], kh = sh_.k[1], kw = sh_.k[2], pb = sh_.per_block(), c = sh_.c, m = sh_.m;
   const std::size_t wfloats = static_cast<std::size_t>(kd) * kh * sh_.blocks() * c * 4;

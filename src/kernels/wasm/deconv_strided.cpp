@@ -51,14 +51,10 @@ struct StridedScratch {
   float* buf;
 };
 
-class StridedDeconvKernel final : public Kernel {
+class StridedDeconvKernel final : public PackedKernel<Kernel> {
  public:
   StridedDeconvKernel(const StridedShape& sh, const float* w, const float* bias, const graph::TNode& n);
   void run(std::span<const Tensor> in, std::span<Tensor> out, ExecContext& ctx) override;
-  std::size_t scratch_bytes() const override { return scratch_for_workers(worker_bytes()); }
-  std::int64_t packed_bytes() const override { return packed_.bytes(); }
-  int inplace_input() const override { return inplace_; }
-  bool reads_input(std::size_t i) const override { return i != 1 && i != 2; }  // weights, bias: packed
   std::string impl_name() const override { return "simd128:deconv-strided"; }
 
  private:
@@ -66,25 +62,20 @@ class StridedDeconvKernel final : public Kernel {
   int collect_rows(int od, int oh, StridedScratch& rs) const;
   void job(const StridedIo& io, int b, int od, int blk0, int blk1, StridedScratch& rs) const;
   void segment(const StridedIo& io, int nrows, int blk, std::ptrdiff_t row_at, int j0, StridedScratch& rs) const;
-  std::size_t worker_bytes() const {
+  std::size_t worker_bytes() const override {
     const auto rows = static_cast<std::size_t>(sh_.max_rows());
     return round64(rows * (3 * sizeof(RowRef) + 4 * static_cast<std::size_t>(sh_.chunks()) * sizeof(float)));
   }
 
   StridedShape sh_;
-  PostChain post_;
-  PackedConstants packed_;
   const float* w_[2] = {};       // packed weights per parity
   const float* bias_ = nullptr;  // packed bias per block of 4 (zeros without one or past m)
   std::vector<int> toff_[2];     // per parity and tap: its offset in a copied row
-  int inplace_ = -1;             // the Sum addend, unless it is also the input
 };
 
 StridedDeconvKernel::StridedDeconvKernel(const StridedShape& sh, const float* w, const float* bias,
                                          const graph::TNode& n)
-    : sh_(sh), post_(n.post) {
-  const int sum = post_.sum_input();
-  if (sum >= 0 && n.in[static_cast<std::size_t>(sum)] != n.in[0]) inplace_ = sum;
+    : PackedKernel(n), sh_(sh) {
   for (int a = 0; a < 2; ++a)
     for (int o : sh_.off[a]) toff_[a].push_back(o - sh_.lo);
   const std::size_t per_tap = static_cast<std::size_t>(sh_.blocks()) * 4 * sh_.c * sh_.k[0] * sh_.k[1];
