@@ -77,6 +77,13 @@ MemoryMeasurement measure_network_memory(const std::vector<std::string>& files, 
 /// The default sweep for a registry network: its pad multiple per axis, rounded up from 32,
 /// at 1, 2, 4 and 8 times that volume (axes doubled one at a time).
 std::vector<std::array<std::size_t, 3>> default_measure_shapes(const ModelSpec& spec);
+/// The wasm32 sweep: where the native base shape b is less than 64 deep, b at 2, 4, 8 and 12
+/// times its volume, every shape at least 2·b deep; else the native sweep. The SIMD128 conv
+/// chains form only in volumes deep enough for their plane windows (QSMnet's 32³ holds whole
+/// volumes and lay 65 MB above the line through the deeper shapes), so the line is fitted where
+/// a network's chains form, which is where brain volumes are; a shallower volume is
+/// over-predicted (safe).
+std::vector<std::array<std::size_t, 3>> default_wasm_measure_shapes(const ModelSpec& spec);
 
 /// Least-squares line through (x, y) points and the upper envelope memory.md M2 needs.
 struct LinearFit {

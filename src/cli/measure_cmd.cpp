@@ -253,7 +253,7 @@ void measure_all_wasm(const MeasureArgs& a) {
     std::vector<std::array<std::size_t, 3>> fit, check;
     if (!fixed_shape) {
       for (const auto& s : a.shapes) fit.push_back(parse_spatial(s));
-      if (fit.empty()) fit = default_measure_shapes(spec);
+      if (fit.empty()) fit = default_wasm_measure_shapes(spec);
       for (const auto& s : a.check_shapes) check.push_back(parse_spatial(s));
       if (check.empty()) {
         std::array<std::size_t, 3> mult{};
@@ -332,9 +332,12 @@ void register_measure_command(CLI::App& app) {
   cmd->add_option("--skip", a->skip, "with --all: registry ids to leave out (repeat)");
   cmd->add_option("--only", a->only,
                   "with --all: measure only these ids (repeat); --emit-table keeps the table's other rows");
-  cmd->add_option("--wasm", a->wasm_build,
-                  "with --all: measure the wasm32 figures with this wasm build (its qsm-measure-node.js, run by "
-                  "node), one process per shape; --emit-table rewrites only those figures");
+  cmd->add_option(
+      "--wasm", a->wasm_build,
+      "with --all: measure the wasm32 figures with this wasm build (its qsm-measure-node.js, run by "
+      "node), one process per shape (default shapes: the native sweep's, or where its base is under 64 planes "
+      "deep, that base at 2, 4, 8 and 12 times its volume, each at least twice its depth); --emit-table rewrites "
+      "only those figures");
   cmd->add_option("--check-shape", a->check_shapes,
                   "with --wasm: a shape DxHxW measured but left out of the fit, to validate it (repeat; default: one "
                   "between the fit's shapes)");

@@ -237,4 +237,12 @@ std::vector<std::array<std::size_t, 3>> default_measure_shapes(const ModelSpec& 
   return {b, {2 * b[0], b[1], b[2]}, {2 * b[0], 2 * b[1], b[2]}, {2 * b[0], 2 * b[1], 2 * b[2]}};
 }
 
+std::vector<std::array<std::size_t, 3>> default_wasm_measure_shapes(const ModelSpec& spec) {
+  constexpr std::size_t kDeep = 64;  // planes from which every registry network's chains form
+  const auto s = default_measure_shapes(spec);
+  const std::array<std::size_t, 3> b = s[0];
+  if (b[0] >= kDeep) return s;
+  return {s[1], s[2], s[3], {3 * b[0], 2 * b[1], 2 * b[2]}};
+}
+
 }  // namespace qsmcore

@@ -33,110 +33,110 @@ struct MeasuredMemory {
 };
 
 inline constexpr std::array<MeasuredMemory, 21> kMeasuredMemory{{
-    // bfrnet: 4 shape(s), fit residual 0 B, onednn, 2 thread(s); wasm32: 4 shape(s), fit residual 1807654 B, 2 thread(s)
+    // bfrnet: 4 shape(s), fit residual 0 B, onednn, 2 thread(s); wasm32: 4 shape(s), fit residual 0 B, 2 thread(s)
     {"bfrnet", NetworkMemory{.resident_bytes = 112900ull, .load_peak_bytes = 112900ull,
                    .inference_fixed_bytes = 83089100ull, .inference_bytes_per_voxel = 827ull,
-                   .wasm_fixed_bytes = 96862208ull, .wasm_bytes_per_voxel = 814ull},
+                   .wasm_fixed_bytes = 96206848ull, .wasm_bytes_per_voxel = 819ull},
      std::nullopt},
-    // xqsm: 4 shape(s), fit residual 0 B, onednn, 2 thread(s); wasm32: 4 shape(s), fit residual 271262 B, 2 thread(s)
+    // xqsm: 4 shape(s), fit residual 0 B, onednn, 2 thread(s); wasm32: 4 shape(s), fit residual 0 B, 2 thread(s)
     {"xqsm", NetworkMemory{.resident_bytes = 64260ull, .load_peak_bytes = 64260ull,
                    .inference_fixed_bytes = 21905924ull, .inference_bytes_per_voxel = 424ull,
-                   .wasm_fixed_bytes = 27459584ull, .wasm_bytes_per_voxel = 427ull},
+                   .wasm_fixed_bytes = 41484288ull, .wasm_bytes_per_voxel = 416ull},
      425ull},
-    // qsmnet: 4 shape(s), fit residual 2467781 B, onednn, 2 thread(s); wasm32: 4 shape(s), fit residual 34509548 B, 2 thread(s)
+    // qsmnet: 4 shape(s), fit residual 2467781 B, onednn, 2 thread(s); wasm32: 4 shape(s), fit residual 12720649 B, 2 thread(s)
     {"qsmnet", NetworkMemory{.resident_bytes = 60932ull, .load_peak_bytes = 60932ull,
                    .inference_fixed_bytes = 404393332ull, .inference_bytes_per_voxel = 223ull,
-                   .wasm_fixed_bytes = 740261888ull, .wasm_bytes_per_voxel = 89ull},
+                   .wasm_fixed_bytes = 583335936ull, .wasm_bytes_per_voxel = 296ull},
      245ull},
-    // qsmnet-plus: 4 shape(s), fit residual 2467781 B, onednn, 2 thread(s); wasm32: 4 shape(s), fit residual 34509548 B, 2 thread(s)
+    // qsmnet-plus: 4 shape(s), fit residual 2467781 B, onednn, 2 thread(s); wasm32: 4 shape(s), fit residual 12720649 B, 2 thread(s)
     {"qsmnet-plus", NetworkMemory{.resident_bytes = 60932ull, .load_peak_bytes = 60932ull,
                    .inference_fixed_bytes = 404393332ull, .inference_bytes_per_voxel = 223ull,
-                   .wasm_fixed_bytes = 740261888ull, .wasm_bytes_per_voxel = 89ull},
+                   .wasm_fixed_bytes = 583335936ull, .wasm_bytes_per_voxel = 296ull},
      245ull},
     // qsmgan: 1 shape(s), fit residual 0 B, onednn, 2 thread(s); wasm32: 1 shape(s), fit residual 0 B, 2 thread(s)
     {"qsmgan", NetworkMemory{.resident_bytes = 22540ull, .load_peak_bytes = 22540ull,
                    .inference_fixed_bytes = 0ull, .inference_bytes_per_voxel = 212ull,
-                   .wasm_fixed_bytes = 0ull, .wasm_bytes_per_voxel = 242ull},
+                   .wasm_fixed_bytes = 0ull, .wasm_bytes_per_voxel = 232ull},
      std::nullopt},
-    // lpcnn: 4 shape(s), fit residual 14 B, onednn, 2 thread(s); wasm32: 4 shape(s), fit residual 14247 B, 2 thread(s)
+    // lpcnn: 4 shape(s), fit residual 14 B, onednn, 2 thread(s); wasm32: 4 shape(s), fit residual 21105 B, 2 thread(s)
     {"lpcnn", NetworkMemory{.resident_bytes = 17284ull, .load_peak_bytes = 17284ull,
                    .inference_fixed_bytes = 2880580ull, .inference_bytes_per_voxel = 179ull,
-                   .wasm_fixed_bytes = 5013504ull, .wasm_bytes_per_voxel = 179ull},
+                   .wasm_fixed_bytes = 8060928ull, .wasm_bytes_per_voxel = 175ull},
      180ull},
-    // ir2qsm: 4 shape(s), fit residual 0 B, onednn, 2 thread(s); wasm32: 4 shape(s), fit residual 605211 B, 2 thread(s)
+    // ir2qsm: 4 shape(s), fit residual 0 B, onednn, 2 thread(s); wasm32: 4 shape(s), fit residual 1872775 B, 2 thread(s)
     {"ir2qsm", NetworkMemory{.resident_bytes = 100980ull, .load_peak_bytes = 100980ull,
                    .inference_fixed_bytes = 41229668ull, .inference_bytes_per_voxel = 165ull,
-                   .wasm_fixed_bytes = 50659328ull, .wasm_bytes_per_voxel = 160ull},
+                   .wasm_fixed_bytes = 54722560ull, .wasm_bytes_per_voxel = 161ull},
      166ull},
     // autoqsm: 1 shape(s), fit residual 0 B, onednn, 2 thread(s); wasm32: 1 shape(s), fit residual 0 B, 2 thread(s)
     {"autoqsm", NetworkMemory{.resident_bytes = 5524ull, .load_peak_bytes = 5524ull,
                    .inference_fixed_bytes = 0ull, .inference_bytes_per_voxel = 143ull,
-                   .wasm_fixed_bytes = 0ull, .wasm_bytes_per_voxel = 158ull},
+                   .wasm_fixed_bytes = 0ull, .wasm_bytes_per_voxel = 172ull},
      std::nullopt},
-    // iqsm: 4 shape(s), fit residual 0 B, onednn, 2 thread(s); wasm32: 4 shape(s), fit residual 2067518 B, 2 thread(s)
+    // iqsm: 4 shape(s), fit residual 0 B, onednn, 2 thread(s); wasm32: 4 shape(s), fit residual 999702 B, 2 thread(s)
     {"iqsm", NetworkMemory{.resident_bytes = 31284ull, .load_peak_bytes = 31284ull,
                    .inference_fixed_bytes = 18264700ull, .inference_bytes_per_voxel = 204ull,
-                   .wasm_fixed_bytes = 32735232ull, .wasm_bytes_per_voxel = 139ull},
+                   .wasm_fixed_bytes = 26083328ull, .wasm_bytes_per_voxel = 153ull},
      std::nullopt},
-    // iqsm-plus: 4 shape(s), fit residual 0 B, onednn, 2 thread(s); wasm32: 4 shape(s), fit residual 18806 B, 2 thread(s)
+    // iqsm-plus: 4 shape(s), fit residual 0 B, onednn, 2 thread(s); wasm32: 4 shape(s), fit residual 444312 B, 2 thread(s)
     {"iqsm-plus", NetworkMemory{.resident_bytes = 63924ull, .load_peak_bytes = 63924ull,
                    .inference_fixed_bytes = 18532220ull, .inference_bytes_per_voxel = 212ull,
-                   .wasm_fixed_bytes = 35487744ull, .wasm_bytes_per_voxel = 197ull},
+                   .wasm_fixed_bytes = 26279936ull, .wasm_bytes_per_voxel = 207ull},
      std::nullopt},
-    // iqfm: 4 shape(s), fit residual 0 B, onednn, 2 thread(s); wasm32: 4 shape(s), fit residual 2067518 B, 2 thread(s)
+    // iqfm: 4 shape(s), fit residual 0 B, onednn, 2 thread(s); wasm32: 4 shape(s), fit residual 546504 B, 2 thread(s)
     {"iqfm", NetworkMemory{.resident_bytes = 31284ull, .load_peak_bytes = 31284ull,
                    .inference_fixed_bytes = 18264700ull, .inference_bytes_per_voxel = 204ull,
-                   .wasm_fixed_bytes = 32735232ull, .wasm_bytes_per_voxel = 139ull},
+                   .wasm_fixed_bytes = 25034752ull, .wasm_bytes_per_voxel = 155ull},
      std::nullopt},
-    // nextqsm: 4 shape(s), fit residual 0 B, onednn, 2 thread(s); wasm32: 4 shape(s), fit residual 1031480 B, 2 thread(s)
+    // nextqsm: 4 shape(s), fit residual 0 B, onednn, 2 thread(s); wasm32: 4 shape(s), fit residual 33690063 B, 2 thread(s)
     {"nextqsm", NetworkMemory{.resident_bytes = 36540ull, .load_peak_bytes = 36540ull,
                    .inference_fixed_bytes = 113078900ull, .inference_bytes_per_voxel = 242ull,
-                   .wasm_fixed_bytes = 133693440ull, .wasm_bytes_per_voxel = 297ull},
+                   .wasm_fixed_bytes = 178192384ull, .wasm_bytes_per_voxel = 280ull},
      242ull},
-    // modl-qsm: 4 shape(s), fit residual 14 B, onednn, 2 thread(s); wasm32: 4 shape(s), fit residual 14247 B, 2 thread(s)
+    // modl-qsm: 4 shape(s), fit residual 14 B, onednn, 2 thread(s); wasm32: 4 shape(s), fit residual 430983 B, 2 thread(s)
     {"modl-qsm", NetworkMemory{.resident_bytes = 10376ull, .load_peak_bytes = 10376ull,
                    .inference_fixed_bytes = 2884040ull, .inference_bytes_per_voxel = 195ull,
-                   .wasm_fixed_bytes = 5603328ull, .wasm_bytes_per_voxel = 187ull},
+                   .wasm_fixed_bytes = 7733248ull, .wasm_bytes_per_voxel = 190ull},
      196ull},
-    // susep-net: 4 shape(s), fit residual 14 B, onednn, 2 thread(s); wasm32: 4 shape(s), fit residual 7792515 B, 2 thread(s)
+    // susep-net: 4 shape(s), fit residual 14 B, onednn, 2 thread(s); wasm32: 4 shape(s), fit residual 14440 B, 2 thread(s)
     {"susep-net", NetworkMemory{.resident_bytes = 124040ull, .load_peak_bytes = 124040ull,
                    .inference_fixed_bytes = 211487672ull, .inference_bytes_per_voxel = 508ull,
-                   .wasm_fixed_bytes = 256638976ull, .wasm_bytes_per_voxel = 535ull},
+                   .wasm_fixed_bytes = 253165568ull, .wasm_bytes_per_voxel = 488ull},
      std::nullopt},
-    // r2primenet: 4 shape(s), fit residual 14 B, onednn, 2 thread(s); wasm32: 4 shape(s), fit residual 3739541 B, 2 thread(s)
+    // r2primenet: 4 shape(s), fit residual 14 B, onednn, 2 thread(s); wasm32: 4 shape(s), fit residual 685351 B, 2 thread(s)
     {"r2primenet", NetworkMemory{.resident_bytes = 17284ull, .load_peak_bytes = 17284ull,
                    .inference_fixed_bytes = 91342636ull, .inference_bytes_per_voxel = 238ull,
-                   .wasm_fixed_bytes = 118489088ull, .wasm_bytes_per_voxel = 252ull},
+                   .wasm_fixed_bytes = 117899264ull, .wasm_bytes_per_voxel = 225ull},
      std::nullopt},
-    // chi-sepnet: 4 shape(s), fit residual 14 B, onednn, 2 thread(s); wasm32: 4 shape(s), fit residual 3739541 B, 2 thread(s)
+    // chi-sepnet: 4 shape(s), fit residual 14 B, onednn, 2 thread(s); wasm32: 4 shape(s), fit residual 673132 B, 2 thread(s)
     {"chi-sepnet", NetworkMemory{.resident_bytes = 13960ull, .load_peak_bytes = 13960ull,
                    .inference_fixed_bytes = 91349552ull, .inference_bytes_per_voxel = 258ull,
-                   .wasm_fixed_bytes = 118489088ull, .wasm_bytes_per_voxel = 252ull},
+                   .wasm_fixed_bytes = 117899264ull, .wasm_bytes_per_voxel = 225ull},
      std::nullopt},
     // hd-bet: 4 shape(s), fit residual 37754 B, onednn, 2 thread(s); wasm32: 4 shape(s), fit residual 0 B, 2 thread(s)
     {"hd-bet", NetworkMemory{.resident_bytes = 53000ull, .load_peak_bytes = 53000ull,
                    .inference_fixed_bytes = 124136968ull, .inference_bytes_per_voxel = 397ull,
-                   .wasm_fixed_bytes = 141623296ull, .wasm_bytes_per_voxel = 384ull},
+                   .wasm_fixed_bytes = 145883136ull, .wasm_bytes_per_voxel = 384ull},
      std::nullopt},
     // rs2-net: 1 shape(s), fit residual 0 B, onednn, 2 thread(s); wasm32: 1 shape(s), fit residual 0 B, 2 thread(s)
     {"rs2-net", NetworkMemory{.resident_bytes = 1017564ull, .load_peak_bytes = 1017564ull,
                    .inference_fixed_bytes = 0ull, .inference_bytes_per_voxel = 1026ull,
-                   .wasm_fixed_bytes = 0ull, .wasm_bytes_per_voxel = 1177ull},
+                   .wasm_fixed_bytes = 0ull, .wasm_bytes_per_voxel = 1179ull},
      std::nullopt},
-    // synthseg: 4 shape(s), fit residual 0 B, onednn, 2 thread(s); wasm32: 4 shape(s), fit residual 3173082 B, 2 thread(s)
+    // synthseg: 4 shape(s), fit residual 0 B, onednn, 2 thread(s); wasm32: 4 shape(s), fit residual 2811383 B, 2 thread(s)
     {"synthseg", NetworkMemory{.resident_bytes = 32368ull, .load_peak_bytes = 32368ull,
                    .inference_fixed_bytes = 54106752ull, .inference_bytes_per_voxel = 444ull,
-                   .wasm_fixed_bytes = 64946176ull, .wasm_bytes_per_voxel = 615ull},
+                   .wasm_fixed_bytes = 70385664ull, .wasm_bytes_per_voxel = 599ull},
      std::nullopt},
-    // synthseg-2.0: 4 shape(s), fit residual 0 B, onednn, 2 thread(s); wasm32: 4 shape(s), fit residual 3227790 B, 2 thread(s)
+    // synthseg-2.0: 4 shape(s), fit residual 0 B, onednn, 2 thread(s); wasm32: 4 shape(s), fit residual 2811383 B, 2 thread(s)
     {"synthseg-2.0", NetworkMemory{.resident_bytes = 32468ull, .load_peak_bytes = 32468ull,
                    .inference_fixed_bytes = 54109828ull, .inference_bytes_per_voxel = 448ull,
-                   .wasm_fixed_bytes = 64946176ull, .wasm_bytes_per_voxel = 619ull},
+                   .wasm_fixed_bytes = 70385664ull, .wasm_bytes_per_voxel = 603ull},
      std::nullopt},
-    // qsmcore-invnet: 4 shape(s), fit residual 14 B, onednn, 2 thread(s); wasm32: 4 shape(s), fit residual 175523 B, 2 thread(s)
+    // qsmcore-invnet: 4 shape(s), fit residual 14 B, onednn, 2 thread(s); wasm32: 4 shape(s), fit residual 608707 B, 2 thread(s)
     {"qsmcore-invnet", NetworkMemory{.resident_bytes = 1588ull, .load_peak_bytes = 1588ull,
                    .inference_fixed_bytes = 2398964ull, .inference_bytes_per_voxel = 135ull,
-                   .wasm_fixed_bytes = 4587520ull, .wasm_bytes_per_voxel = 137ull},
+                   .wasm_fixed_bytes = 6815744ull, .wasm_bytes_per_voxel = 136ull},
      135ull},
 }};
 

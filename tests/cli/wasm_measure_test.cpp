@@ -3,12 +3,17 @@
 // as a wasm heap does when a block finds no hole: the markdown reports the fit's error there
 // (negative: the validation fails visibly), and the table's fixed part is raised so that every
 // measured point lies under the registry's bound.
+#include "cli/wasm_measure.h"
+
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <set>
 
-#include "cli/wasm_measure.h"
+#include "qsmcore/measure.h"
+#include "qsmcore/models.h"
 
 namespace {
 
@@ -56,6 +61,37 @@ TEST(WasmMeasure, ACheckPointUnderTheFitLeavesTheTableAtTheFit) {
   EXPECT_EQ(m.check_raise_bytes, 0u);
   EXPECT_EQ(m.table_fixed_bytes(), m.fixed_bytes);
   EXPECT_EQ(qsmcore::cli::wasm_measurement_markdown("net", m).find("lies above the fit"), std::string::npos);
+}
+
+}  // namespace
+
+namespace {
+
+// The wasm sweep's default shapes: four distinct voxel counts on the network's pad multiples,
+// every one at least 64 planes deep (deep enough for the conv chains), and a
+// held-out check shape that is none of them and no shallower than the smallest (coarse pad
+// multiples put it beyond the largest: an extrapolation).
+TEST(WasmMeasure, DefaultShapesAreDeepDistinctAndHoldOutOneBetween) {
+  for (const qsmcore::ModelSpec& spec : qsmcore::all_models()) {
+    SCOPED_TRACE(std::string(spec.id));
+    const auto base = qsmcore::default_measure_shapes(spec).front();
+    const auto shapes = qsmcore::default_wasm_measure_shapes(spec);
+    ASSERT_EQ(shapes.size(), 4u);
+    std::set<std::size_t> voxels;
+    for (const auto& s : shapes) {
+      EXPECT_GE(s[0], 64u);
+      for (std::size_t i = 0; i < 3; ++i) EXPECT_EQ(s[i] % base[i], 0u);
+      voxels.insert(s[0] * s[1] * s[2]);
+    }
+    EXPECT_EQ(voxels.size(), 4u);
+    std::array<std::size_t, 3> mult{};
+    for (std::size_t i = 0; i < 3; ++i) mult[i] = std::max<std::size_t>({1, spec.pad_multiple[i], spec.size_divisor});
+    const auto h = qsmcore::cli::held_out_shape(shapes, mult);
+    const std::size_t hv = h[0] * h[1] * h[2];
+    EXPECT_EQ(voxels.count(hv), 0u);
+    EXPECT_GT(hv, *voxels.begin());
+    EXPECT_GE(h[0], shapes.front()[0]);
+  }
 }
 
 }  // namespace
