@@ -66,7 +66,7 @@ class PostChain {
 /// How many workers a step's scratch, its job count and the thread count allow.
 int worker_count(std::int64_t jobs, std::size_t scratch_per_worker, const ExecContext& ctx);
 
-/// Runs f(job, scratch) for every job in [0, jobs): workers take the next job as they come free,
+/// Runs f(job, scratch) for every job in [0, jobs): workers take the next jobs as they come free,
 /// worker t with the t-th slice of the step's scratch. Not fixed ranges: a pool thread wakes tens
 /// of microseconds after the caller starts (longer in a browser), and a conv chain's slab is a
 /// few such jobs, so with halves the caller waited for the late half of every slab (IR2QSM at
@@ -80,12 +80,16 @@ void run_jobs(std::int64_t jobs, std::size_t scratch_per_worker, const ExecConte
     for (std::int64_t j = 0; j < jobs; ++j) f(j, ctx.scratch);
     return;
   }
+  // Runs of consecutive jobs, a quarter of a worker's share each: consecutive output planes
+  // share input planes in cache, which single jobs handed out in turn lost (the 32→32 conv at
+  // 64³: 0.116 s in halves, 0.133 s a job at a time, 2 threads).
+  const std::int64_t run = std::max<std::int64_t>(1, jobs / (4 * workers));
   std::atomic<std::int64_t> next{0};
   parallel_for(workers, true, [&](std::int64_t t) {
     std::byte* scratch = ctx.scratch + static_cast<std::size_t>(t) * scratch_per_worker;
-    for (std::int64_t j = next.fetch_add(1, std::memory_order_relaxed); j < jobs;
-         j = next.fetch_add(1, std::memory_order_relaxed))
-      f(j, scratch);
+    for (std::int64_t lo = next.fetch_add(run, std::memory_order_relaxed); lo < jobs;
+         lo = next.fetch_add(run, std::memory_order_relaxed))
+      for (std::int64_t j = lo; j < std::min(jobs, lo + run); ++j) f(j, scratch);
   });
 }
 
