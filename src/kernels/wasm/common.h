@@ -66,13 +66,13 @@ class PostChain {
 /// How many workers a step's scratch, its job count and the thread count allow.
 int worker_count(std::int64_t jobs, std::size_t scratch_per_worker, const ExecContext& ctx);
 
-/// Runs f(job, scratch) for every job in [0, jobs): workers take the next jobs as they come free,
-/// worker t with the t-th slice of the step's scratch. Not fixed ranges: a pool thread wakes tens
-/// of microseconds after the caller starts (longer in a browser), and a conv chain's slab is a
-/// few such jobs, so with halves the caller waited for the late half of every slab (IR2QSM at
-/// 64³ on 2 threads: 4.4 s in Chromium, where Node took 3.0; 3.4 s with this). Each job is run once, by one
-/// worker, so results do not depend on the thread count or on who ran what, as long as a job's
-/// result does not depend on its worker.
+/// Runs f(job, scratch) for every job in [0, jobs): workers take the next run of jobs as they
+/// come free, worker t with the t-th slice of the step's scratch. Not fixed halves: a pool thread
+/// wakes tens of microseconds after the caller starts (longer in a browser), and a conv chain's
+/// slab is a few jobs, so the caller waited for the late half of every slab (IR2QSM at 64³ on 2
+/// threads in Chromium: 4.4 s in halves, 3.3 s in runs; Node took 3.0 either way). Each job is
+/// run once, by one worker, so results do not depend on the thread count or on who ran what, as
+/// long as a job's result does not depend on its worker.
 template <class F>
 void run_jobs(std::int64_t jobs, std::size_t scratch_per_worker, const ExecContext& ctx, F&& f) {
   const int workers = worker_count(jobs, scratch_per_worker, ctx);
