@@ -18,9 +18,10 @@
 // all the tiles of its block: 3 % of the products at 32 tiles, about 12 % at 8.
 // Not bitwise equal to the reference: the transforms round differently from direct sums. Against
 // onnxruntime-web, max|Δ| is 2.4e-7 of the range on a 32→32 conv and 1.1–1.3e-6 on the xQSM and
-// IR2QSM twins, less than with the direct kernel (6.4e-7, 1.7–2.1e-6). Results do not depend on the thread count or on
-// which output planes a run asks for, so chained runs still equal unchained ones to the bit. Like the direct kernel's
-// zero padding, the transforms mix neighbouring inputs: an infinite input gives NaN where a direct sum could give ±inf.
+// IR2QSM twins, less than with the direct kernel (6.4e-7, 1.7–2.1e-6). Results do not depend
+// on the thread count or on which output planes a run asks for, so chained runs still equal
+// unchained ones to the bit. Like the direct kernel's zero padding, the transforms mix
+// neighbouring inputs: an infinite input gives NaN where a direct sum could give ±inf.
 #include "kernels/wasm/conv_winograd.h"
 
 #include <algorithm>
