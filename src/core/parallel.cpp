@@ -7,6 +7,8 @@
 #ifdef _OPENMP
 #include <omp.h>
 #else
+#include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <exception>
@@ -72,6 +74,22 @@ int default_threads() {
 thread_local int tl_threads = 0;         // 0: the process default
 thread_local bool tl_in_region = false;  // regions opened inside a region run serially, as OpenMP's nested default
 
+// Spins for up to kSpin before a wait sleeps, checking `ready` (an acquire load) every few
+// iterations; true once it holds. A sleeping thread is woken through a futex, which in a browser
+// is Atomics.notify and takes tens to hundreds of microseconds to run the waiter again; a conv
+// chain opens a region for every slab of every layer (IR2QSM at 64³: about 1 400 per run), each
+// a few milliseconds long, so that latency on both the fork and the join was paid every time.
+constexpr auto kSpin = std::chrono::microseconds(200);
+template <class Ready>
+bool spin_until(Ready&& ready) {
+  const auto until = std::chrono::steady_clock::now() + kSpin;
+  for (;;) {
+    for (int i = 0; i < 64; ++i)
+      if (ready()) return true;
+    if (std::chrono::steady_clock::now() >= until) return ready();
+  }
+}
+
 // Workers are started on first use and live for the process; jobs are whole chunks.
 class Pool {
  public:
@@ -90,6 +108,7 @@ class Pool {
     {
       std::lock_guard<std::mutex> lock(mu_);
       jobs_.push_back(std::move(job));
+      queued_.fetch_add(1, std::memory_order_release);
     }
     cv_.notify_one();
   }
@@ -99,11 +118,13 @@ class Pool {
     tl_in_region = true;
     for (;;) {
       std::function<void()> job;
+      spin_until([this] { return queued_.load(std::memory_order_acquire) > 0; });
       {
         std::unique_lock<std::mutex> lock(mu_);
         cv_.wait(lock, [this] { return !jobs_.empty(); });
         job = std::move(jobs_.front());
         jobs_.pop_front();
+        queued_.fetch_sub(1, std::memory_order_relaxed);
       }
       job();
     }
@@ -111,19 +132,22 @@ class Pool {
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<std::function<void()> > jobs_;
+  std::atomic<int> queued_{0};  // jobs_.size(), readable without the lock while spinning
   std::vector<std::thread> workers_;
 };
 
 // What one region waits for: its chunks still running, and the first exception one threw.
+// `pending` changes only under the lock, so a joiner that saw it reach 0 while spinning takes
+// the lock once more before the region leaves its stack: the last worker has let go of it then.
 struct Region {
   std::mutex mu;
   std::condition_variable done;
-  int pending = 0;
+  std::atomic<int> pending{0};
   std::exception_ptr error;
   void finish(std::exception_ptr e) {
     std::lock_guard<std::mutex> lock(mu);
     if (e && !error) error = e;
-    if (--pending == 0) done.notify_all();
+    if (pending.fetch_sub(1, std::memory_order_acq_rel) == 1) done.notify_all();
   }
 };
 
@@ -148,7 +172,7 @@ void detail::run_static_chunks(std::int64_t n, ChunkFn fn, void* ctx) {
   Pool& pool = Pool::get();
   pool.ensure_workers(teams - 1);
   Region region;
-  region.pending = teams - 1;
+  region.pending.store(teams - 1, std::memory_order_relaxed);
   for (int t = 1; t < teams; ++t) {
     const auto [lo, hi] = static_chunk(n, t, teams);
     pool.submit([&region, fn, ctx, lo = lo, hi = hi] {
@@ -170,8 +194,9 @@ void detail::run_static_chunks(std::int64_t n, ChunkFn fn, void* ctx) {
     own = std::current_exception();
   }
   tl_in_region = false;
+  spin_until([&] { return region.pending.load(std::memory_order_acquire) == 0; });
   std::unique_lock<std::mutex> lock(region.mu);
-  region.done.wait(lock, [&] { return region.pending == 0; });
+  region.done.wait(lock, [&] { return region.pending.load(std::memory_order_relaxed) == 0; });
   if (own) std::rethrow_exception(own);
   if (region.error) std::rethrow_exception(region.error);
 }
