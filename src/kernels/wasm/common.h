@@ -80,16 +80,22 @@ void run_jobs(std::int64_t jobs, std::size_t scratch_per_worker, const ExecConte
     for (std::int64_t j = 0; j < jobs; ++j) f(j, ctx.scratch);
     return;
   }
-  // Runs of consecutive jobs, a quarter of a worker's share each: consecutive output planes
-  // share input planes in cache, which single jobs handed out in turn lost (the 32→32 conv at
-  // 64³: 0.116 s in halves, 0.133 s a job at a time, 2 threads).
-  const std::int64_t run = std::max<std::int64_t>(1, jobs / (4 * workers));
+  // Runs of consecutive jobs, each a share of what is left: consecutive output planes share
+  // input planes in cache, which single jobs handed out in turn lost (the 32→32 conv at 64³:
+  // 0.116 s in halves, 0.133 s a job at a time, 2 threads), and the runs shrink towards the end
+  // so that the workers finish together. Fixed runs (an eighth of the jobs) left one worker idle
+  // for half a run, on average, at the end of every slab of a conv chain; with shrinking runs
+  // IR2QSM's chains at 64³ kept both workers busy 99 % of the time (Node: 4.34 s of work in 2.20 s).
   std::atomic<std::int64_t> next{0};
   parallel_for(workers, true, [&](std::int64_t t) {
     std::byte* scratch = ctx.scratch + static_cast<std::size_t>(t) * scratch_per_worker;
-    for (std::int64_t lo = next.fetch_add(run, std::memory_order_relaxed); lo < jobs;
-         lo = next.fetch_add(run, std::memory_order_relaxed))
-      for (std::int64_t j = lo; j < std::min(jobs, lo + run); ++j) f(j, scratch);
+    std::int64_t lo = next.load(std::memory_order_relaxed);
+    while (lo < jobs) {
+      const std::int64_t run = std::max<std::int64_t>(1, (jobs - lo) / (2 * workers));
+      if (!next.compare_exchange_weak(lo, lo + run, std::memory_order_relaxed)) continue;
+      for (std::int64_t j = lo; j < lo + run; ++j) f(j, scratch);
+      lo = next.load(std::memory_order_relaxed);
+    }
   });
 }
 
