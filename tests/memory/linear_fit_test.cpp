@@ -2,6 +2,7 @@
 // measured point above the prediction (an under-prediction is a failure, memory.md M2).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <random>
 
 #include "qsmcore/error.h"
@@ -44,6 +45,28 @@ TEST(LinearFit, EnvelopeCoversEveryNoisyPoint) {
   for (std::size_t i = 0; i < x.size(); ++i)
     EXPECT_GE(static_cast<std::int64_t>(f.fixed_bytes + f.bytes_per_voxel * x[i]), y[i]) << "point " << i;
   EXPECT_GE(static_cast<double>(f.bytes_per_voxel), f.slope);
+}
+
+// Offsets ±a about y = F + 200·x that leave the least-squares line where it was (they sum to 0
+// and are orthogonal to x): the wasm32 bound is the envelope (F + a), raised by the scatter (a,
+// page-rounded, at most 1 MiB) and one page.
+TEST(LinearFit, WasmBoundIsTheEnvelopePlusTheScatterAndAPage) {
+  constexpr std::int64_t kF = 20'000'000, kPage = 65536;
+  for (const std::int64_t a : {std::int64_t{300'000}, std::int64_t{3'000'000}}) {
+    SCOPED_TRACE(a);
+    std::vector<std::uint64_t> x;
+    std::vector<std::int64_t> y;
+    const std::int64_t d[] = {a, -a, -a, a};
+    for (int i = 0; i < 4; ++i) {
+      x.push_back(static_cast<std::uint64_t>(i + 1) * 65536);
+      y.push_back(kF + 200 * static_cast<std::int64_t>(x.back()) + d[i]);
+    }
+    const qsmcore::LinearFit f = qsmcore::fit_wasm_heap_growth(x, y);
+    ASSERT_EQ(f.bytes_per_voxel, 200u);
+    EXPECT_NEAR(f.max_abs_residual, static_cast<double>(a), 1.0);
+    const std::int64_t scatter = std::min<std::int64_t>((a + kPage - 1) / kPage * kPage, 1 << 20);
+    EXPECT_EQ(static_cast<std::int64_t>(f.fixed_bytes), kF + a + scatter + kPage);
+  }
 }
 
 TEST(LinearFit, RefusesFewerThanTwoDistinctVoxelCounts) {

@@ -2,8 +2,9 @@
 // native reference kernel, the direct sums of the ONNX definition. One model holds every form it
 // takes: partial channel blocks and tiles (odd heights and widths, 6 and 5 output channels), a
 // fused Relu, asymmetric pads, a strided and dilated depth window, a fused residual Add whose
-// output overwrites its addend, a 64-channel input whose rows span several tile blocks, and a 2-D
-// conv. A stride-2 conv beside them stays on the direct kernel. Each output must agree with the
+// output overwrites its addend, a 64-channel input whose rows span several tile blocks, a
+// 64 → 96 conv (24 channel blocks, each transformed by every job that needs it), and a 2-D conv.
+// A stride-2 conv beside them stays on the direct kernel. Each output must agree with the
 // reference to 1e-5 of its range (a non-finite value fails), the plan must put the Winograd
 // kernel where it claims to, and runs on 1 and 2 threads must agree to the bit.
 #include <gtest/gtest.h>
@@ -51,6 +52,7 @@ w::Proto winograd_model() {
         w::attr_ints("dilations", {2, 1, 1})}},
       {"x1", "c4", {5, 5, 3, 3, 3}, true, {w::attr_ints("pads", {1, 1, 1, 1, 1, 1})}},
       {"x2", "y6", {8, 64, 3, 3, 3}, true, {w::attr_ints("pads", {1, 1, 1, 1, 1, 1})}},
+      {"x2", "y9", {96, 64, 3, 3, 3}, true, {w::attr_ints("pads", {1, 1, 1, 1, 1, 1})}},
       {"x4", "y7", {4, 6, 3, 3}, true, {w::attr_ints("pads", {1, 1, 1, 1})}},
       {"x1",
        "y8",
@@ -81,6 +83,7 @@ w::Proto winograd_model() {
                                                                             {"y3", {1, 4, 4, 13, 19}},
                                                                             {"y4", {1, 5, 7, 13, 19}},
                                                                             {"y6", {1, 8, 3, 5, 70}},
+                                                                            {"y9", {1, 96, 3, 5, 70}},
                                                                             {"y7", {1, 4, 9, 33}},
                                                                             {"y8", {1, 4, 7, 13, 10}}})
     p.outputs.push_back(w::value_info(name, 1, dims));
@@ -99,7 +102,7 @@ TEST(WasmWinograd, ConvsAgreeWithTheReferenceKernel) {
   const std::string model = work + "/convs.onnx";
   w::write_file(model, winograd_model().bytes);
 
-  // The plan: the six 3×3 stride-1 convs on the Winograd kernel, the stride-2 one on the direct.
+  // The plan: the seven 3×3 stride-1 convs on the Winograd kernel, the stride-2 one on the direct.
   const std::string plan_log = work + "/plan.log";
   const std::string plan =
       "QSM_WASM_DIR='" + qsmtest::wasm_dir() + "/mt' node " QSM_SOURCE_DIR "/tools/wasm/qsm.js onnx plan '" + model +
@@ -110,7 +113,7 @@ TEST(WasmWinograd, ConvsAgreeWithTheReferenceKernel) {
   for (std::size_t at = steps.find("simd128:conv_winograd"); at != std::string::npos;
        at = steps.find("simd128:conv_winograd", at + 1))
     ++winograd;
-  EXPECT_EQ(winograd, 6u) << steps;
+  EXPECT_EQ(winograd, 7u) << steps;
   EXPECT_EQ(steps.find(" Add "), std::string::npos) << "the residual Add was not fused\n" << steps;
   EXPECT_EQ(steps.find(" Relu "), std::string::npos) << "the Relu was not fused\n" << steps;
   EXPECT_NE(steps.find("simd128:conv "), std::string::npos) << "the stride-2 conv left the direct kernel\n" << steps;
