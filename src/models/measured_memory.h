@@ -33,15 +33,15 @@ struct MeasuredMemory {
 };
 
 inline constexpr std::array<MeasuredMemory, 21> kMeasuredMemory{{
-    // bfrnet: 4 shape(s), fit residual 0 B, onednn, 2 thread(s); wasm32: 4 shape(s), fit residual 0 B, 2 thread(s)
+    // bfrnet: 4 shape(s), fit residual 0 B, onednn, 2 thread(s); wasm32: 4 shape(s), fit residual 823088 B, 2 thread(s)
     {"bfrnet", NetworkMemory{.resident_bytes = 112900ull, .load_peak_bytes = 112900ull,
                    .inference_fixed_bytes = 83089100ull, .inference_bytes_per_voxel = 827ull,
-                   .wasm_fixed_bytes = 96206848ull, .wasm_bytes_per_voxel = 819ull},
+                   .wasm_fixed_bytes = 100794368ull, .wasm_bytes_per_voxel = 810ull},
      std::nullopt},
     // xqsm: 4 shape(s), fit residual 0 B, onednn, 2 thread(s); wasm32: 4 shape(s), fit residual 0 B, 2 thread(s)
     {"xqsm", NetworkMemory{.resident_bytes = 64260ull, .load_peak_bytes = 64260ull,
                    .inference_fixed_bytes = 21905924ull, .inference_bytes_per_voxel = 424ull,
-                   .wasm_fixed_bytes = 41484288ull, .wasm_bytes_per_voxel = 416ull},
+                   .wasm_fixed_bytes = 41943040ull, .wasm_bytes_per_voxel = 416ull},
      425ull},
     // qsmnet: 4 shape(s), fit residual 2467781 B, onednn, 2 thread(s); wasm32: 4 shape(s), fit residual 12720649 B, 2 thread(s)
     {"qsmnet", NetworkMemory{.resident_bytes = 60932ull, .load_peak_bytes = 60932ull,
@@ -63,30 +63,30 @@ inline constexpr std::array<MeasuredMemory, 21> kMeasuredMemory{{
                    .inference_fixed_bytes = 2880580ull, .inference_bytes_per_voxel = 179ull,
                    .wasm_fixed_bytes = 8060928ull, .wasm_bytes_per_voxel = 175ull},
      180ull},
-    // ir2qsm: 4 shape(s), fit residual 0 B, onednn, 2 thread(s); wasm32: 4 shape(s), fit residual 1872775 B, 2 thread(s)
+    // ir2qsm: 4 shape(s), fit residual 0 B, onednn, 2 thread(s); wasm32: 4 shape(s), fit residual 274363 B, 2 thread(s)
     {"ir2qsm", NetworkMemory{.resident_bytes = 100980ull, .load_peak_bytes = 100980ull,
                    .inference_fixed_bytes = 41229668ull, .inference_bytes_per_voxel = 165ull,
-                   .wasm_fixed_bytes = 54722560ull, .wasm_bytes_per_voxel = 161ull},
+                   .wasm_fixed_bytes = 49807360ull, .wasm_bytes_per_voxel = 174ull},
      166ull},
     // autoqsm: 1 shape(s), fit residual 0 B, onednn, 2 thread(s); wasm32: 1 shape(s), fit residual 0 B, 2 thread(s)
     {"autoqsm", NetworkMemory{.resident_bytes = 5524ull, .load_peak_bytes = 5524ull,
                    .inference_fixed_bytes = 0ull, .inference_bytes_per_voxel = 143ull,
                    .wasm_fixed_bytes = 0ull, .wasm_bytes_per_voxel = 172ull},
      std::nullopt},
-    // iqsm: 4 shape(s), fit residual 0 B, onednn, 2 thread(s); wasm32: 4 shape(s), fit residual 999702 B, 2 thread(s)
+    // iqsm: 4 shape(s), fit residual 0 B, onednn, 2 thread(s); wasm32: 4 shape(s), fit residual 1464008 B, 2 thread(s)
     {"iqsm", NetworkMemory{.resident_bytes = 31284ull, .load_peak_bytes = 31284ull,
                    .inference_fixed_bytes = 18264700ull, .inference_bytes_per_voxel = 204ull,
-                   .wasm_fixed_bytes = 26083328ull, .wasm_bytes_per_voxel = 153ull},
+                   .wasm_fixed_bytes = 27852800ull, .wasm_bytes_per_voxel = 148ull},
      std::nullopt},
     // iqsm-plus: 4 shape(s), fit residual 0 B, onednn, 2 thread(s); wasm32: 4 shape(s), fit residual 444312 B, 2 thread(s)
     {"iqsm-plus", NetworkMemory{.resident_bytes = 63924ull, .load_peak_bytes = 63924ull,
                    .inference_fixed_bytes = 18532220ull, .inference_bytes_per_voxel = 212ull,
                    .wasm_fixed_bytes = 26279936ull, .wasm_bytes_per_voxel = 207ull},
      std::nullopt},
-    // iqfm: 4 shape(s), fit residual 0 B, onednn, 2 thread(s); wasm32: 4 shape(s), fit residual 546504 B, 2 thread(s)
+    // iqfm: 4 shape(s), fit residual 0 B, onednn, 2 thread(s); wasm32: 4 shape(s), fit residual 1076345 B, 2 thread(s)
     {"iqfm", NetworkMemory{.resident_bytes = 31284ull, .load_peak_bytes = 31284ull,
                    .inference_fixed_bytes = 18264700ull, .inference_bytes_per_voxel = 204ull,
-                   .wasm_fixed_bytes = 25034752ull, .wasm_bytes_per_voxel = 155ull},
+                   .wasm_fixed_bytes = 26083328ull, .wasm_bytes_per_voxel = 153ull},
      std::nullopt},
     // nextqsm: 4 shape(s), fit residual 0 B, onednn, 2 thread(s); wasm32: 4 shape(s), fit residual 33690063 B, 2 thread(s)
     {"nextqsm", NetworkMemory{.resident_bytes = 36540ull, .load_peak_bytes = 36540ull,
@@ -98,10 +98,10 @@ inline constexpr std::array<MeasuredMemory, 21> kMeasuredMemory{{
                    .inference_fixed_bytes = 2884040ull, .inference_bytes_per_voxel = 195ull,
                    .wasm_fixed_bytes = 7733248ull, .wasm_bytes_per_voxel = 190ull},
      196ull},
-    // susep-net: 4 shape(s), fit residual 14 B, onednn, 2 thread(s); wasm32: 4 shape(s), fit residual 14440 B, 2 thread(s)
+    // susep-net: 4 shape(s), fit residual 14 B, onednn, 2 thread(s); wasm32: 4 shape(s), fit residual 6229252 B, 2 thread(s)
     {"susep-net", NetworkMemory{.resident_bytes = 124040ull, .load_peak_bytes = 124040ull,
                    .inference_fixed_bytes = 211487672ull, .inference_bytes_per_voxel = 508ull,
-                   .wasm_fixed_bytes = 253165568ull, .wasm_bytes_per_voxel = 488ull},
+                   .wasm_fixed_bytes = 266076160ull, .wasm_bytes_per_voxel = 442ull},
      std::nullopt},
     // r2primenet: 4 shape(s), fit residual 14 B, onednn, 2 thread(s); wasm32: 4 shape(s), fit residual 685351 B, 2 thread(s)
     {"r2primenet", NetworkMemory{.resident_bytes = 17284ull, .load_peak_bytes = 17284ull,
