@@ -77,7 +77,7 @@ thread_local bool tl_in_region = false;  // regions opened inside a region run s
 // Spins for up to kSpin before a wait sleeps, checking `ready` (an acquire load) every few
 // iterations; true once it holds. A sleeping thread is woken through a futex, which in a browser
 // is Atomics.notify and takes tens to hundreds of microseconds to run the waiter again; a conv
-// chain opens a region for every slab of every layer (IR2QSM at 64³: about 1 400 per run), each
+// chain opens a region for every slab of every layer (IR2QSM at 64³: 682 per run), each
 // a few milliseconds long, so that latency on both the fork and the join was paid every time.
 constexpr auto kSpin = std::chrono::microseconds(200);
 template <class Ready>
