@@ -74,19 +74,20 @@ int default_threads() {
 thread_local int tl_threads = 0;         // 0: the process default
 thread_local bool tl_in_region = false;  // regions opened inside a region run serially, as OpenMP's nested default
 
-// Spins for up to kSpin before a wait sleeps, checking `ready` (an acquire load) every few
-// iterations; true once it holds. A sleeping thread is woken through a futex, which in a browser
-// is Atomics.notify and takes tens to hundreds of microseconds to run the waiter again; a conv
-// chain opens a region for every slab of every layer (IR2QSM at 64³: 682 per run), each
-// a few milliseconds long, so that latency on both the fork and the join was paid every time.
+// Spins until `ready` (an acquire load) holds or kSpin has passed, whichever comes first; the
+// caller then waits as before, which returns at once when it holds. A sleeping thread is woken
+// through a futex, which in a browser is Atomics.notify and takes tens to hundreds of
+// microseconds to run the waiter again; a conv chain opens a region for every slab of every
+// layer (IR2QSM at 64³: 682 per run), each a few milliseconds long, so that latency on both the
+// fork and the join was paid every time.
 constexpr auto kSpin = std::chrono::microseconds(200);
 template <class Ready>
-bool spin_until(Ready&& ready) {
+void spin_until(Ready&& ready) {
   const auto until = std::chrono::steady_clock::now() + kSpin;
   for (;;) {
     for (int i = 0; i < 64; ++i)
-      if (ready()) return true;
-    if (std::chrono::steady_clock::now() >= until) return ready();
+      if (ready()) return;
+    if (std::chrono::steady_clock::now() >= until) return;
   }
 }
 
