@@ -225,9 +225,11 @@ TEST(PrefetchWorker, DiscardCompletedAndEvictedBeforeUse) {
 // Many producers, one consumer per key: every admitted job runs exactly once and every
 // demand sees its job (TSan checks the locking).
 TEST(PrefetchWorker, ConcurrentProducersAndDemanders) {
-  PrefetchWorker w(3);
   constexpr int kKeys = 200;
+  // Declared before the worker so it outlives it: a key resubmitted by the slower producer may
+  // still be running when the test body ends, and the worker's destructor waits for it.
   std::vector<std::atomic<int>> runs(kKeys);
+  PrefetchWorker w(3);
   auto producer = [&] {
     for (int i = 0; i < kKeys; ++i) {
       const auto a = w.submit_blocking("k" + std::to_string(i), [&runs, i] { ++runs[i]; });
