@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -31,10 +32,34 @@ void apply_post_ops(std::span<const PostOp> post, float* data, std::int64_t n);
 /// Applies one activation to a scalar (shared by reference kernels and tests).
 float apply_activation(const PostOp& p, float x);
 
+/// An operand a kernel reads from or writes to the spill file, a range of bytes at a time,
+/// instead of in memory (activation residency, issue #16: a step whose own input and output
+/// exceed the budget streams them). Offsets are in the operand's bytes, in its planned layout.
+/// `staging` is the block the plan gave the kernel for this operand: stream_need() of it.
+struct StreamedOperand {
+  virtual ~StreamedOperand() = default;
+  virtual void read(void* dst, std::size_t offset, std::size_t bytes) const = 0;
+  virtual void write(const void* src, std::size_t offset, std::size_t bytes) const = 0;
+  std::byte* staging = nullptr;
+  std::size_t staging_bytes = 0;
+};
+
+/// A kernel's cost of streaming one operand: the staging block it needs, and how many times it
+/// reads the whole operand from the file (an input read by two parts of the kernel: twice).
+struct StreamNeed {
+  std::size_t staging = 0;
+  unsigned reads = 0;
+};
+
 struct ExecContext {
   std::byte* scratch = nullptr;   // the step's scratch slot in the plan's arena
   std::size_t scratch_bytes = 0;  // the slot's planned size: a kernel needing more must refuse to run
   int threads = 1;
+  // Per input and output slot: the operand is streamed (its Tensor is then empty), or nullptr.
+  // Empty when nothing of this step is streamed.
+  std::vector<const StreamedOperand*> streamed_in, streamed_out;
+  const StreamedOperand* in_stream(std::size_t i) const { return i < streamed_in.size() ? streamed_in[i] : nullptr; }
+  const StreamedOperand* out_stream(std::size_t i) const { return i < streamed_out.size() ? streamed_out[i] : nullptr; }
 };
 
 class Kernel {
@@ -54,6 +79,9 @@ class Kernel {
   virtual bool reads_input(std::size_t /*i*/) const { return true; }
   /// Backend/implementation name for profiles ("ref", "onednn:jit:avx2", ...).
   virtual std::string impl_name() const = 0;
+  /// What streaming an input (output = false) or output slot through the spill file, instead of
+  /// reading or writing it in memory, takes; nullopt: the kernel cannot stream it.
+  virtual std::optional<StreamNeed> stream_need(bool /*output*/, std::size_t /*slot*/) const { return std::nullopt; }
 };
 
 }  // namespace qsmcore::kernels

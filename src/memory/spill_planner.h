@@ -10,6 +10,11 @@
 // until b - 1, at the price of a stall. Each resident stretch (segment) is placed in the arena
 // on its own: a buffer may come back at a different offset. The file holds one region per
 // spilled buffer.
+//
+// A step that can stream a buffer (a conv chain reading its input or writing its output a slab
+// at a time through the file) may also be spared holding it: the buffer is then absent at that
+// event, in the file before the step (when the step reads it) and after it, and the step holds
+// only a staging block of its own. This is what goes below the largest "operands of one step".
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -20,9 +25,18 @@
 namespace qsmcore::memory {
 
 struct SpillBuffer {
+  static constexpr std::size_t kNoStream = static_cast<std::size_t>(-1);
   std::size_t bytes = 0;
   std::vector<int> events;   // sorted, unique steps that write or read it
   std::vector<bool> writes;  // per event: the step writes it (what the file holds goes stale)
+  // Per event, or empty when no event can stream: the staging bytes the step needs to stream the
+  // buffer through the file instead of holding it (kNoStream: it cannot), and how many of its
+  // input slots read it (each reads the whole buffer once when streamed).
+  std::vector<std::size_t> stream_bytes;
+  std::vector<unsigned> reads;
+  bool can_stream(std::size_t k) const {
+    return k < stream_bytes.size() && stream_bytes[k] != kNoStream && stream_bytes[k] < bytes;
+  }
 };
 
 /// One resident stretch of a buffer: steps [first, last] at `offset` in the arena.
@@ -37,13 +51,23 @@ struct Segment {
   std::size_t offset = 0;
 };
 
+/// An event at which the buffer stays in the file: step `step` streams it, through a staging
+/// block of the buffer's stream_bytes at `offset` in the arena.
+struct Stream {
+  int buffer = 0;
+  int event = 0;
+  int step = 0;
+  std::size_t offset = 0;
+};
+
 struct SpillLayout {
   std::vector<Segment> segments;           // grouped by buffer, in event order
+  std::vector<Stream> streams;             // grouped by buffer, in event order
   std::vector<std::size_t> fixed_offsets;  // one per fixed lifetime (kernel scratch)
   std::vector<std::uint64_t> file_offset;  // per buffer: its region in the spill file (spilled ones)
   std::size_t arena = 0;
   std::uint64_t file_bytes = 0;                   // spill file size
-  std::uint64_t write_bytes = 0, read_bytes = 0;  // moved per run
+  std::uint64_t write_bytes = 0, read_bytes = 0;  // moved per run (streamed events included)
   bool fits = true;                               // arena <= the limit asked for
   std::size_t spilled_gaps() const;
 };
@@ -52,13 +76,15 @@ struct SpillLayout {
 /// spilling gaps only when the whole-life placement does not fit: at the step with the most
 /// live bytes, the spillable gap of the largest buffer (then the longest gap) goes first, with
 /// overlapped transfers where they free that step and synchronous ones only where they alone do,
-/// until the placement fits. limit 0 = no limit (no spills). When even spilling every gap does not
+/// and a streamed event (the largest saving first) only where no gap frees it, until the
+/// placement fits. limit 0 = no limit (no spills). When even spilling every gap does not
 /// fit, returns that placement (the smallest arena there is) with fits = false. piece: as
 /// plan_offsets (no buffer straddles a multiple of it; 0: one piece).
 SpillLayout plan_spills(const std::vector<SpillBuffer>& buffers, const std::vector<Lifetime>& fixed, std::size_t limit,
                         std::size_t piece = 0);
 
-/// The smallest arena these buffers can run in: every gap spilled, with synchronous transfers.
+/// The smallest arena these buffers can run in: every gap spilled, with synchronous transfers,
+/// and every event that can stream streamed.
 SpillLayout plan_all_spilled(const std::vector<SpillBuffer>& buffers, const std::vector<Lifetime>& fixed,
                              std::size_t piece = 0);
 

@@ -329,6 +329,8 @@ void Plan::schedule_node(Scheduling& s, std::size_t ni) {
   st.inplace = k->inplace_input();
   st.packed = k->packed_bytes();
   for (std::size_t i = 0; i < st.in.size(); ++i) st.reads.push_back(k->reads_input(i));
+  for (std::size_t i = 0; i < st.in.size(); ++i) st.stream_in.push_back(k->stream_need(false, i));
+  for (std::size_t i = 0; i < st.out.size(); ++i) st.stream_out.push_back(k->stream_need(true, i));
   // A unit's kernel goes at once: planning holds one unit's weights at a time.
   if (st.unit >= 0) {
     st.packed = 0;
@@ -498,6 +500,7 @@ std::vector<std::vector<Tensor>> Plan::run_batch(const std::vector<std::vector<T
           const auto& slots = units_[static_cast<std::size_t>(st.unit)].read_slots;
           for (std::size_t j = 0; j < slots.size(); ++j) ins[static_cast<std::size_t>(slots[j])] = copy->plain[j];
         }
+        if (io) io->bind(si, static_cast<std::size_t>(&set - sets.data()), set.arena, ins.size(), os.size(), ctx);
         k->run(ins, os, ctx);
       }
       if (copy) units->complete(st.unit);

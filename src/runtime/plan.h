@@ -6,6 +6,7 @@
 #include <atomic>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -76,6 +77,15 @@ struct ArenaLayout {
   // an overlapped read during the step before its next use; a synchronous one right after that
   // use or right before the next.
   std::vector<std::vector<Transfer>> transfers;
+  // Per step: the operands it streams through the file instead of holding them (their offsets
+  // above are npos), each with its own staging block in the arena.
+  struct Streamed {
+    bool output = false;
+    std::size_t slot = 0;
+    std::uint64_t file_offset = 0;
+    std::size_t staging_offset = 0, staging_bytes = 0;
+  };
+  std::vector<std::vector<Streamed>> streamed;
   std::uint64_t file_bytes = 0, write_bytes = 0, read_bytes = 0;  // per set
   bool fits = true;                                               // within the limit it was built for
   bool spills() const { return file_bytes > 0; }
@@ -104,6 +114,9 @@ class Plan {
     int inplace = -1;
     std::int64_t packed = 0;
     std::vector<bool> reads;  // per input: read at run time
+    // Per input and output: what streaming it through the spill file takes (nullopt: the kernel
+    // cannot). Recorded like scratch: a unit's kernel is gone after planning.
+    std::vector<std::optional<kernels::StreamNeed>> stream_in, stream_out;
   };
   enum class Storage { Absent, Constant, Deferred, Input, Arena, Output };
   struct Value {
@@ -184,6 +197,7 @@ class Plan {
   void assign_offsets();
   void check_pieces();
   std::shared_ptr<const ArenaLayout> build_layout(const memory::SpillLayout& sl) const;
+  static std::optional<kernels::StreamNeed> stream_slot(const Step& st, bool output, std::size_t slot);
 
   Backend backend_;
   int threads_;

@@ -50,24 +50,35 @@ void Plan::assign_offsets() {
   for (std::size_t v = 0; v < values_.size(); ++v) {
     if (values_[v].storage != Storage::Arena || alias_[v] >= 0) continue;
     buffer_of_[v] = static_cast<int>(buffers_.size());
-    buffers_.push_back({values_[v].bytes, {}, {}});
+    buffers_.push_back({values_[v].bytes, {}, {}, {}, {}});
   }
   for (std::size_t v = 0; v < values_.size(); ++v)
     if (values_[v].storage == Storage::Arena)
       buffer_of_[v] = buffer_of_[static_cast<std::size_t>(root(static_cast<int>(v)))];
+  // An event can stream when the step can stream every slot of the buffer it has: its staging
+  // is then the sum of theirs (kernels/kernel.h stream_bytes).
   for (int s = 0; s < n_steps; ++s) {
     const Step& st = steps_[static_cast<std::size_t>(s)];
-    auto note = [&](int v, bool write) {
+    auto note = [&](int v, bool write, const std::optional<kernels::StreamNeed>& stream) {
       if (v < 0 || buffer_of_[static_cast<std::size_t>(v)] < 0) return;
       auto& b = buffers_[static_cast<std::size_t>(buffer_of_[static_cast<std::size_t>(v)])];
       if (b.events.empty() || b.events.back() != s) {
         b.events.push_back(s);
         b.writes.push_back(false);
+        b.reads.push_back(0);
+        b.stream_bytes.push_back(0);
       }
       if (write) b.writes.back() = true;
+      std::size_t& sb = b.stream_bytes.back();
+      if (!stream || sb == memory::SpillBuffer::kNoStream) {
+        sb = memory::SpillBuffer::kNoStream;
+        return;
+      }
+      sb += (stream->staging + 63) / 64 * 64;
+      b.reads.back() += stream->reads;
     };
-    for (int v : st.in) note(v, false);
-    for (int v : st.out) note(v, true);
+    for (std::size_t i = 0; i < st.in.size(); ++i) note(st.in[i], false, stream_slot(st, false, i));
+    for (std::size_t i = 0; i < st.out.size(); ++i) note(st.out[i], true, stream_slot(st, true, i));
   }
   // A kernel's scratchpad is one more arena buffer, live during its step only: the run's peak
   // is the largest live set plus the scratch of the step where it occurs, not the largest live
@@ -170,6 +181,21 @@ std::shared_ptr<const ArenaLayout> Plan::build_layout(const memory::SpillLayout&
     for (int v : steps_[s].in) l->in_offset[s].push_back(offset_at(v, static_cast<int>(s)));
     for (int v : steps_[s].out) l->out_offset[s].push_back(offset_at(v, static_cast<int>(s)));
   }
+  l->streamed.resize(n);
+  for (const auto& str : sl.streams) {
+    const auto s = static_cast<std::size_t>(str.step);
+    std::size_t at = str.offset;
+    auto add = [&](bool output, const std::vector<int>& vals) {
+      for (std::size_t i = 0; i < vals.size(); ++i) {
+        if (vals[i] < 0 || buffer_of_[static_cast<std::size_t>(vals[i])] != str.buffer) continue;
+        const std::size_t bytes = (stream_slot(steps_[s], output, i)->staging + 63) / 64 * 64;
+        l->streamed[s].push_back({output, i, sl.file_offset[static_cast<std::size_t>(str.buffer)], at, bytes});
+        at += bytes;
+      }
+    };
+    add(false, steps_[s].in);
+    add(true, steps_[s].out);
+  }
   l->transfers.resize(n);
   for (const auto& seg : sl.segments) {
     const auto b = static_cast<std::size_t>(seg.buffer);
@@ -182,6 +208,11 @@ std::shared_ptr<const ArenaLayout> Plan::build_layout(const memory::SpillLayout&
           {seg.write_sync ? When::After : When::During, true, seg.offset, sl.file_offset[b], buffers_[b].bytes});
   }
   return l;
+}
+
+std::optional<kernels::StreamNeed> Plan::stream_slot(const Step& st, bool output, std::size_t slot) {
+  const auto& v = output ? st.stream_out : st.stream_in;
+  return slot < v.size() ? v[slot] : std::nullopt;
 }
 
 std::shared_ptr<const ArenaLayout> Plan::layout_within(std::size_t arena_limit) const {

@@ -53,6 +53,55 @@ void SpillTransfers::finish() {
   stats_.wait_seconds += since(t0);
 }
 
+// A streamed operand: its buffer's region of the file for one set.
+class SpillTransfers::FileOperand final : public kernels::StreamedOperand {
+ public:
+  FileOperand(const SpillTransfers& io, std::uint64_t base) : io_(io), base_(base) {}
+  void read(void* dst, std::size_t offset, std::size_t bytes) const override {
+    io_.stream_io(false, nullptr, dst, bytes, base_ + offset);
+  }
+  void write(const void* src, std::size_t offset, std::size_t bytes) const override {
+    io_.stream_io(true, src, nullptr, bytes, base_ + offset);
+  }
+
+ private:
+  const SpillTransfers& io_;
+  std::uint64_t base_;
+};
+
+void SpillTransfers::stream_io(bool write, const void* src, void* dst, std::size_t bytes, std::uint64_t at) const {
+  const auto t0 = Clock::now();
+  if (write)
+    file_.write(src, bytes, at);
+  else
+    file_.read(dst, bytes, at);
+  const double s = since(t0);
+  std::lock_guard<std::mutex> lock(mu_);
+  stats_.io_seconds += s;
+  stats_.wait_seconds += s;
+  (write ? stats_.written : stats_.read) += bytes;
+}
+
+SpillTransfers::~SpillTransfers() = default;
+
+void SpillTransfers::bind(std::size_t step, std::size_t set, const ArenaPieces& arena, std::size_t n_in,
+                          std::size_t n_out, kernels::ExecContext& ctx) {
+  ctx.streamed_in.clear();
+  ctx.streamed_out.clear();
+  operands_.clear();
+  const auto& list = layout_.streamed[step];
+  if (list.empty()) return;
+  ctx.streamed_in.assign(n_in, nullptr);
+  ctx.streamed_out.assign(n_out, nullptr);
+  for (const auto& s : list) {
+    auto op = std::make_unique<FileOperand>(*this, s.file_offset + layout_.file_bytes * set);
+    op->staging = s.staging_bytes > 0 ? arena.at(s.staging_offset) : nullptr;
+    op->staging_bytes = s.staging_bytes;
+    (s.output ? ctx.streamed_out : ctx.streamed_in)[s.slot] = op.get();
+    operands_.push_back(std::move(op));
+  }
+}
+
 SpillReport SpillTransfers::stats() const {
   std::lock_guard<std::mutex> lock(mu_);
   return stats_;

@@ -4,6 +4,7 @@
 // were); synchronous ones are waited for right away, before or after the kernel.
 #pragma once
 #include <cstddef>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -19,18 +20,28 @@ class SpillTransfers {
  public:
   /// A spill file for `sets` arenas of this layout (each set has its own region of the file).
   SpillTransfers(const ArenaLayout& layout, std::size_t sets, const std::string& dir);
+  ~SpillTransfers();
   /// Starts step `step`'s transfers of timing `when` for every set; `arenas[i]` is set i's arena.
   void start(std::size_t step, ArenaLayout::When when, const std::vector<const ArenaPieces*>& arenas);
   /// Waits for them; rethrows a transfer's I/O error.
   void finish();
+  /// Points ctx's streamed operands at the file for step `step` of set `set` (staging in that
+  /// set's arena), or clears them when the step streams nothing. The kernel's reads and writes
+  /// are synchronous: they count as I/O and as waits.
+  void bind(std::size_t step, std::size_t set, const ArenaPieces& arena, std::size_t n_in, std::size_t n_out,
+            kernels::ExecContext& ctx);
   SpillReport stats() const;
 
  private:
+  class FileOperand;
+  void stream_io(bool write, const void* src, void* dst, std::size_t bytes, std::uint64_t at) const;
+
   const ArenaLayout& layout_;
+  std::vector<std::unique_ptr<FileOperand>> operands_;  // those bound now
   residency::SpillFile file_;
   std::vector<std::string> pending_;
   mutable std::mutex mu_;  // the figures below: the worker adds I/O, the runner adds waits
-  SpillReport stats_;
+  mutable SpillReport stats_;
   residency::PrefetchWorker worker_;  // last: stopped (and joined) before the members above go
 };
 

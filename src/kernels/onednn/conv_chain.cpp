@@ -125,12 +125,20 @@ class ConvChainKernel final : public Kernel {
     calls_.resize(layers_.size());
     packed_.resize(layers_.size());
     // Dry walk: create the primitives and size the windows.
-    cs_.walk([&](const ChainSchedule::Slab& sl) { prepare_call(sl.layer, sl.n_in, sl.n_out, sl.pad_f, sl.pad_b); },
-             [](std::size_t, std::int64_t, std::int64_t) {},
-             [&](std::size_t si, std::int64_t, std::int64_t n_low, std::int64_t) { prepare_source(si, n_low); },
-             [](std::size_t, std::int64_t, std::int64_t) {},
-             [&](std::int64_t, std::int64_t planes) { prepare_pool(planes); },
-             /*dry=*/true);
+    cs_.walk(
+        [&](const ChainSchedule::Slab& sl) {
+          prepare_call(sl.layer, sl.n_in, sl.n_out, sl.pad_f, sl.pad_b);
+          if (sl.layer == 0) in_planes_ = std::max(in_planes_, sl.n_in);
+          if (!pool_ && sl.layer + 1 == layers_.size()) out_planes_ = std::max(out_planes_, sl.n_out);
+        },
+        [](std::size_t, std::int64_t, std::int64_t) {},
+        [&](std::size_t si, std::int64_t, std::int64_t n_low, std::int64_t) { prepare_source(si, n_low); },
+        [](std::size_t, std::int64_t, std::int64_t) {},
+        [&](std::int64_t, std::int64_t planes) {
+          prepare_pool(planes);
+          out_planes_ = std::max(out_planes_, planes / pool_->k[0]);
+        },
+        /*dry=*/true);
     std::size_t off = 0;
     for (std::size_t j = 0; j < windows(); ++j) {
       layers_[j].window_off = off;
@@ -179,6 +187,41 @@ class ConvChainKernel final : public Kernel {
   std::int64_t packed_bytes() const override { return packed_bytes_; }
   std::string impl_name() const override { return impl_; }
   int inplace_input() const override { return inplace_; }
+  // Streamed (issue #16): a first-layer input is read into a window of the planes one slab
+  // reads, an addend straight into the planes it is added to, an up-sampling source's
+  // low-resolution planes a call's worth at a time, and the output is written a slab at a time
+  // from a staging block. The arithmetic is the in-memory run's: the same calls on the same
+  // planes, only the addresses differ.
+  std::optional<StreamNeed> stream_need(bool output, std::size_t slot) const override {
+    if (output) {
+      if (slot != 0) return std::nullopt;
+      return StreamNeed{align(static_cast<std::size_t>(out_planes_) * out_plane_floats() * sizeof(float)), 0};
+    }
+    StreamNeed need;
+    for (const auto& src : sources_)
+      if (static_cast<std::size_t>(src.input_pos) == slot) {
+        if (need.reads > 0) return std::nullopt;  // two sources on one slot: not met, not handled
+        need.staging = align(static_cast<std::size_t>(src.t_planes * src.lh * src.lw * src.cin) * sizeof(float));
+        need.reads = 1;
+      }
+    if (need.reads > 0) {
+      for (const auto& p : layers_.front().parts)
+        if (p.input_pos >= 0 && static_cast<std::size_t>(p.input_pos) == slot) return std::nullopt;
+      for (const auto& l : layers_)
+        if (static_cast<std::size_t>(l.parts.front().addend_pos) == slot) return std::nullopt;
+      return need;
+    }
+    for (const auto& p : layers_.front().parts)
+      if (p.input_pos >= 0 && static_cast<std::size_t>(p.input_pos) == slot && need.reads == 0) {
+        // One window per slot: parts reading the same slot read the same planes of it.
+        need.staging = align(static_cast<std::size_t>(in_planes_ * h_ * w_ * p.cin) * sizeof(float));
+        need.reads = 1;
+      }
+    for (const auto& l : layers_)
+      if (l.parts.front().addend_pos >= 0 && static_cast<std::size_t>(l.parts.front().addend_pos) == slot) ++need.reads;
+    if (need.reads == 0) return std::nullopt;
+    return need;
+  }
   bool reads_input(std::size_t i) const override {
     for (const auto& p : layers_.front().parts)
       if (p.input_pos >= 0 && static_cast<std::size_t>(p.input_pos) == i) return true;
@@ -193,7 +236,9 @@ class ConvChainKernel final : public Kernel {
     const std::size_t to_output = pool_ ? layers_.size() : layers_.size() - 1;  // the layer writing it
     QSM_ASSERT(ctx.scratch_bytes >= scratch_bytes_, "scratch block smaller than a kernel's scratchpad");
     auto window = [&](std::size_t j) { return reinterpret_cast<float*>(ctx.scratch + layers_[j].window_off); };
-    float* out = outputs[0].data<float>();
+    const StreamedOperand* out_stream = ctx.out_stream(0);
+    float* out = out_stream ? reinterpret_cast<float*>(out_stream->staging) : outputs[0].data<float>();
+    std::vector<InputWindow> in_windows(inputs.size());
     cs_.walk(
         [&](const ChainSchedule::Slab& sl) {
           const std::size_t j = sl.layer;
@@ -201,14 +246,21 @@ class ConvChainKernel final : public Kernel {
                              abs_plane = sl.abs_plane;
           const auto& source_lo = sl.source_lo;
           const Layer& l = layers_[j];
-          float* dst = j == to_output ? out + static_cast<std::size_t>(dst_plane) * l.plane
-                                      : window(j) + static_cast<std::size_t>(dst_plane) * l.plane;
+          const bool streamed_out = j == to_output && out_stream;
+          float* dst = j == to_output && !out_stream ? out + static_cast<std::size_t>(dst_plane) * l.plane
+                       : streamed_out                ? out
+                                                     : window(j) + static_cast<std::size_t>(dst_plane) * l.plane;
           const auto& calls = calls_[j].at(key(sl.n_in, n_out, sl.pad_f, sl.pad_b));
+          const std::size_t slab_bytes = static_cast<std::size_t>(n_out) * l.plane * sizeof(float);
           if (const int a = l.parts.front().addend_pos; a >= 0) {
             // The residual's planes go where the conv accumulates (already there when shared).
-            const float* from =
-                inputs[static_cast<std::size_t>(a)].data<float>() + static_cast<std::size_t>(abs_plane) * l.plane;
-            if (from != dst) std::memcpy(dst, from, static_cast<std::size_t>(n_out) * l.plane * sizeof(float));
+            const std::size_t at = static_cast<std::size_t>(abs_plane) * l.plane;
+            if (const StreamedOperand* as = ctx.in_stream(static_cast<std::size_t>(a))) {
+              as->read(dst, at * sizeof(float), slab_bytes);
+            } else {
+              const float* from = inputs[static_cast<std::size_t>(a)].data<float>() + at;
+              if (from != dst) std::memcpy(dst, from, slab_bytes);
+            }
           }
           for (std::size_t k = 0; k < l.parts.size(); ++k) {
             const Part& p = l.parts[k];
@@ -218,8 +270,12 @@ class ConvChainKernel final : public Kernel {
               src = reinterpret_cast<const float*>(ctx.scratch + so.window_off) +
                     static_cast<std::size_t>(src_plane - source_lo[static_cast<std::size_t>(p.source)]) * so.plane;
             } else if (j == 0) {
-              src = inputs[static_cast<std::size_t>(p.input_pos)].data<float>() +
-                    static_cast<std::size_t>(src_plane) * static_cast<std::size_t>(h_ * w_ * p.cin);
+              const auto pos = static_cast<std::size_t>(p.input_pos);
+              const auto plane_floats = static_cast<std::size_t>(h_ * w_ * p.cin);
+              if (const StreamedOperand* is = ctx.in_stream(pos))
+                src = in_windows[pos].planes(*is, src_plane, sl.n_in, plane_floats);
+              else
+                src = inputs[pos].data<float>() + static_cast<std::size_t>(src_plane) * plane_floats;
             } else {
               src = window(j - 1) + static_cast<std::size_t>(src_plane) * layers_[j - 1].plane;
             }
@@ -236,6 +292,8 @@ class ConvChainKernel final : public Kernel {
             c.prim.execute(stream(), args);
             stream().wait();
           }
+          if (streamed_out)
+            out_stream->write(out, static_cast<std::size_t>(dst_plane) * l.plane * sizeof(float), slab_bytes);
         },
         [&](std::size_t j, std::int64_t from, std::int64_t planes) {
           float* base = window(j);
@@ -255,20 +313,50 @@ class ConvChainKernel final : public Kernel {
           const std::int64_t m = layers_.back().m;
           std::unordered_map<int, memory> args;
           args.emplace(DNNL_ARG_SRC, memory(nxc(m, planes), engine(), window(layers_.size() - 1)));
-          args.emplace(DNNL_ARG_DST, memory(pooled_desc(planes), engine(),
-                                            out + static_cast<std::size_t>(abs_plane / pool_->k[0]) * pool_->plane));
+          const std::size_t at = static_cast<std::size_t>(abs_plane / pool_->k[0]) * pool_->plane;
+          args.emplace(DNNL_ARG_DST, memory(pooled_desc(planes), engine(), out_stream ? out : out + at));
           if (prim_scratch_ > 0) {
             memory::desc smd({static_cast<memory::dim>(prim_scratch_)}, dt::u8, tag::a);
             args.emplace(DNNL_ARG_SCRATCHPAD, memory(smd, engine(), ctx.scratch + prim_scratch_off_));
           }
           pool_->prims.at(planes).execute(stream(), args);
           stream().wait();
+          if (out_stream)
+            out_stream->write(out, at * sizeof(float),
+                              static_cast<std::size_t>(planes / pool_->k[0]) * pool_->plane * sizeof(float));
         },
         /*dry=*/false);
   }
 
  private:
   static std::size_t align(std::size_t b) { return (b + 63) / 64 * 64; }
+  std::size_t out_plane_floats() const { return pool_ ? pool_->plane : layers_.back().plane; }
+
+  // A streamed first-layer input: the planes [lo, hi) of it last read, at the front of its
+  // staging block. Slabs read forward, so each plane is read from the file once.
+  struct InputWindow {
+    std::int64_t lo = 0, hi = 0;
+    const float* planes(const StreamedOperand& s, std::int64_t first, std::int64_t n, std::size_t plane_floats) {
+      auto* base = reinterpret_cast<float*>(s.staging);
+      const std::size_t plane_bytes = plane_floats * sizeof(float);
+      QSM_ASSERT(first >= lo && static_cast<std::size_t>(n) * plane_bytes <= s.staging_bytes,
+                 "conv chain streamed input read out of order");
+      if (first > lo) {
+        const std::int64_t keep = std::max<std::int64_t>(0, hi - first);
+        if (keep > 0)
+          std::memmove(base, base + static_cast<std::size_t>(first - lo) * plane_floats,
+                       static_cast<std::size_t>(keep) * plane_bytes);
+        lo = first;
+        hi = lo + keep;
+      }
+      if (first + n > hi) {
+        s.read(base + static_cast<std::size_t>(hi - lo) * plane_floats, static_cast<std::size_t>(hi) * plane_bytes,
+               static_cast<std::size_t>(first + n - hi) * plane_bytes);
+        hi = first + n;
+      }
+      return base;
+    }
+  };
 
   // A slab call's shape: input planes, output planes, depth pads.
   using CallKey = std::array<std::int64_t, 4>;
@@ -389,8 +477,17 @@ class ConvChainKernel final : public Kernel {
     const Source& so = sources_[si];
     float* t = reinterpret_cast<float*>(ctx.scratch + so.t_off);
     float* win = reinterpret_cast<float*>(ctx.scratch + so.window_off);
-    const float* x = inputs[static_cast<std::size_t>(so.input_pos)].data<float>() +
-                     static_cast<std::size_t>(low0 * so.lh * so.lw * so.cin);
+    const auto low_at = static_cast<std::size_t>(low0 * so.lh * so.lw * so.cin);
+    const float* x;
+    if (const StreamedOperand* xs = ctx.in_stream(static_cast<std::size_t>(so.input_pos))) {
+      // Each low-resolution plane is asked for once, in order: read straight into staging.
+      const auto bytes = static_cast<std::size_t>(n_low * so.lh * so.lw * so.cin) * sizeof(float);
+      QSM_ASSERT(bytes <= xs->staging_bytes, "conv chain streamed source larger than its staging");
+      xs->read(xs->staging, low_at * sizeof(float), bytes);
+      x = reinterpret_cast<const float*>(xs->staging);
+    } else {
+      x = inputs[static_cast<std::size_t>(so.input_pos)].data<float>() + low_at;
+    }
     const auto& prim = so.prims.at(n_low);
     const memory::desc src({1, so.cin, n_low, so.lh, so.lw}, dt::f32, tag::ndhwc);
     const memory::desc dst({1, so.m, n_low, so.lh, so.lw}, dt::f32, tag::ndhwc);
@@ -434,6 +531,7 @@ class ConvChainKernel final : public Kernel {
   std::vector<std::shared_ptr<Buffer>> buffers_;
   std::int64_t d_ = 0, h_ = 0, w_ = 0;
   std::size_t scratch_bytes_ = 0, prim_scratch_ = 0, prim_scratch_off_ = 0;
+  std::int64_t in_planes_ = 0, out_planes_ = 0;  // most planes one slab reads of the input, writes of the output
   std::int64_t packed_bytes_ = 0;
   int inplace_ = -1;
   std::string impl_;

@@ -4,9 +4,13 @@
 // needs no reorder. ceil_mode becomes extra right padding; variants whose semantics oneDNN
 // cannot reproduce exactly (Indices output, include-pad averages over ceil overflow) decline.
 #include <algorithm>
+#include <map>
+#include <optional>
+#include <unordered_map>
 
 #include "graph/conv_geometry.h"
 #include "kernels/onednn/common.h"
+#include "qsmcore/error.h"
 
 namespace qsmcore::kernels::onednn {
 namespace {
@@ -28,7 +32,93 @@ class PoolKernel final : public PrimitiveKernel {
     in_binds_[0] = {DNNL_ARG_SRC, src};
     out_binds_ = {{DNNL_ARG_DST, pd.dst_desc()}};
     dec.outputs = {to_layout(pd.dst_desc(), y_shape)};
+    prepare_depth_slabs(src, pd.dst_desc(), p);
   }
+
+  std::optional<StreamNeed> stream_need(bool output, std::size_t slot) const override {
+    if (!slabs_ || slot != 0) return std::nullopt;
+    const std::size_t planes = output ? static_cast<std::size_t>(slabs_->per) : slabs_->per_in();
+    return StreamNeed{align(planes * (output ? slabs_->out_plane : slabs_->in_plane)), output ? 0u : 1u};
+  }
+
+  void run(std::span<const Tensor> inputs, std::span<Tensor> outputs, ExecContext& ctx) override {
+    const StreamedOperand* in = ctx.in_stream(0);
+    const StreamedOperand* out = ctx.out_stream(0);
+    if (!in && !out) return PrimitiveKernel::run(inputs, outputs, ctx);
+    run_depth_slabs(inputs, outputs, ctx, in, out);
+  }
+
+ private:
+  // Streamed (activation residency, issue #16): a max pooling over disjoint depth windows of a
+  // channels-last volume pools `per` output planes (k times as many input planes) at a time,
+  // reading its input and writing its output a slab at a time through the spill file. Max is
+  // exact, so the slabs give the whole-volume run's bits; averages are left whole.
+  struct DepthSlabs {
+    std::int64_t k = 1, out_d = 0, per = 0;
+    std::size_t in_plane = 0, out_plane = 0;                 // bytes per depth plane
+    std::map<std::int64_t, dnnl::pooling_v2_forward> prims;  // by output planes per call
+    std::map<std::int64_t, std::pair<memory::desc, memory::desc>> mds;
+    std::size_t per_in() const { return static_cast<std::size_t>(per * k); }
+  };
+  static std::size_t align(std::size_t b) { return (b + 63) / 64 * 64; }
+
+  void prepare_depth_slabs(const memory::desc& src, const memory::desc& dst, const PoolParams& p) {
+    const auto x = src.dims(), y = dst.dims();
+    if (p.alg != dnnl::algorithm::pooling_max || x.size() != 5) return;
+    using tag = memory::format_tag;
+    if (!(src == memory::desc(x, memory::data_type::f32, tag::ndhwc)) ||
+        !(dst == memory::desc(y, memory::data_type::f32, tag::ndhwc)))
+      return;
+    if (p.kernel[0] != p.strides[0] || p.pl[0] != 0 || p.pr[0] != 0 || p.dil[0] != 0 || x[2] != y[2] * p.kernel[0])
+      return;
+    DepthSlabs s;
+    s.k = p.kernel[0];
+    s.out_d = y[2];
+    s.per = std::max<std::int64_t>(1, (s.out_d + 7) / 8);  // eight slabs: staging an eighth of each operand
+    s.in_plane = static_cast<std::size_t>(x[1] * x[3] * x[4]) * sizeof(float);
+    s.out_plane = static_cast<std::size_t>(y[1] * y[3] * y[4]) * sizeof(float);
+    for (const std::int64_t n : {s.per, s.out_d % s.per}) {
+      if (n == 0 || s.prims.count(n)) continue;
+      const memory::desc sm({x[0], x[1], n * s.k, x[3], x[4]}, memory::data_type::f32, tag::ndhwc);
+      const memory::desc dm({y[0], y[1], n, y[3], y[4]}, memory::data_type::f32, tag::ndhwc);
+      dnnl::pooling_v2_forward::desc d(dnnl::prop_kind::forward_inference, p.alg, sm, dm, p.strides, p.kernel, p.dil,
+                                       p.pl, p.pr);
+      dnnl::pooling_v2_forward::primitive_desc pd(d, make_attr({}), engine());
+      scratch_bytes_ = std::max(scratch_bytes_, pd.scratchpad_desc().get_size());
+      s.prims.emplace(n, dnnl::pooling_v2_forward(pd));
+      s.mds.emplace(n, std::make_pair(sm, dm));
+    }
+    slabs_ = std::move(s);
+  }
+
+  void run_depth_slabs(std::span<const Tensor> inputs, std::span<Tensor> outputs, ExecContext& ctx,
+                       const StreamedOperand* in, const StreamedOperand* out) {
+    QSM_ASSERT(slabs_.has_value(), "a pooling streamed without depth slabs");
+    QSM_ASSERT(ctx.scratch_bytes >= scratch_bytes_, "scratch block smaller than a kernel's scratchpad");
+    const DepthSlabs& s = *slabs_;
+    for (std::int64_t z = 0; z < s.out_d; z += s.per) {
+      const std::int64_t n = std::min(s.per, s.out_d - z);
+      const std::size_t in_at = static_cast<std::size_t>(z * s.k) * s.in_plane;
+      const std::size_t out_at = static_cast<std::size_t>(z) * s.out_plane;
+      const std::size_t in_bytes = static_cast<std::size_t>(n * s.k) * s.in_plane;
+      void* src = in ? static_cast<void*>(in->staging) : static_cast<std::byte*>(inputs[0].raw()) + in_at;
+      void* dst = out ? static_cast<void*>(out->staging) : static_cast<std::byte*>(outputs[0].raw()) + out_at;
+      if (in) in->read(src, in_at, in_bytes);
+      const auto& [sm, dm] = s.mds.at(n);
+      std::unordered_map<int, memory> args;
+      args.emplace(DNNL_ARG_SRC, memory(sm, engine(), src));
+      args.emplace(DNNL_ARG_DST, memory(dm, engine(), dst));
+      if (scratch_bytes_ > 0) {
+        memory::desc smd({static_cast<memory::dim>(scratch_bytes_)}, memory::data_type::u8, memory::format_tag::a);
+        args.emplace(DNNL_ARG_SCRATCHPAD, memory(smd, engine(), ctx.scratch));
+      }
+      s.prims.at(n).execute(stream(), args);
+      stream().wait();
+      if (out) out->write(dst, out_at, static_cast<std::size_t>(n) * s.out_plane);
+    }
+  }
+
+  std::optional<DepthSlabs> slabs_;
 };
 
 bool pool_supported(const graph::TypedGraph& g, const graph::TNode& n) {
