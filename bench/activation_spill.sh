@@ -6,6 +6,8 @@
 # budget, the time ratio to the unbudgeted run (same threads, same machine, one after the other)
 # and the bytes spilled; a budget below the least is printed as refused, with the least.
 # Usage: bench/activation_spill.sh [SHAPE=181x217x181] [THREADS=2] [MODELS="xqsm qsmnet nextqsm-vjp"]
+# RESIDENCY=stream:host=0 (for example) runs the budgeted runs with that weight residency, so the
+# budget is left to the activations; the unbudgeted run, the time ratio's base, stays fully resident.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 shape=${1:-181x217x181}
@@ -27,15 +29,18 @@ shape = tuple(-(-n // m) * m for n in (d, h, w))
 np.save(sys.argv[1], (np.random.default_rng(7).standard_normal((1, 1) + shape) * 0.05).astype(np.float32))
 PY
 }
+residency=${RESIDENCY:-full}
 run() {  # model out budget -> prints "status seconds"; report in $out.json
   local model=$1 out=$2 budget=$3
+  local res=$residency
+  [ "$budget" = none ] && res=full
   rm -rf "$out" "$out.json"
   local input
   input=$("$qsm" onnx info "$twins/$model.onnx" | awk '/^inputs/{getline; sub(":", "", $1); print $1; exit}')
   local t0 t1
   t0=$(date +%s.%N)
   if "$qsm" onnx run "$twins/$model.onnx" --in "$input=$work/$model.npy" --out "$out" --threads "$threads" \
-      --mem-budget "$budget" --spill-dir "$work" --report "$out.json" >"$out.log" 2>&1; then
+      --mem-budget "$budget" --residency "$res" --spill-dir "$work" --report "$out.json" >"$out.log" 2>&1; then
     t1=$(date +%s.%N)
     echo "ok $(echo "$t1 - $t0" | bc)"
   else

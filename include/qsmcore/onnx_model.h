@@ -43,6 +43,11 @@ struct ModelOptions {
   /// Where mem_budget came from, named when a run is refused ("--mem-budget", or the limit the
   /// automatic budget was read from; filled by with_process_defaults).
   std::string mem_budget_source;
+  /// Of a budget on the whole process (the command line's --mem-budget): the bytes it leaves to
+  /// what the process holds outside the engine's accounting (binary, libraries, thread stacks,
+  /// oneDNN's generated code). Already taken off mem_budget; a refusal counts it among what is
+  /// held and names its figures with it, so a figure it names, given back as the budget, fits.
+  std::int64_t mem_budget_outside = 0;
   /// Run Concat(axis=1) -> Conv as per-input convs summed in place, so the concatenated tensor
   /// is never built (lower peak). Changes the summation order, so graphs that threshold
   /// computed values (a ReLU derivative, say) can flip rounding-level ties; off = as written.

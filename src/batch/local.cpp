@@ -41,9 +41,11 @@ int run_local(const BatchPlan& p, Jobs& jobs, const LocalOptions& o) {
       const SubjectPlan* s = queue.front();
       queue.pop_front();
       std::filesystem::remove(s->log_local);
-      const int pid = system::spawn_logged({p.qsm, "batch", "task", p.out_dir, "--subject", s->id, "--mem-budget",
-                                            std::to_string(task_budget_bytes(s->mem_mib * kMiB))},
-                                           s->log_local);
+      // The subject's whole request: an explicit --mem-budget is on the child's process, which
+      // leaves its own share to what it holds outside the engine (cli/cli_util.cpp).
+      const int pid = system::spawn_logged(
+          {p.qsm, "batch", "task", p.out_dir, "--subject", s->id, "--mem-budget", std::to_string(s->mem_mib * kMiB)},
+          s->log_local);
       Attempt a;
       a.subject = s->id;
       a.kind = "local";

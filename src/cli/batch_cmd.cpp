@@ -142,7 +142,9 @@ void run_local_cmd(const std::string& dir, int jobs_at_once, const std::string& 
     mo.mem_budget = b.bytes;
     say("budget: " + format_bytes(b.bytes) + " (" + b.source + ")");
   }
-  o.budget_bytes = mo.mem_budget;
+  // The batch's budget is shared out whole among the jobs, each of which leaves its own share to
+  // what its process holds outside the engine.
+  o.budget_bytes = mo.mem_budget + mo.mem_budget_outside;
   o.say = say;
   const int failed = batch::run_local(p, jobs, o);
   const auto st = batch::classify(p, jobs, {});

@@ -203,7 +203,12 @@ void print_summary(const OnnxRunArgs& a, OnnxModel& model, const std::map<std::s
   std::printf("resident model %s; plan %s\n", mib(f.resident).c_str(), mib(f.plan_bytes).c_str());
   if (f.predicted_peak >= 0) {
     const std::string budget =
-        opts.mem_budget > 0 ? ", budget " + mib(opts.mem_budget) + " from " + opts.mem_budget_source : "";
+        opts.mem_budget > 0
+            ? ", budget " + mib(opts.mem_budget + opts.mem_budget_outside) + " from " + opts.mem_budget_source +
+                  (opts.mem_budget_outside > 0
+                       ? " (" + mib(opts.mem_budget_outside) + " of it left to the process outside the engine)"
+                       : "")
+            : "";
     std::printf("peak memory: predicted %s, measured %s (accounted)%s; process peak RSS %s\n",
                 mib(f.predicted_peak).c_str(), mib(f.measured_peak).c_str(), budget.c_str(),
                 mib(process_hwm_bytes()).c_str());
@@ -218,7 +223,9 @@ nlohmann::json report_json(const OnnxRunArgs& a, const OnnxModel& model, const R
   j["threads"] = opts.threads;
   const KernelThreads kt = model.kernel_threads();
   j["kernel_threads"] = {{"created", kt.created}, {"run", kt.run}};
-  j["mem_budget_bytes"] = opts.mem_budget;
+  // The budget as given (on the process) and the engine's share of it.
+  j["mem_budget_bytes"] = opts.mem_budget + opts.mem_budget_outside;
+  j["mem_budget_engine_bytes"] = opts.mem_budget;
   j["mem_budget_source"] = opts.mem_budget_source;
   j["batch"] = a.batch;
   j["load_seconds"] = f.load_s;

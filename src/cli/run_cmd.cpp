@@ -292,7 +292,8 @@ nlohmann::json options_json(const RunArgs& a, const RunSetup& r, const Volume& p
   o["field_unit"] = to_string(r.in.field_unit);
   o["tile"] =
       opts.tile ? nlohmann::json{{"core", opts.tile->core}, {"halo", opts.tile->halo}} : nlohmann::json(nullptr);
-  o["mem_budget_bytes"] = opts.model.mem_budget;
+  o["mem_budget_bytes"] = opts.model.mem_budget + opts.model.mem_budget_outside;
+  o["mem_budget_engine_bytes"] = opts.model.mem_budget;
   o["mem_budget_source"] = opts.model.mem_budget_source;
   o["threads"] = opts.model.threads;
   o["backend"] = to_string(opts.model.backend);

@@ -20,6 +20,7 @@ Context::Context(const ModelSpec& s, const std::vector<std::string>& paths, cons
   pool_ = std::max(1, resolved.threads);
   budget_ = resolved.mem_budget;
   budget_source_ = resolved.mem_budget_source;
+  outside_ = resolved.mem_budget > 0 ? resolved.mem_budget_outside : 0;
   baseline_ = memory_current();
   reset_memory_peak();
 }
@@ -54,7 +55,7 @@ void Context::load(int threads) {
     if (baseline_ + bytes > budget_)
       throw Error(ErrorKind::OutOfBudget, id() + ": the weights alone (" + std::to_string(bytes) +
                                               " bytes in its ONNX files) exceed the budget of " +
-                                              std::to_string(budget_) + " bytes" + budget_from());
+                                              std::to_string(outside_ + budget_) + " bytes" + budget_from());
   }
   ModelOptions mo = opts.model;
   mo.threads = std::max(1, threads);
@@ -172,14 +173,18 @@ void Context::fit_by_spilling(const Reservation& r, const std::vector<std::size_
 
 void Context::refuse(const Reservation& r, std::int64_t held, std::int64_t run_peak, std::int64_t peak) {
   const std::int64_t budget = budget_;
-  std::string msg = id() + ": predicted peak " + std::to_string(baseline_ + peak) + " bytes (already allocated " +
-                    std::to_string(baseline_) + " + model and plans " + std::to_string(held) + " + one run " +
-                    std::to_string(run_peak) + " + wrapper buffers " +
+  // Figures in the budget's own terms: a budget on the whole process counts what it holds
+  // outside the engine (ModelOptions::mem_budget_outside) as held.
+  const std::int64_t before = outside_ + baseline_;
+  std::string msg = id() + ": predicted peak " + std::to_string(before + peak) + " bytes (" +
+                    (outside_ > 0 ? "the process outside the engine " + std::to_string(outside_) + " + " : "") +
+                    "already allocated " + std::to_string(baseline_) + " + model and plans " + std::to_string(held) +
+                    " + one run " + std::to_string(run_peak) + " + wrapper buffers " +
                     std::to_string(r.wrapper_fixed + r.wrapper_per_tile) + ") is above the budget of " +
-                    std::to_string(budget) + " bytes" + budget_from();
+                    std::to_string(outside_ + budget) + " bytes" + budget_from();
   if (least_run_ > 0 && least_run_ < run_peak)
     msg += "; with its activations spilled to disk one run needs at least " + std::to_string(least_run_) +
-           " bytes, the whole run " + std::to_string(baseline_ + peak - run_peak + least_run_);
+           " bytes, the whole run " + std::to_string(before + peak - run_peak + least_run_);
   const std::int64_t room = budget - baseline_ - held - r.wrapper_fixed;
   std::int64_t patch_voxels = 1;
   for (const auto& s : r.shapes.front())
@@ -204,7 +209,7 @@ void Context::refuse(const Reservation& r, std::int64_t held, std::int64_t run_p
     msg += "; the model alone fills the budget: raise it";
   } else {
     msg += "; " + id() + " runs on the whole volume (or its fixed patch): raise the budget to at least " +
-           std::to_string(baseline_ + peak) + " bytes";
+           std::to_string(before + peak) + " bytes";
   }
   throw Error(ErrorKind::OutOfBudget, msg);
 }

@@ -261,11 +261,18 @@ struct OnnxModel::Impl {
   // needs with its activations spilled, and, as the run's bytes grow with the input's voxels,
   // about how many of them would fit.
   std::string refusal(const Shape& shape, std::int64_t held, std::int64_t run, std::int64_t least) const {
+    // In the budget's own terms: a budget on the whole process counts what it holds outside the
+    // engine as held.
+    const std::int64_t outside = opts.mem_budget_outside;
+    const std::string outside_part =
+        outside > 0 ? "the process outside the engine " + std::to_string(outside) + " + " : "";
     std::string s = model.path + ": a run at input shape " + shape_to_string(shape) + " needs " +
-                    std::to_string(held + run) + " bytes (model and plans " + std::to_string(held) + " + run " +
-                    std::to_string(run) + "), above the budget of " + std::to_string(opts.mem_budget) + " bytes" +
+                    std::to_string(outside + held + run) + " bytes (" + outside_part + "model and plans " +
+                    std::to_string(held) + " + run " + std::to_string(run) + "), above the budget of " +
+                    std::to_string(outside + opts.mem_budget) + " bytes" +
                     (opts.mem_budget_source.empty() ? "" : " from " + opts.mem_budget_source);
-    if (least < run) s += "; with its activations spilled to disk it would need " + std::to_string(held + least);
+    if (least < run)
+      s += "; with its activations spilled to disk it would need " + std::to_string(outside + held + least);
     const std::int64_t room = opts.mem_budget - held;
     if (room <= 0) return s + "; nothing would fit: the loaded model and plans alone fill the budget";
     const double fraction = static_cast<double>(room) / static_cast<double>(least);

@@ -45,14 +45,16 @@ TEST_F(QsmSpill, BudgetBelowThePeakSpillsAndGivesTheSameBytes) {
   EXPECT_FALSE(r0.at("spill").at("spilled").get<bool>());
   const std::int64_t peak = r0.at("predicted_peak_bytes").get<std::int64_t>();
 
-  // Half the peak is below the least: refused, naming the least.
-  const auto refused = run(work_.file("half"), {"--mem-budget", std::to_string(peak / 2)});
+  // Half the peak is below the least: refused, naming the least. The budget is on the process,
+  // which holds 48 MiB of it outside the engine (the report's figures are the engine's).
+  const std::int64_t outside = std::int64_t{48} << 20;
+  const auto refused = run(work_.file("half"), {"--mem-budget", std::to_string(outside + peak / 2)});
   ASSERT_NE(refused.status, 0);
   const std::string key = "with its activations spilled to disk it would need ";
   const auto at = refused.err.find(key);
   ASSERT_NE(at, std::string::npos) << refused.err;
   const std::int64_t least = std::stoll(refused.err.substr(at + key.size()));
-  ASSERT_LT(least, peak);
+  ASSERT_LT(least - outside, peak);
   EXPECT_FALSE(fs::exists(work_.file("half") + "/chi.npy"));
 
   const auto spilled = run(work_.file("least"), {"--mem-budget", std::to_string(least)});
@@ -67,8 +69,12 @@ TEST_F(QsmSpill, BudgetBelowThePeakSpillsAndGivesTheSameBytes) {
   EXPECT_EQ(s.at("written_bytes"), s.at("planned_write_bytes"));
   EXPECT_EQ(s.at("read_bytes"), s.at("planned_read_bytes"));
   EXPECT_EQ(s.at("dir").get<std::string>(), work_.file("spill"));
-  EXPECT_LE(r.at("predicted_peak_bytes").get<std::int64_t>(), least);
-  EXPECT_LE(r.at("measured_peak_bytes").get<std::int64_t>(), least);
+  EXPECT_EQ(r.at("mem_budget_bytes").get<std::int64_t>(), least);
+  EXPECT_LE(r.at("predicted_peak_bytes").get<std::int64_t>(), least - outside);
+  EXPECT_LE(r.at("measured_peak_bytes").get<std::int64_t>(), least - outside);
+#if !defined(__SANITIZE_ADDRESS__)  // the sanitizer's shadow memory is resident too
+  EXPECT_LE(r.at("process_peak_rss_bytes").get<std::int64_t>(), least) << "the process passed its budget";
+#endif
   EXPECT_TRUE(qsmtest::listing(work_.file("spill")).empty()) << "a spill file was left behind";
 
   const auto no_spill = run(work_.file("nospill"), {"--mem-budget", std::to_string(least), "--no-spill"});
