@@ -8,6 +8,12 @@
 #include "runtime/plan.h"
 
 namespace qsmcore {
+namespace {
+// Arena blocks start on 64 bytes (memory/offset_planner.h): a staging block takes its size so.
+std::size_t aligned64(std::size_t b) {
+  return (b + 63) / 64 * 64;
+}
+}  // namespace
 
 // In place: output 0 takes the bytes of the input the kernel allows when nothing reads that
 // input later. Each group of aliased values is one buffer, written and read at its members'
@@ -74,7 +80,7 @@ void Plan::assign_offsets() {
         sb = memory::SpillBuffer::kNoStream;
         return;
       }
-      sb += (stream->staging + 63) / 64 * 64;
+      sb += aligned64(stream->staging);
       b.reads.back() += stream->reads;
     };
     for (std::size_t i = 0; i < st.in.size(); ++i) note(st.in[i], false, stream_slot(st, false, i));
@@ -109,7 +115,7 @@ void Plan::assign_offsets() {
   // 4 GiB, where pieces of exactly 1 GiB take 3072 MiB. So a multi-piece arena also tries pieces
   // of k times the largest block (k ≤ 8, below the platform's piece) and keeps the smallest.
   if (piece_ != 0 && own.arena > piece_) {
-    const std::size_t largest = (static_cast<std::size_t>(memory_.largest_block_bytes) + 63) / 64 * 64;
+    const std::size_t largest = aligned64(static_cast<std::size_t>(memory_.largest_block_bytes));
     for (std::size_t k = 1; largest > 0 && k <= 8 && k * largest < piece_; ++k) {
       memory::SpillLayout l = memory::plan_spills(buffers_, scratch_, 0, k * largest);
       if (l.arena < own.arena) own = std::move(l), piece_ = k * largest;
@@ -188,7 +194,7 @@ std::shared_ptr<const ArenaLayout> Plan::build_layout(const memory::SpillLayout&
     auto add = [&](bool output, const std::vector<int>& vals) {
       for (std::size_t i = 0; i < vals.size(); ++i) {
         if (vals[i] < 0 || buffer_of_[static_cast<std::size_t>(vals[i])] != str.buffer) continue;
-        const std::size_t bytes = (stream_slot(steps_[s], output, i)->staging + 63) / 64 * 64;
+        const std::size_t bytes = aligned64(stream_slot(steps_[s], output, i)->staging);
         l->streamed[s].push_back({output, i, sl.file_offset[static_cast<std::size_t>(str.buffer)], at, bytes});
         at += bytes;
       }
