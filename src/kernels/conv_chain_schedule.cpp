@@ -78,7 +78,6 @@ ChainSchedule::ChainSchedule(const graph::TypedGraph& g, const graph::TNode& n) 
       }
     }
     if (addend >= 0 && !continues) {
-      QSM_ASSERT(layers.size() > 1, "conv chain: a residual on the first layer");
       p.addend_pos = pos(addend);
     }
     if (l.parts.empty()) {
@@ -111,11 +110,12 @@ int ChainSchedule::shareable_input() const {
                          [&](const ChainLayer& l) { return l.parts.front().addend_pos == pos; });
   };
   const std::int64_t m = layers.back().m;
-  for (std::size_t j = layers.size(); j-- > 1;) {
+  for (std::size_t j = layers.size(); j-- > 0;) {
     const int a = layers[j].parts.front().addend_pos;
     if (a >= 0 && layers[j].m == m && layers_adding(a) == 1 && (lead_ok || !first_layer_reads(a))) return a;
   }
-  if (lead_ok)
+  // A single layer reads and writes the same planes in one call: its input is never shared.
+  if (lead_ok && layers.size() > 1)
     for (const auto& p : layers.front().parts)
       if (p.input_pos >= 0 && p.cin == m && layers_adding(p.input_pos) == 0) return p.input_pos;
   return -1;

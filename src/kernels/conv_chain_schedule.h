@@ -25,7 +25,7 @@ struct ChainPart {
   const graph::TNode* node = nullptr;
   int input_pos = -1;   // first layer: position of its activation among the step's inputs
   int source = -1;      // first layer: or the up-sampling source it reads (index)
-  int addend_pos = -1;  // later layer with a residual: position of the addend among the inputs
+  int addend_pos = -1;  // a layer with a residual: position of the addend among the inputs
   std::int64_t cin = 0;
 };
 

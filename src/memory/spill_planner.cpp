@@ -225,7 +225,10 @@ SpillLayout plan_all_spilled(const std::vector<SpillBuffer>& buffers, const std:
         sp[b][k] = kSpilled | kWriteSync | kReadSync;
   for (std::size_t b = 0; b < buffers.size(); ++b)
     for (std::size_t k = 0; k < buffers[b].events.size(); ++k)
-      if (buffers[b].can_stream(k)) sp[b][k] |= kStreamed;
+      // Only where staging holds less than the operand: at small sizes a step's windows
+      // outweigh the slab it streams (what stream_choice weighs as well).
+      if (buffers[b].can_stream(k) && aligned(buffers[b].stream_bytes[k]) < aligned(buffers[b].bytes))
+        sp[b][k] |= kStreamed;
   return place(buffers, sp, fixed, piece);
 }
 

@@ -419,6 +419,34 @@ TEST(OneDnnDeconv, KernelEqualsStrideBeyondTwo) {
   }
 }
 
+TEST(OneDnnDeconv, UpSamplingOfADeepVolumeRunsInDepthSlabsLikeTheWholeOne) {
+  // From 16 input planes an up-sampling (kernel = stride) runs in 8 depth slabs where the CPU's
+  // convolutions are channels-last (so its output can stream under a budget): 20 planes make
+  // slabs of 3 and a last one of 2. The reference backend is the oracle either way.
+  for (const std::vector<std::int64_t>& k : {std::vector<std::int64_t>{2, 2, 2}, {2, 1, 3}}) {
+    const auto impls = compare(deconv_net({1, 5, 20, 4, 3}, 7, k, {attr_ints("strides", k)}, "Relu"));
+    expect_onednn(impls, "ConvTranspose");
+    for (const auto& [op, impl] : impls)
+      if (op == "ConvTranspose") {
+        EXPECT_NE(impl.find("deconv_sublattice"), std::string::npos) << impl;
+      }
+  }
+  // With a Sum addend gathered into each slab's sub-lattices (a U-Net's up-sampling + skip).
+  Net n;
+  n.input("x", {1, 3, 40, 6, 4});
+  n.input("low", {1, 5, 20, 3, 2});
+  n.conv("x", "c", 3, 13);
+  n.weight("w", {5, 13, 2, 2, 2});
+  n.weight("b", {13});
+  n.add("ConvTranspose", {"low", "w", "b"}, {"d"}, {attr_ints("strides", {2, 2, 2})});
+  n.add("Add", {"c", "d"}, {"e"});
+  n.add("Relu", {"e"}, {"y"});
+  n.output("y");
+  const auto impls = compare(n);
+  expect_onednn(impls, "ConvTranspose");
+  EXPECT_EQ(count_op(impls, "Add"), 0);
+}
+
 /// Expects the step running the ConvTranspose to be (or not) the sub-lattice kernel.
 void expect_sub_lattices(const std::vector<std::pair<std::string, std::string>>& impls, bool want) {
   int seen = 0;
@@ -856,6 +884,34 @@ TEST(ConvChain, PlainChainOfMixedKernelsAtEveryDepth) {
     n.output("y");
     SCOPED_TRACE("depth " + std::to_string(d));
     expect_chain_matches(n);
+  }
+}
+
+TEST(ConvChain, OneConvolutionAloneIsAChainThatNeverWritesOverItsInput) {
+  // A single convolution runs as depth slabs too (what lets it stream its operands under a
+  // budget, issue #16). One call reads and writes the same planes, so its output may not take
+  // its input's bytes, even for a 1x1x1 kernel with as many output channels as input ones.
+  for (std::int64_t k : {1, 3}) {
+    Net n;
+    n.input("x", {1, 8, 30, 9, 7});
+    n.add("Relu", {"x"}, {"r"});
+    n.conv("r", "y", 8, 8, 3, k);
+    n.output("y");
+    SCOPED_TRACE("kernel " + std::to_string(k));
+    expect_chain_matches(n, PeakCheck::NotHigher);
+    OnnxModel m = load(n, Backend::OneDnn);
+    const auto& plan = qsmcore::plan_for(m, n.in_shapes);
+    for (const auto& st : plan.steps()) {
+      if (st.op_type != "qsm.ConvChain") continue;
+      const auto& y = plan.values()[static_cast<std::size_t>(st.out[0])];
+      for (int v : st.in) {
+        if (v < 0) continue;
+        const auto& x = plan.values()[static_cast<std::size_t>(v)];
+        EXPECT_FALSE(x.storage == qsmcore::Plan::Storage::Arena && y.storage == qsmcore::Plan::Storage::Arena &&
+                     x.offset == y.offset)
+            << "the chain writes over its input";
+      }
+    }
   }
 }
 

@@ -127,9 +127,35 @@ TEST(SpillBudgetTiles, BelowTheLeastATileableNetworkRunsAsTilesThatFit) {
   NetworkOptions o;
   o.model.threads = 2;
   o.model.mem_budget = 0;
+  // Without conv chains, whose streamed operands let the whole 32³ volume run spilled within
+  // less than an 8³ tile with its halo of 8 needs.
+  o.model.stream_conv_chains = false;
   const NetworkRun whole = run_network(spec, twin_paths(dir, spec), in, o);
   const std::int64_t held = memory_current();
-  o.model.mem_budget = held + whole.predicted_peak_bytes * 3 / 4;
+  // The least the spilled whole volume needs, from a refusal of it: the model and wrapper
+  // buffers outweigh one spilled run at this size, so a fraction of the unbudgeted peak would
+  // either fit whole or leave no room for any tile. Half a spilled run below that least, the
+  // whole volume does not fit and smaller tiles do.
+  std::int64_t whole_least = 0, run_least = 0;
+  {
+    NetworkOptions probe = o;
+    probe.tile = TileRequest{{0, 0, 0}, -1};
+    probe.model.mem_budget = held + whole.predicted_peak_bytes / 3;  // above what loading alone checks
+    try {
+      run_network(spec, twin_paths(dir, spec), in, probe);
+    } catch (const Error& e) {
+      const std::string m = e.what();
+      const auto number_after = [&](const std::string& key) -> std::int64_t {
+        const auto at = m.find(key);
+        return at == std::string::npos ? 0 : std::stoll(m.substr(at + key.size()));
+      };
+      run_least = number_after("one run needs at least ");
+      whole_least = number_after("bytes, the whole run ");
+    }
+  }
+  ASSERT_GT(run_least, 0) << "the refusal names no spilled least";
+  ASSERT_GT(whole_least, held + run_least);
+  o.model.mem_budget = whole_least - run_least / 2;
   {
     // Scoped: the refusal below must see the same baseline (`held`) as this run did, not this
     // run's output volumes as well.

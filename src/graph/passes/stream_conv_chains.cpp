@@ -5,12 +5,19 @@
 // at 64³ drops from two 32-channel volumes to 3 planes per layer; a U-Net's full-resolution
 // decoder keeps its skip and up-sampled inputs and nothing else.
 //
-// A chain is layers l1 … lL (L ≥ 2, or 1 before a pooling), each a Conv with stride 1, dilation 1, one group, constant
+// A chain is layers l1 … lL (L ≥ 1), each a Conv with stride 1, dilation 1, one group, constant
 // weights, output the size of its input, batch 1, and activation post-ops; l1 may be a Sum
 // chain (one conv per concatenated input, from split_concat_convs) reading several full
 // tensors; l(j+1) reads l(j)'s output, which nothing else reads, and may add a residual computed
 // before the chain (LPCNN's and ResNet-style blocks: conv, conv + block input). A pooling over
-// disjoint windows may end a chain, which may then have one layer (a U-Net's down-sampling).
+// disjoint windows may end a chain (a U-Net's down-sampling).
+//
+// Every other such convolution is a chain of one part, whose Sum (a split concatenation's
+// partial sum) is then a residual read plane by plane. In memory it holds what a whole-volume
+// primitive holds, but run as depth slabs it can stream its input, residual and output through
+// the spill file under a budget (issue #16: xQSM's and NeXtQSM's largest steps are single
+// convolutions). It is a chain whether or not a budget asks for that, so a budgeted run makes
+// the same calls on the same planes as an unbudgeted one and its output is the same to the bit.
 #include <algorithm>
 
 #include "graph/conv_geometry.h"
@@ -145,19 +152,24 @@ int stream_conv_chains(TypedGraph& g, std::uint64_t max_weight_bytes, const Chai
   int chains = 0;
   std::vector<bool> taken(n_nodes, false);
   std::vector<std::vector<TNode>> replacement(n_nodes);
-  for (std::size_t i = 0; i < n_nodes; ++i) {
-    if (taken[i] || !slab_conv(g, g.nodes[i])) continue;
+  // Chain from node i (a convolution): its layer and the ones it feeds; with `single`, node i
+  // alone (and a pooling after it).
+  auto try_chain = [&](std::size_t i, bool single) {
+    if (taken[i] || !slab_conv(g, g.nodes[i])) return;
     std::vector<int> first;
-    if (!layer_of(static_cast<int>(i), first)) continue;
+    if (single)
+      first.assign(1, static_cast<int>(i));  // one part: a Sum onto another part's output is a residual
+    else if (!layer_of(static_cast<int>(i), first))
+      return;
     bool first_free = true;
     for (int p : first) first_free = first_free && !taken[static_cast<std::size_t>(p)];
-    if (!first_free) continue;
+    if (!first_free) return;
     // Extend with single-part layers reading the previous output.
     std::vector<int> rest;
     std::int64_t wbytes = 0;
     for (int p : first) wbytes += weight_bytes(g, g.nodes[static_cast<std::size_t>(p)]);
     int tail = static_cast<int>(i);
-    for (;;) {
+    while (!single) {
       const int y = g.nodes[static_cast<std::size_t>(tail)].out[0];
       if (!single_use(y)) break;
       int next = -1;
@@ -173,14 +185,14 @@ int stream_conv_chains(TypedGraph& g, std::uint64_t max_weight_bytes, const Chai
       rest.push_back(next);
       tail = next;
     }
-    // A pooling reading the last layer's output ends the chain (then one layer is enough).
+    // A pooling reading the last layer's output ends the chain.
     int pool = -1;
     if (const int y = g.nodes[static_cast<std::size_t>(tail)].out[0]; single_use(y))
       for (std::size_t j = static_cast<std::size_t>(tail) + 1; j < n_nodes && pool < 0; ++j)
         if (!g.nodes[j].dead && !g.nodes[j].in.empty() && g.nodes[j].in[0] == y && !taken[j] &&
             slab_pooling(g, g.nodes[j]))
           pool = static_cast<int>(j);
-    if (rest.empty() && pool < 0) continue;
+    if (rest.empty() && pool < 0 && !single) return;
     // First-layer inputs made by an up-sampling only for this layer are made inside the chain,
     // a few planes at a time (a U-Net decoder then holds its skip and the half-resolution
     // tensor, not the up-sampled one).
@@ -227,7 +239,7 @@ int stream_conv_chains(TypedGraph& g, std::uint64_t max_weight_bytes, const Chai
                       .kernel[0] -
                   1;
     const std::int64_t slab = depth / kWindowShare - std::max(kmax - 1, pool_back) - (smax - 1);
-    if (slab < 2) continue;
+    if (slab < 2) return;
 
     TNode chain;
     chain.node.name = g.nodes[static_cast<std::size_t>(tail)].node.name + "/chain";
@@ -242,8 +254,9 @@ int stream_conv_chains(TypedGraph& g, std::uint64_t max_weight_bytes, const Chai
     };
     int_attr("slab", slab);
     // The windows' reservation: the share of the intermediates (+ 64 B alignment per window).
-    int_attr("window_bytes", saved / kWindowShare + source_low / kWindowShare +
-                                 64 * static_cast<std::int64_t>(layers_end.size() + 2 * sources.size()));
+    int_attr("window_bytes",
+             saved / kWindowShare + source_low / kWindowShare +
+                 64 * static_cast<std::int64_t>(layers_end.size() - (pool < 0 ? 1 : 0) + 2 * sources.size()));
     auto add_in = [&](int v) {
       if (v >= 0 && std::find(chain.in.begin(), chain.in.end(), v) == chain.in.end()) chain.in.push_back(v);
     };
@@ -274,14 +287,21 @@ int stream_conv_chains(TypedGraph& g, std::uint64_t max_weight_bytes, const Chai
     const int end = pool >= 0 ? pool : tail;
     chain.out = {g.nodes[static_cast<std::size_t>(end)].out[0]};
     chain.dead = false;
-    if (accept && !accept(g, chain)) continue;
+    if (accept && !accept(g, chain)) return;
     for (int p : all) {
       taken[static_cast<std::size_t>(p)] = true;
       g.nodes[static_cast<std::size_t>(p)].dead = true;
     }
     replacement[static_cast<std::size_t>(end)].push_back(std::move(chain));
     ++chains;
-  }
+  };
+  // Longer chains first: a convolution that is one part of a later layer (a split
+  // concatenation's first part) or feeds one is taken by that layer's chain, not alone. Then
+  // each convolution left is a chain of one part, so the parts of a split concatenation still
+  // run as steps of their own, each holding two volumes (one of them the partial sum it adds
+  // onto, in place), not all of the concatenation's inputs at once.
+  for (std::size_t i = 0; i < n_nodes; ++i) try_chain(i, false);
+  for (std::size_t i = 0; i < n_nodes; ++i) try_chain(i, true);
   if (chains == 0) return 0;
   // Dead nodes stay in place (remove_dead_nodes ignores them); the chain takes its tail's place.
   for (std::size_t i = 0; i < n_nodes; ++i)

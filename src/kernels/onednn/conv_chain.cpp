@@ -28,7 +28,7 @@ using tag = memory::format_tag;
 struct Part {
   int input_pos = -1;   // first layer: position of its activation among the node's inputs
   int source = -1;      // first layer: or the up-sampling source it reads (index)
-  int addend_pos = -1;  // later layer with a residual: position of the addend among them
+  int addend_pos = -1;  // a layer with a residual: position of the addend among them
   std::int64_t cin = 0;
   const Tensor* w = nullptr;  // plain [M, C, kd, kh, kw]; used while primitives are built
   const Tensor* b = nullptr;

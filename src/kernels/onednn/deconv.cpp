@@ -146,7 +146,6 @@ class DeconvSubLatticeKernel final : public PrimitiveKernel {
     c_ = x.shape[1];
     m_ = y.shape[1];
     blk_ = native_block();
-    mp_ = blk_ > 0 ? (m_ + blk_ - 1) / blk_ * blk_ : m_;
     // Spatial dims padded on the left to 3 (d, h, w) with stride 1, kernel 1 and extent 1.
     std::int64_t kern[3] = {1, 1, 1}, pb[3] = {0, 0, 0};
     for (std::size_t i = 0; i < sp; ++i) {
@@ -156,6 +155,8 @@ class DeconvSubLatticeKernel final : public PrimitiveKernel {
       kern[3 - sp + i] = geo.kernel[i];
       pb[3 - sp + i] = geo.pads_begin[i];
     }
+    slab_ = upsampling_slab(n, sp, kern, pb);
+    mp_ = blk_ > 0 ? (m_ + blk_ - 1) / blk_ * blk_ : m_;
     const std::int64_t subs = stride_[0] * stride_[1] * stride_[2];
 
     const float* wsrc = w.constant->data<float>();  // [C, M, kd, kh, kw]
@@ -175,7 +176,8 @@ class DeconvSubLatticeKernel final : public PrimitiveKernel {
         sub.r[i] = r[i];
         sub.q[i] = res[i].q;
       }
-      // The conv over spatial dims of the original rank (the padded leading ones dropped).
+      // The conv over spatial dims of the original rank (the padded leading ones dropped); in
+      // slabs, over slab_ input planes (and the last slab's, when fewer).
       memory::dims t_dims{n_, mp_}, w_dims{mp_, c_}, pl, pr;
       for (std::size_t i = 3 - sp; i < 3; ++i) {
         t_dims.push_back(res[i].q);
@@ -183,18 +185,37 @@ class DeconvSubLatticeKernel final : public PrimitiveKernel {
         pl.push_back(res[i].pl);
         pr.push_back(res[i].pr);
       }
-      sub.t_md = memory::desc(t_dims, dt::f32, layout_tag(rank, blk_));
-      const memory::desc src_md = src_md_ ? *src_md_ : memory::desc(to_dims(x.shape), dt::f32, tag::any);
       const memory::dims ones(sp, 1), zeros(sp, 0);
-      dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, src_md,
-                                        memory::desc(w_dims, dt::f32, tag::any), b_md, sub.t_md, ones, zeros, pl, pr);
-      dnnl::convolution_forward::primitive_desc pd(d, make_attr(n.post), engine());
+      memory::desc last_weights_desc;
+      auto make_pd = [&](const memory::desc& src_md, const memory::desc& t_md) {
+        dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
+                                          src_md, memory::desc(w_dims, dt::f32, tag::any), b_md, t_md, ones, zeros, pl,
+                                          pr);
+        dnnl::convolution_forward::primitive_desc pd(d, make_attr(n.post), engine());
+        conv_scratch = std::max(conv_scratch, pd.scratchpad_desc().get_size());
+        return pd;
+      };
+      memory::dims src_dims = to_dims(x.shape);
+      if (slab_ > 0) src_dims[2] = t_dims[2] = slab_;
+      sub.t_md = memory::desc(t_dims, dt::f32, layout_tag(rank, blk_));
+      const memory::desc src_md = slab_ > 0 ? memory::desc(src_dims, dt::f32, layout_tag(rank, blk_))
+                                            : (src_md_ ? *src_md_ : memory::desc(to_dims(x.shape), dt::f32, tag::any));
+      dnnl::convolution_forward::primitive_desc pd = make_pd(src_md, sub.t_md);
       if (!src_md_) {
-        src_md_ = pd.src_desc();
-        impl_ = std::string("qsm:deconv_sublattice+") + pd.impl_info_str();
+        src_md_ = slab_ > 0 ? memory::desc(to_dims(x.shape), dt::f32, layout_tag(rank, blk_)) : pd.src_desc();
+        impl_ = std::string(slab_ > 0 ? "qsm:deconv_sublattice_slabs+" : "qsm:deconv_sublattice+") + pd.impl_info_str();
       }
-      conv_scratch = std::max(conv_scratch, pd.scratchpad_desc().get_size());
+      slab_src_md_ = src_md;
       t_bytes_ = std::max(t_bytes_, align_up(sub.t_md.get_size()));
+      if (const std::int64_t last = slab_ > 0 ? in_[0] - (in_[0] - 1) / slab_ * slab_ : 0; last > 0 && last != slab_) {
+        src_dims[2] = t_dims[2] = last;
+        sub.t_last_md = memory::desc(t_dims, dt::f32, layout_tag(rank, blk_));
+        last_src_md_ = memory::desc(src_dims, dt::f32, layout_tag(rank, blk_));
+        const auto last_pd = make_pd(last_src_md_, sub.t_last_md);
+        sub.last_prim = dnnl::convolution_forward(last_pd);
+        sub.own_last_weights = !(last_pd.weights_desc() == pd.weights_desc());
+        last_weights_desc = last_pd.weights_desc();
+      }
       // W'[m, ci, t'] = W[ci, m, k0 + s·(T − 1 − t')] per axis, zero rows for the padding channels.
       const std::int64_t td = res[0].taps, th = res[1].taps, tw = res[2].taps;
       std::vector<float> wt(static_cast<std::size_t>(mp_ * c_ * td * th * tw), 0.0f);
@@ -211,6 +232,10 @@ class DeconvSubLatticeKernel final : public PrimitiveKernel {
               }
       Shape w_shape(w_dims.begin(), w_dims.end());
       sub.weights = pack(Tensor::view(DType::F32, w_shape, wt.data()), plain_desc(w_shape), pd.weights_desc());
+      // The last slab's primitive may want the weights in another layout: packed again (a 1x1
+      // kernel's C·M floats).
+      if (sub.own_last_weights)
+        sub.last_weights = pack(Tensor::view(DType::F32, w_shape, wt.data()), plain_desc(w_shape), last_weights_desc);
       sub.prim = dnnl::convolution_forward(pd);
       subs_list_.push_back(std::move(sub));
     }
@@ -235,8 +260,20 @@ class DeconvSubLatticeKernel final : public PrimitiveKernel {
     return i == 0 || (sum_input_ >= 0 && i == static_cast<std::size_t>(sum_input_));
   }
 
+  // Streamed (issue #16), in slabs only: the input's slab is read into a staging block, a Sum
+  // addend's straight into the output slab it is added to, and the output's slab is written
+  // from a staging block; the calls are those of the in-memory run.
+  std::optional<StreamNeed> stream_need(bool output, std::size_t slot) const override {
+    if (slab_ == 0) return std::nullopt;
+    if (!output && sum_input_ >= 0 && slot == static_cast<std::size_t>(sum_input_)) return StreamNeed{0, 1};
+    if (slot != 0) return std::nullopt;
+    const std::size_t bytes = static_cast<std::size_t>(slab_) * (output ? out_plane() * stride_[0] : in_plane()) * 4;
+    return StreamNeed{align_up(bytes), output ? 0u : 1u};
+  }
+
   void run(std::span<const Tensor> inputs, std::span<Tensor> outputs, ExecContext& ctx) override {
     QSM_ASSERT(ctx.scratch_bytes >= scratch_bytes_, "scratch block smaller than a kernel's scratchpad");
+    if (slab_ > 0) return run_slabs(inputs, outputs, ctx);
     float* t = reinterpret_cast<float*>(ctx.scratch);
     float* y = outputs[0].data<float>();
     if (sum_input_ >= 0) {
@@ -263,10 +300,70 @@ class DeconvSubLatticeKernel final : public PrimitiveKernel {
  private:
   struct Sub {
     std::int64_t r[3] = {0, 0, 0}, q[3] = {1, 1, 1};  // output residues; sub-lattice extents
-    memory::desc t_md;
-    memory weights;
-    dnnl::convolution_forward prim;
+    memory::desc t_md, t_last_md;
+    memory weights, last_weights;
+    dnnl::convolution_forward prim, last_prim;
+    bool own_last_weights = false;  // the last slab's primitive wants another weights layout
   };
+
+  // An up-sampling (kernel = stride, no pads) of a channels-last batch-1 volume
+  // runs over depth slabs of kSlabs-th of its input planes: input plane z makes output planes
+  // s·z … s·z + s − 1 alone, and in channels-last a slab is contiguous on both sides, so the
+  // output can be written to the spill file a slab at a time (xQSM's full-resolution up-samplings
+  // write 1.8 GB). Always in slabs, budget or not, so a budgeted run makes the same calls. 0: whole.
+  std::int64_t upsampling_slab(const graph::TNode& n, std::size_t sp, const std::int64_t* kern,
+                               const std::int64_t* pb) const {
+    constexpr std::int64_t kSlabs = 8;
+    if (blk_ >= 0 || sp != 3 || n_ != 1 || in_[0] < 2 * kSlabs || n.in.empty()) return 0;
+    for (int i = 0; i < 3; ++i)
+      if (kern[i] != stride_[i] || pb[i] != 0) return 0;
+    return (in_[0] + kSlabs - 1) / kSlabs;
+  }
+  std::size_t in_plane() const { return static_cast<std::size_t>(in_[1] * in_[2] * c_); }
+  std::size_t out_plane() const { return static_cast<std::size_t>(out_[1] * out_[2] * m_); }
+
+  void run_slabs(std::span<const Tensor> inputs, std::span<Tensor> outputs, ExecContext& ctx) {
+    float* t = reinterpret_cast<float*>(ctx.scratch);
+    const StreamedOperand* is = ctx.in_stream(0);
+    const StreamedOperand* os = ctx.out_stream(0);
+    for (std::int64_t z0 = 0; z0 < in_[0]; z0 += slab_) {
+      const std::int64_t planes = std::min(slab_, in_[0] - z0);
+      const bool last = planes != slab_;
+      const std::size_t in_bytes = static_cast<std::size_t>(planes) * in_plane() * sizeof(float);
+      const std::size_t out_at = static_cast<std::size_t>(z0 * stride_[0]) * out_plane();
+      const std::size_t out_bytes = static_cast<std::size_t>(planes * stride_[0]) * out_plane() * sizeof(float);
+      const float* x = inputs[0].data<float>() + static_cast<std::size_t>(z0) * in_plane();
+      if (is) {
+        is->read(is->staging, static_cast<std::size_t>(z0) * in_plane() * sizeof(float), in_bytes);
+        x = reinterpret_cast<const float*>(is->staging);
+      }
+      float* y = os ? reinterpret_cast<float*>(os->staging) : outputs[0].data<float>() + out_at;
+      if (sum_input_ >= 0) {  // the addend's planes go where the slab accumulates (there already when shared)
+        if (const StreamedOperand* as = ctx.in_stream(static_cast<std::size_t>(sum_input_))) {
+          as->read(y, out_at * sizeof(float), out_bytes);
+        } else {
+          const float* from = inputs[static_cast<std::size_t>(sum_input_)].data<float>() + out_at;
+          if (from != y) std::memcpy(y, from, out_bytes);
+        }
+      }
+      for (const Sub& sub : subs_list_) {
+        if (sum_input_ >= 0) transfer_nxc(t, y, sub, /*to_y=*/false, planes);
+        std::unordered_map<int, memory> args;
+        args.emplace(DNNL_ARG_SRC, memory(last ? last_src_md_ : slab_src_md_, engine(), const_cast<float*>(x)));
+        args.emplace(DNNL_ARG_DST, memory(last ? sub.t_last_md : sub.t_md, engine(), t));
+        args.emplace(DNNL_ARG_WEIGHTS, last && sub.own_last_weights ? sub.last_weights : sub.weights);
+        args.emplace(DNNL_ARG_BIAS, bias_);
+        if (conv_scratch_ > 0) {
+          memory::desc smd({static_cast<memory::dim>(conv_scratch_)}, dt::u8, tag::a);
+          args.emplace(DNNL_ARG_SCRATCHPAD, memory(smd, engine(), ctx.scratch + t_bytes_));
+        }
+        (last ? sub.last_prim : sub.prim).execute(stream(), args);
+        stream().wait();
+        transfer_nxc(t, y, sub, /*to_y=*/true, planes);
+      }
+      if (os) os->write(y, out_at * sizeof(float), out_bytes);
+    }
+  }
 
   memory pack(const Tensor& plain, const memory::desc& plain_md, const memory::desc& md) {
     return pack_constant(plain, plain_md, md, packed_, packed_bytes_);
@@ -274,7 +371,7 @@ class DeconvSubLatticeKernel final : public PrimitiveKernel {
 
   void transfer(float* t, float* y, const Sub& sub, bool to_y) const {
     if (blk_ < 0)
-      transfer_nxc(t, y, sub, to_y);
+      transfer_nxc(t, y, sub, to_y, sub.q[0]);
     else if (blk_ == 16)
       transfer_blk<16>(t, y, sub, to_y);
     else
@@ -311,10 +408,11 @@ class DeconvSubLatticeKernel final : public PrimitiveKernel {
     }
   }
 
-  // Y[n][sd·d+a][sh·h+b][sw·w+c][:M] <-> T[n][d][h][w][:M] (channels-last).
-  void transfer_nxc(float* t, float* y, const Sub& sub, bool to_y) const {
+  // Y[n][sd·d+a][sh·h+b][sw·w+c][:M] <-> T[n][d][h][w][:M] (channels-last), qd planes of T
+  // (a slab's: y then points at the slab's first output plane, and n is 1).
+  void transfer_nxc(float* t, float* y, const Sub& sub, bool to_y, std::int64_t qd) const {
     const std::int64_t od = out_[0], oh = out_[1], ow = out_[2];
-    const std::int64_t qd = sub.q[0], qh = sub.q[1], qw = sub.q[2];
+    const std::int64_t qh = sub.q[1], qw = sub.q[2];
     const std::size_t px = static_cast<std::size_t>(m_) * sizeof(float);
 #pragma omp parallel for schedule(static)
     for (std::int64_t r = 0; r < n_ * qd * qh; ++r) {
@@ -331,6 +429,8 @@ class DeconvSubLatticeKernel final : public PrimitiveKernel {
   }
 
   std::optional<memory::desc> src_md_;
+  memory::desc slab_src_md_, last_src_md_;  // in slabs: a slab's input, the last one's
+  std::int64_t slab_ = 0;                   // input planes per slab; 0: the whole volume at once
   std::vector<Sub> subs_list_;
   memory bias_;
   std::size_t t_bytes_ = 0, conv_scratch_ = 0, y_bytes_ = 0;
