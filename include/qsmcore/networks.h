@@ -97,6 +97,8 @@ struct NetworkRun {
   std::int64_t predicted_peak_bytes = 0, measured_peak_bytes = 0;
   std::vector<StageTime> stages;
   std::int64_t tiles = 1, tiles_in_flight = 1;
+  /// Intra-op threads each graph run was given: the caller's threads shared by the tiles in flight.
+  int threads_per_run = 1;
   /// Activation residency: when the run only fit the budget by spilling, the spill file's size
   /// (predicted) and what its graphs wrote and read back, and the seconds they waited for it.
   std::int64_t spill_file_bytes = 0, spill_written_bytes = 0, spill_read_bytes = 0;

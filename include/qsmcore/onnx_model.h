@@ -185,6 +185,9 @@ class OnnxModel {
   KernelThreads kernel_threads() const;
   /// Drops cached plans (and their packed weights).
   void clear_plans();
+  /// Sets the intra-op threads of later runs (ModelOptions::threads); a change drops the cached
+  /// plans, whose kernels keep the count they were created with.
+  void set_threads(int threads);
 
   struct Impl;
 

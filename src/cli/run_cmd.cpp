@@ -340,6 +340,7 @@ std::string report_text(const RunRecord& r) {
   j["total_seconds"] = r.total_seconds;
   j["tiles"] = r.result.tiles;
   j["tiles_in_flight"] = r.result.tiles_in_flight;
+  j["threads_per_run"] = r.result.threads_per_run;
   j["warnings"] = r.warnings;
   j["residency"] = nlohmann::json::array();
   for (const auto& rep : r.result.residency_reports) j["residency"].push_back(nlohmann::json::parse(rep));

@@ -58,7 +58,7 @@ void Context::load(int threads) {
                                               std::to_string(outside_ + budget_) + " bytes" + budget_from());
   }
   ModelOptions mo = opts.model;
-  mo.threads = std::max(1, threads);
+  mo.threads = threads_ = std::max(1, threads);
   mo.mem_budget = 0;  // the wrapper budgets the whole run (reserve), tiles in flight included
   for (const auto& p : paths_) models_.push_back(OnnxModel::load(p, mo));
 }
@@ -108,14 +108,18 @@ void Context::run_tiles(std::size_t m, std::int64_t n, std::int64_t in_flight,
 std::int64_t Context::reserve(const Reservation& r, const std::vector<std::size_t>& model_of) {
   stage("plan");
   auto model_index = [&](std::size_t k) { return model_of.empty() ? k : model_of[k]; };
-  std::int64_t run_peak = 0, window = 0;
-  for (std::size_t k = 0; k < r.shapes.size(); ++k) {
-    const PlanMemory pm = model(model_index(k)).plan_memory(r.shapes[k]);
-    // A streamed weight window is held once, however many tiles are in flight.
-    run_peak = std::max(run_peak, pm.run_peak_bytes() - pm.weight_window_bytes);
-    window = std::max(window, pm.weight_window_bytes);
-  }
-  const std::int64_t held = memory_current() - baseline_;
+  std::int64_t run_peak = 0, window = 0, held = 0;
+  auto measure = [&] {
+    run_peak = window = 0;
+    for (std::size_t k = 0; k < r.shapes.size(); ++k) {
+      const PlanMemory pm = model(model_index(k)).plan_memory(r.shapes[k]);
+      // A streamed weight window is held once, however many tiles are in flight.
+      run_peak = std::max(run_peak, pm.run_peak_bytes() - pm.weight_window_bytes);
+      window = std::max(window, pm.weight_window_bytes);
+    }
+    held = memory_current() - baseline_;
+  };
+  measure();
   const std::int64_t load_peak = memory_peak() - baseline_;
   auto predict = [&](std::int64_t n) {
     return std::max(load_peak, held + window + r.wrapper_fixed + n * (run_peak + r.wrapper_per_tile));
@@ -124,6 +128,8 @@ std::int64_t Context::reserve(const Reservation& r, const std::vector<std::size_
   const std::int64_t budget = budget_;
   if (budget > 0) {
     while (n > 1 && baseline_ + predict(n) > budget) --n;
+    retune_threads(
+        n, [&] { return baseline_ + predict(n) <= budget; }, measure);
     // One run over the budget: its graphs' activations spill into what the rest leaves.
     if (baseline_ + predict(n) > budget && opts.model.spill_activations)
       fit_by_spilling(r, model_of, held, window, run_peak);
@@ -132,8 +138,27 @@ std::int64_t Context::reserve(const Reservation& r, const std::vector<std::size_
   run.predicted_peak_bytes = predict(n);
   run.tiles = r.tiles;
   run.tiles_in_flight = n;
+  run.threads_per_run = threads_;
   if (opts.predict_only) throw PredictionMade{};
   return n;
+}
+
+// Fewer tiles in flight than the models were loaded for: each run gets the threads the others
+// left (8 tiles on 2 threads, one in flight under a budget, ran on one core before), unless its
+// plans at that count no longer fit where they did (oneDNN's scratch grows with the threads).
+void Context::retune_threads(std::int64_t in_flight, const std::function<bool()>& fits,
+                             const std::function<void()>& measure) {
+  const int want = std::max(1, pool_ / static_cast<int>(std::max<std::int64_t>(in_flight, 1)));
+  if (want <= threads_) return;
+  const int was = threads_;
+  const bool fitted = fits();
+  for (auto& m : models_) m.set_threads(want);
+  threads_ = want;
+  measure();
+  if (fits() || !fitted) return;
+  for (auto& m : models_) m.set_threads(was);
+  threads_ = was;
+  measure();
 }
 
 // Gives each graph of the run what the budget leaves beside the model, the wrapper's buffers

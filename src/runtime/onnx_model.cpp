@@ -480,4 +480,12 @@ void OnnxModel::clear_plans() {
   impl_->plans.clear();
 }
 
+void OnnxModel::set_threads(int threads) {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  if (impl_->opts.threads == threads) return;
+  impl_->opts.threads = threads;
+  impl_->executors.clear();
+  impl_->plans.clear();
+}
+
 }  // namespace qsmcore

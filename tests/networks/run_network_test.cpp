@@ -405,12 +405,14 @@ TEST(Networks, TiledRunThroughRunNetworkAndItsBudget) {
   const NetworkRun tiled = run_network(spec, twin_paths(dir, spec), in, o);
   EXPECT_EQ(tiled.tiles, 8);
   EXPECT_EQ(tiled.tiles_in_flight, 2);
+  EXPECT_EQ(tiled.threads_per_run, 1);
   EXPECT_LE(tiled.measured_peak_bytes, tiled.predicted_peak_bytes);
   // A budget that fits one tile in flight but not two: the run goes one at a time, within it.
   const std::int64_t held = memory_current();
   o.model.mem_budget = held + tiled.predicted_peak_bytes - 1;
   const NetworkRun capped = run_network(spec, twin_paths(dir, spec), in, o);
   EXPECT_EQ(capped.tiles_in_flight, 1);
+  EXPECT_EQ(capped.threads_per_run, 2) << "one tile in flight runs on both threads";
   EXPECT_LE(held + capped.measured_peak_bytes, o.model.mem_budget);
   for (std::int64_t i = 0; i < tiled.outputs[0].volume.voxels(); ++i)
     ASSERT_EQ(capped.outputs[0].volume.data()[i], tiled.outputs[0].volume.data()[i])
