@@ -127,11 +127,12 @@ NetworkRun run_network(const ModelSpec& spec, const std::vector<std::string>& mo
   NetworkOptions tiled = opts;
   tiled.tile = tile;
   NetworkRun r = run_network(spec, model_paths, in, tiled);
-  r.warnings.insert(r.warnings.begin(), std::string(spec.id) +
-                                            ": the whole volume does not fit the budget even with its activations "
-                                            "spilled to disk; ran as tiles of core " +
-                                            std::to_string(tile->core[0]) + "\u00b3, halo " +
-                                            std::to_string(tile->halo) +
+  // With spilling off (--no-spill) the whole volume was only tried in memory.
+  const std::string why = opts.model.spill_activations ? " even with its activations spilled to disk"
+                                                       : " with its activations in memory (spilling is off)";
+  r.warnings.insert(r.warnings.begin(), std::string(spec.id) + ": the whole volume does not fit the budget" + why +
+                                            "; ran as tiles of core " + std::to_string(tile->core[0]) +
+                                            "\u00b3, halo " + std::to_string(tile->halo) +
                                             " (approximate near tile edges; raise the budget for the exact result)");
   return r;
 }

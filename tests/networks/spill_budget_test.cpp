@@ -164,6 +164,15 @@ TEST(SpillBudgetTiles, BelowTheLeastATileableNetworkRunsAsTilesThatFit) {
     EXPECT_LE(held + tiled.measured_peak_bytes, o.model.mem_budget);
     ASSERT_FALSE(tiled.warnings.empty());
     EXPECT_NE(tiled.warnings.front().find("ran as tiles of core"), std::string::npos) << tiled.warnings.front();
+    EXPECT_NE(tiled.warnings.front().find("even with its activations spilled"), std::string::npos);
+  }
+  {
+    // With spilling off the warning does not claim the whole volume was tried spilled.
+    NetworkOptions no_spill = o;
+    no_spill.model.spill_activations = false;
+    const NetworkRun tiled = run_network(spec, twin_paths(dir, spec), in, no_spill);
+    ASSERT_FALSE(tiled.warnings.empty());
+    EXPECT_NE(tiled.warnings.front().find("in memory (spilling is off)"), std::string::npos) << tiled.warnings.front();
   }
   o.tile = TileRequest{{0, 0, 0}, -1};  // the whole volume, as --tile 0 asks
   try {
