@@ -419,6 +419,22 @@ TEST(OneDnnDeconv, KernelEqualsStrideBeyondTwo) {
   }
 }
 
+/// relu(Conv(x) + ConvTranspose(low)) with kernel = stride = 2 and m channels: the Add and the
+/// Relu become post-ops of the deconvolution (a U-Net's up-sampling onto its skip).
+Net up_sampling_onto_a_conv(const Shape& x, const Shape& low, std::int64_t m) {
+  Net n;
+  n.input("x", x);
+  n.input("low", low);
+  n.conv("x", "c", x[1], m);
+  n.weight("w", {low[1], m, 2, 2, 2});
+  n.weight("b", {m});
+  n.add("ConvTranspose", {"low", "w", "b"}, {"d"}, {attr_ints("strides", {2, 2, 2})});
+  n.add("Add", {"c", "d"}, {"e"});
+  n.add("Relu", {"e"}, {"y"});
+  n.output("y");
+  return n;
+}
+
 TEST(OneDnnDeconv, UpSamplingOfADeepVolumeRunsInDepthSlabsLikeTheWholeOne) {
   // From 16 input planes an up-sampling (kernel = stride) runs in 8 depth slabs where the CPU's
   // convolutions are channels-last (so its output can stream under a budget): 20 planes make
@@ -432,17 +448,7 @@ TEST(OneDnnDeconv, UpSamplingOfADeepVolumeRunsInDepthSlabsLikeTheWholeOne) {
       }
   }
   // With a Sum addend gathered into each slab's sub-lattices (a U-Net's up-sampling + skip).
-  Net n;
-  n.input("x", {1, 3, 40, 6, 4});
-  n.input("low", {1, 5, 20, 3, 2});
-  n.conv("x", "c", 3, 13);
-  n.weight("w", {5, 13, 2, 2, 2});
-  n.weight("b", {13});
-  n.add("ConvTranspose", {"low", "w", "b"}, {"d"}, {attr_ints("strides", {2, 2, 2})});
-  n.add("Add", {"c", "d"}, {"e"});
-  n.add("Relu", {"e"}, {"y"});
-  n.output("y");
-  const auto impls = compare(n);
+  const auto impls = compare(up_sampling_onto_a_conv({1, 3, 40, 6, 4}, {1, 5, 20, 3, 2}, 13));
   expect_onednn(impls, "ConvTranspose");
   EXPECT_EQ(count_op(impls, "Add"), 0);
 }
@@ -501,17 +507,7 @@ TEST(OneDnnDeconv, KernelEqualsStrideAccumulatesOntoItsSumAddend) {
   // Conv(x) + ConvT(low) -> Relu: the Add and the Relu become post-ops of the sub-lattice
   // deconvolution, which gathers the addend into each sub-lattice before accumulating.
   for (std::int64_t m : {16, 13}) {  // 13: padding lanes of the channel block
-    Net n;
-    n.input("x", {1, 3, 8, 6, 4});
-    n.input("low", {1, 5, 4, 3, 2});
-    n.conv("x", "c", 3, m);
-    n.weight("w", {5, m, 2, 2, 2});
-    n.weight("b", {m});
-    n.add("ConvTranspose", {"low", "w", "b"}, {"d"}, {attr_ints("strides", {2, 2, 2})});
-    n.add("Add", {"c", "d"}, {"e"});
-    n.add("Relu", {"e"}, {"y"});
-    n.output("y");
-    const auto impls = compare(n);
+    const auto impls = compare(up_sampling_onto_a_conv({1, 3, 8, 6, 4}, {1, 5, 4, 3, 2}, m));
     expect_onednn(impls, "ConvTranspose");
     EXPECT_EQ(count_op(impls, "Add"), 0);
     EXPECT_EQ(count_op(impls, "Relu"), 0);
