@@ -28,9 +28,12 @@ int recompute_late_values(TypedGraph& g, std::size_t min_distance) {
     if (!g.nodes[i].dead)
       for (int o : g.nodes[i].out)
         if (o >= 0) producer[static_cast<std::size_t>(o)] = static_cast<int>(i);
-  // A node whose data inputs are all graph inputs or constants, or made by such nodes.
+  // A node whose data inputs are all graph inputs or constants, or made by such nodes. A
+  // convolution that the chain pass made a chain of one (stream_conv_chains.cpp) is still one
+  // convolution: NeXtQSM's first.
   auto leaf_node = [&](const TNode& n) {
-    if (n.dead || n.out.size() != 1 || !n.chain.empty()) return false;
+    const bool one_conv = n.chain.empty() || (n.chain.size() == 1 && n.chain.front().node.op_type == "Conv");
+    if (n.dead || n.out.size() != 1 || !one_conv) return false;
     return std::all_of(n.in.begin(), n.in.end(), [&](int x) { return x < 0 || from_inputs(g, x); });
   };
   int rewrites = 0;
@@ -78,6 +81,7 @@ int recompute_late_values(TypedGraph& g, std::size_t min_distance) {
       c.node.name += "/again";
       c.out[0] = append_partial(g, g.values[static_cast<std::size_t>(o)],
                                 g.values[static_cast<std::size_t>(o)].name + "/again");
+      for (auto& sub : c.chain) std::replace(sub.out.begin(), sub.out.end(), o, c.out[0]);  // a chain of one
       renamed.emplace_back(o, c.out[0]);
       clones.push_back(std::move(c));
     }
