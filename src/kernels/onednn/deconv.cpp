@@ -332,10 +332,12 @@ class DeconvSubLatticeKernel final : public PrimitiveKernel {
       const std::size_t in_bytes = static_cast<std::size_t>(planes) * in_plane() * sizeof(float);
       const std::size_t out_at = static_cast<std::size_t>(z0 * stride_[0]) * out_plane();
       const std::size_t out_bytes = static_cast<std::size_t>(planes * stride_[0]) * out_plane() * sizeof(float);
-      const float* x = inputs[0].data<float>() + static_cast<std::size_t>(z0) * in_plane();
+      const float* x;  // a streamed input has no place in the arena: no pointer into it is formed
       if (is) {
         is->read(is->staging, static_cast<std::size_t>(z0) * in_plane() * sizeof(float), in_bytes);
         x = reinterpret_cast<const float*>(is->staging);
+      } else {
+        x = inputs[0].data<float>() + static_cast<std::size_t>(z0) * in_plane();
       }
       float* y = os ? reinterpret_cast<float*>(os->staging) : outputs[0].data<float>() + out_at;
       if (sum_input_ >= 0) {  // the addend's planes go where the slab accumulates (there already when shared)
