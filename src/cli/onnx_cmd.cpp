@@ -334,42 +334,93 @@ void print_live_at(const Plan& p, int at) {
   }
 }
 
-void plan(const std::string& path, const std::vector<std::string>& shape_args, const std::string& backend, bool steps,
-          int live_at) {
+// What a spilled layout holds while step `at` runs, the largest first: resident values (spilled
+// ones only between the steps that need them), staging blocks of streamed operands, scratch.
+void print_held_at(const Plan& p, const ArenaLayout& l, int at) {
+  const auto& steps = p.steps();
+  if (at < 0 || static_cast<std::size_t>(at) >= steps.size())
+    throw Error(ErrorKind::InvalidInput,
+                "--live-at " + std::to_string(at) + ": the plan has " + std::to_string(steps.size()) + " steps");
+  const auto s = static_cast<std::size_t>(at);
+  struct Row {
+    std::string what, shape;
+    std::size_t bytes;
+    std::string span;
+  };
+  std::vector<Row> rows;
+  for (const auto& r : l.residents) {
+    if (r.first > at || r.last < at) continue;
+    const auto& v = p.values()[static_cast<std::size_t>(r.value)];
+    rows.push_back(
+        {v.name, shape_to_string(v.shape), v.bytes, std::to_string(r.first) + ".." + std::to_string(r.last)});
+  }
+  for (const auto& st : l.streamed[s]) {
+    const int v = (st.output ? steps[s].out : steps[s].in)[st.slot];
+    rows.push_back({"staging of " + p.values()[static_cast<std::size_t>(v)].name,
+                    shape_to_string(p.values()[static_cast<std::size_t>(v)].shape), st.staging_bytes,
+                    st.output ? "writes" : "reads"});
+  }
+  if (l.scratch_slot[s] > 0) rows.push_back({"scratch", "", l.scratch_slot[s], "this step"});
+  std::stable_sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) { return a.bytes > b.bytes; });
+  std::printf("held at step %d (%s, %s) in the least layout:\n", at, steps[s].op_type.c_str(),
+              steps[s].name.substr(0, 60).c_str());
+  std::printf("  %-52s %-22s %12s %12s\n", "value", "shape", "bytes", "steps");
+  for (const auto& r : rows)
+    std::printf("  %-52s %-22s %12zu %12s\n", r.what.substr(0, 52).c_str(), r.shape.c_str(), r.bytes, r.span.c_str());
+}
+
+void print_steps(const Plan& p, const std::vector<std::size_t>& live) {
+  // live = arena bytes in use while the step runs; the largest is where the peak is.
+  std::printf("%-4s %-22s %-34s %-24s %12s %10s %10s\n", "#", "op", "kernel", "output", "bytes", "live", "scratch");
+  std::size_t i = 0;
+  for (const auto& st : p.steps()) {
+    const auto& out = st.out.empty() || st.out[0] < 0 ? Plan::Value{} : p.values()[static_cast<std::size_t>(st.out[0])];
+    const std::size_t scratch = st.kernel ? st.kernel->scratch_bytes() : st.scratch;
+    std::printf("%-4zu %-22s %-34s %-24s %12zu %10s %10s%s\n", i, st.op_type.c_str(), st.impl.substr(0, 34).c_str(),
+                shape_to_string(out.shape).c_str(), out.bytes, mib(static_cast<std::int64_t>(live[i])).c_str(),
+                mib(static_cast<std::int64_t>(scratch)).c_str(), out.layout.plain() ? "" : " (blocked)");
+    ++i;
+  }
+}
+
+struct PlanArgs {
+  std::string path;
+  std::vector<std::string> shapes;
+  std::string backend = to_string(kDefaultBackend);
+  bool steps = false;
+  bool least = false;  // the smallest arena's layout, every gap spilled: what sets the least budget
+  int live_at = -1;
+};
+
+void plan(const PlanArgs& a) {
   ModelOptions opts;
-  opts.backend = backend_from_string(backend);
-  OnnxModel model = OnnxModel::load(path, opts);
+  opts.backend = backend_from_string(a.backend);
+  OnnxModel model = OnnxModel::load(a.path, opts);
   std::map<std::string, Shape> given;
-  for (const auto& a : shape_args) given.insert(parse_shape_arg(a));
+  for (const auto& s : a.shapes) given.insert(parse_shape_arg(s));
   std::vector<Shape> shapes;
   for (const auto& d : model.inputs()) {
     auto it = given.find(d.name);
-    if (it == given.end()) throw Error(ErrorKind::InvalidInput, path + ": no --shape for input '" + d.name + "'");
+    if (it == given.end()) throw Error(ErrorKind::InvalidInput, a.path + ": no --shape for input '" + d.name + "'");
     shapes.push_back(it->second);
   }
   const Plan& p = qsmcore::plan_for(model, shapes);
-  if (steps) {
-    // live = arena bytes in use while the step runs; the largest is where the peak is.
-    std::printf("%-4s %-22s %-34s %-24s %12s %10s %10s\n", "#", "op", "kernel", "output", "bytes", "live", "scratch");
-    std::size_t i = 0;
-    for (const auto& st : p.steps()) {
-      const auto& out =
-          st.out.empty() || st.out[0] < 0 ? Plan::Value{} : p.values()[static_cast<std::size_t>(st.out[0])];
-      const std::size_t scratch = st.kernel ? st.kernel->scratch_bytes() : st.scratch;
-      std::printf("%-4zu %-22s %-34s %-24s %12zu %10s %10s%s\n", i, st.op_type.c_str(), st.impl.substr(0, 34).c_str(),
-                  shape_to_string(out.shape).c_str(), out.bytes,
-                  mib(static_cast<std::int64_t>(p.live_bytes()[i])).c_str(),
-                  mib(static_cast<std::int64_t>(scratch)).c_str(), out.layout.plain() ? "" : " (blocked)");
-      ++i;
-    }
-  }
-  if (live_at >= 0) print_live_at(p, live_at);
+  const auto least = a.least ? p.least_layout() : nullptr;
+  const std::vector<std::size_t> live = least ? p.held_bytes(*least) : p.live_bytes();
+  if (a.steps) print_steps(p, live);
+  if (a.live_at >= 0) least ? print_held_at(p, *least, a.live_at) : print_live_at(p, a.live_at);
   const PlanMemory& pm = p.memory();
   std::printf(
       "steps %zu; arena %s, scratch %s, outputs %s, packed weights %s; predicted run peak %s above the resident model "
       "(%s)\n",
       p.steps().size(), mib(pm.arena_bytes).c_str(), mib(pm.scratch_bytes).c_str(), mib(pm.io_bytes).c_str(),
       mib(pm.packed_weight_bytes).c_str(), mib(pm.run_peak_bytes()).c_str(), mib(memory_current()).c_str());
+  if (least) {
+    const auto busiest = static_cast<int>(std::max_element(live.begin(), live.end()) - live.begin());
+    std::printf("least arena %s (every gap spilled, every streamable operand streamed); its busiest step is %d\n",
+                mib(static_cast<std::int64_t>(least->arena_bytes)).c_str(), busiest);
+    if (a.live_at < 0) print_held_at(p, *least, busiest);
+  }
 }
 
 }  // namespace
@@ -384,18 +435,17 @@ void register_onnx_commands(CLI::App& app) {
   info_cmd->callback([info_path] { info(*info_path); });
 
   auto* plan_cmd = onnx->add_subcommand("plan", "Plan a model for input shapes without running it: steps and memory");
-  auto plan_path = std::make_shared<std::string>();
-  auto plan_shapes = std::make_shared<std::vector<std::string>>();
-  auto plan_backend = std::make_shared<std::string>(to_string(kDefaultBackend));
-  auto plan_steps = std::make_shared<bool>(false);
-  plan_cmd->add_option("model", *plan_path, "ONNX file")->required();
-  plan_cmd->add_option("--shape", *plan_shapes, "NAME=1x1x64x64x64 (repeat per input)")->required();
-  plan_cmd->add_option("--backend", *plan_backend, "onednn | simd128 | reference")
+  auto plan_args = std::make_shared<PlanArgs>();
+  plan_cmd->add_option("model", plan_args->path, "ONNX file")->required();
+  plan_cmd->add_option("--shape", plan_args->shapes, "NAME=1x1x64x64x64 (repeat per input)")->required();
+  plan_cmd->add_option("--backend", plan_args->backend, "onednn | simd128 | reference")
       ->check(CLI::IsMember({"onednn", "simd128", "reference"}));
-  plan_cmd->add_flag("--steps", *plan_steps, "list every step");
-  auto plan_live_at = std::make_shared<int>(-1);
-  plan_cmd->add_option("--live-at", *plan_live_at, "list the values live at this step (e.g. the peak one)");
-  plan_cmd->callback([=] { plan(*plan_path, *plan_shapes, *plan_backend, *plan_steps, *plan_live_at); });
+  plan_cmd->add_flag("--steps", plan_args->steps, "list every step");
+  plan_cmd->add_flag("--least", plan_args->least,
+                     "the layout of the smallest arena (every gap spilled): what each step holds there, and what the "
+                     "busiest step holds");
+  plan_cmd->add_option("--live-at", plan_args->live_at, "list the values live at this step (e.g. the peak one)");
+  plan_cmd->callback([plan_args] { plan(*plan_args); });
 
   auto* run_cmd = onnx->add_subcommand("run", "Run a model on .npy inputs, writing DIR/<output>.npy");
   auto args = std::make_shared<OnnxRunArgs>();

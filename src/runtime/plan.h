@@ -86,6 +86,13 @@ struct ArenaLayout {
     std::size_t staging_offset = 0, staging_bytes = 0;
   };
   std::vector<std::vector<Streamed>> streamed;
+  // Each resident stretch: the value (root of its in-place group) held in the arena over steps
+  // [first, last]. Runs do not read it; tools show from it what a step holds (qsm onnx plan).
+  struct Resident {
+    int value = -1;
+    int first = 0, last = 0;
+  };
+  std::vector<Resident> residents;
   std::uint64_t file_bytes = 0, write_bytes = 0, read_bytes = 0;  // per set
   bool fits = true;                                               // within the limit it was built for
   bool spills() const { return file_bytes > 0; }
@@ -156,6 +163,11 @@ class Plan {
   std::shared_ptr<const ArenaLayout> layout_within(std::size_t arena_limit) const;
   /// The smallest arena this plan can run in, every spillable gap spilled (computed once).
   std::size_t min_arena_bytes() const;
+  /// The layout of that smallest arena: what sets the least budget (computed once).
+  std::shared_ptr<const ArenaLayout> least_layout() const;
+  /// Arena bytes a layout holds while step s runs: resident values, staging blocks and the
+  /// step's scratch. The busiest step is what keeps the arena from being smaller.
+  std::vector<std::size_t> held_bytes(const ArenaLayout& l) const;
 
   const std::vector<WeightUnit>& units() const { return units_; }
   /// Builds unit u's execution-ready copy, reading its leaves through `leaf`.
@@ -218,7 +230,7 @@ class Plan {
   std::shared_ptr<const ArenaLayout> layout_;
   mutable std::mutex layout_mu_;
   mutable std::vector<std::pair<std::size_t, std::shared_ptr<const ArenaLayout>>> spilled_layouts_;
-  mutable std::size_t min_arena_ = 0;
+  mutable std::shared_ptr<const ArenaLayout> least_;
   std::size_t piece_ = 0;  // the arena piece when the plan was made: the platform's, or a smaller one that packs tighter
   PlanMemory memory_;
   std::vector<WeightUnit> units_;

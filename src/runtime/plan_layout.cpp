@@ -202,6 +202,11 @@ std::shared_ptr<const ArenaLayout> Plan::build_layout(const memory::SpillLayout&
     add(false, steps_[s].in);
     add(true, steps_[s].out);
   }
+  std::vector<int> root_value(buffers_.size(), -1);
+  for (std::size_t v = values_.size(); v-- > 0;)
+    if (buffer_of_[v] >= 0 && alias_[v] < 0) root_value[static_cast<std::size_t>(buffer_of_[v])] = static_cast<int>(v);
+  for (const auto& seg : sl.segments)
+    l->residents.push_back({root_value[static_cast<std::size_t>(seg.buffer)], seg.first, seg.last});
   l->transfers.resize(n);
   for (const auto& seg : sl.segments) {
     const auto b = static_cast<std::size_t>(seg.buffer);
@@ -235,9 +240,25 @@ std::shared_ptr<const ArenaLayout> Plan::layout_within(std::size_t arena_limit) 
 }
 
 std::size_t Plan::min_arena_bytes() const {
+  return least_layout()->arena_bytes;
+}
+
+std::shared_ptr<const ArenaLayout> Plan::least_layout() const {
   std::lock_guard<std::mutex> lock(layout_mu_);
-  if (min_arena_ == 0) min_arena_ = memory::plan_all_spilled(buffers_, scratch_, piece_).arena;
-  return min_arena_;
+  if (!least_) least_ = build_layout(memory::plan_all_spilled(buffers_, scratch_, piece_));
+  return least_;
+}
+
+std::vector<std::size_t> Plan::held_bytes(const ArenaLayout& l) const {
+  std::vector<std::size_t> held(steps_.size(), 0);
+  for (const auto& r : l.residents)
+    for (int s = r.first; s <= r.last; ++s)
+      held[static_cast<std::size_t>(s)] += aligned64(values_[static_cast<std::size_t>(r.value)].bytes);
+  for (std::size_t s = 0; s < steps_.size(); ++s) {
+    for (const auto& st : l.streamed[s]) held[s] += st.staging_bytes;
+    held[s] += aligned64(l.scratch_slot[s]);
+  }
+  return held;
 }
 
 }  // namespace qsmcore
