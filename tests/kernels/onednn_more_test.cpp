@@ -179,6 +179,44 @@ TEST(OneDnnPool, MaxPoolWithIndicesDeclines) {
   expect_ref(compare(n), "MaxPool");
 }
 
+/// conv(x) read by a pooling and by a Relu (a skip, as xQSM's octave convolutions read their
+/// high-frequency map): the pooling stays a step of its own rather than closing a conv chain.
+Net pool_of_a_skip(const std::string& op, const Shape& x, const std::vector<std::int64_t>& k) {
+  Net n;
+  n.input("x", x);
+  n.conv("x", "c", x[1], 12);
+  n.add(op, {"c"}, {"y"}, {attr_ints("kernel_shape", k), attr_ints("strides", k)});
+  n.add("Relu", {"c"}, {"z"});
+  n.output("y");
+  n.output("z");
+  return n;
+}
+
+TEST(OneDnnPool, DisjointDepthWindowsOfADeepVolumeRunInSlabs) {
+  // A pooling whose depth windows do not overlap (kernel = stride, no pads) over a batch-1
+  // channels-last volume (the conv in front, on AVX-512) runs in 8 depth slabs, so it can stream
+  // under a budget: 20 output planes (from 40 or 60 input planes) make slabs of 3 and a last one
+  // of 2. Averages and maxima alike; the reference backend is the oracle. A batch of two is not
+  // contiguous per depth slab and stays whole.
+  int slabbed = 0;
+  for (const std::string op : {"MaxPool", "AveragePool"})
+    for (const std::vector<std::int64_t>& k : {std::vector<std::int64_t>{2, 2, 2}, {3, 2, 1}}) {
+      SCOPED_TRACE(op + " k0 " + std::to_string(k[0]));
+      const auto impls = compare(pool_of_a_skip(op, {1, 3, 20 * k[0], 6, 5}, k));
+      expect_onednn(impls, op);
+      for (const auto& [o, impl] : impls) slabbed += o == op && impl.find("pool_depth_slabs") != std::string::npos;
+      const auto batch = compare(pool_of_a_skip(op, {2, 3, 6, 6, 5}, k));
+      expect_onednn(batch, op);
+      for (const auto& [o, impl] : batch) {
+        if (o == op) {
+          EXPECT_EQ(impl.find("pool_depth_slabs"), std::string::npos) << impl;
+        }
+      }
+    }
+  // Slabs come with the channels-last layout, for every case or for none.
+  EXPECT_TRUE(slabbed == 0 || slabbed == 4) << slabbed;
+}
+
 TEST(OneDnnPool, AveragePoolExcludePad) {
   expect_onednn(compare(pool_net("AveragePool", {1, 4, 7, 8, 9},
                                  {attr_ints("kernel_shape", {3, 3, 3}), attr_ints("pads", {1, 1, 1, 1, 1, 1})})),

@@ -87,7 +87,7 @@ INSTANTIATE_TEST_SUITE_P(Twins, ActivationSpill, testing::ValuesIn(qsmtest::twin
 // bit for bit. QSMnet's and IR2QSM's least were set by a chain (session 9: QSMnet's full-size
 // least was its unbudgeted peak), then by the max pooling after it, which streams too; AutoQSM's
 // chains read one input twice (as the first layer's input and a later layer's residual). xQSM's
-// single convolutions are chains of one, and its up-samplings stream in slabs too.
+// single convolutions are chains of one, and its up-samplings and poolings stream in slabs too.
 class StreamedConvChain : public testing::TestWithParam<std::string> {};
 
 TEST_P(StreamedConvChain, TheLeastGoesBelowAChainsOwnOperandsAndTheRunIsBitForBit) {
@@ -123,16 +123,17 @@ TEST_P(StreamedConvChain, TheLeastGoesBelowAChainsOwnOperandsAndTheRunIsBitForBi
   EXPECT_LT(least, chain_operands);
   const auto layout = plan.layout_within(least);
   ASSERT_TRUE(layout->fits);
-  std::size_t streamed_chains = 0, streamed_pools = 0, streamed_ups = 0, slab_ups = 0;
+  std::size_t streamed_chains = 0, streamed_pools = 0, streamed_avg_pools = 0, streamed_ups = 0, slab_ups = 0;
   for (const auto& st : plan.steps()) slab_ups += st.impl.find("deconv_sublattice_slabs") != std::string::npos ? 1 : 0;
   for (std::size_t s = 0; s < plan.steps().size(); ++s) {
     if (layout->streamed[s].empty()) continue;
     const std::string& op = plan.steps()[s].op_type;
     streamed_chains += op == "qsm.ConvChain" ? 1 : 0;
-    streamed_pools += op == "MaxPool" ? 1 : 0;
+    streamed_pools += op == "MaxPool" || op == "AveragePool" ? 1 : 0;
+    streamed_avg_pools += op == "AveragePool" ? 1 : 0;
     streamed_ups += op == "ConvTranspose" ? 1 : 0;
-    EXPECT_TRUE(op == "qsm.ConvChain" || op == "MaxPool" || op == "ConvTranspose")
-        << op << ": only conv chains, max pooling and up-sampling stream";
+    EXPECT_TRUE(op == "qsm.ConvChain" || op == "MaxPool" || op == "AveragePool" || op == "ConvTranspose")
+        << op << ": only conv chains, pooling and up-sampling stream";
     for (const auto& op : layout->streamed[s])
       EXPECT_EQ((op.output ? layout->out_offset : layout->in_offset)[s][op.slot], qsmcore::ArenaLayout::npos)
           << "a streamed operand has no place in the arena at its step";
@@ -141,10 +142,12 @@ TEST_P(StreamedConvChain, TheLeastGoesBelowAChainsOwnOperandsAndTheRunIsBitForBi
   if (GetParam() == "qsmnet.onnx") {
     EXPECT_GT(streamed_pools, 0u) << "QSMnet's first pooling reads a full-resolution skip";
   }
-  // xQSM's largest steps: its full-resolution up-samplings (in slabs where the CPU's
-  // convolutions are channels-last: AVX-512) and single convolutions (chains of one).
+  // xQSM's largest steps: its full-resolution up-samplings and octave average poolings (in
+  // slabs where the CPU's convolutions are channels-last: AVX-512) and single convolutions
+  // (chains of one).
   if (GetParam() == "xqsm.onnx" && slab_ups > 0) {
     EXPECT_GT(streamed_ups, 0u) << "no up-sampling streams its output";
+    EXPECT_GT(streamed_avg_pools, 0u) << "no average pooling streams its full-resolution input";
   }
   const std::int64_t cap = m.min_run_bytes(shapes_of(*c));
   m.limit_run_bytes(cap);

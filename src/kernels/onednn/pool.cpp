@@ -42,17 +42,18 @@ class PoolKernel final : public PrimitiveKernel {
   }
 
   void run(std::span<const Tensor> inputs, std::span<Tensor> outputs, ExecContext& ctx) override {
-    const StreamedOperand* in = ctx.in_stream(0);
-    const StreamedOperand* out = ctx.out_stream(0);
-    if (!in && !out) return PrimitiveKernel::run(inputs, outputs, ctx);
-    run_depth_slabs(inputs, outputs, ctx, in, out);
+    if (!slabs_) return PrimitiveKernel::run(inputs, outputs, ctx);
+    run_depth_slabs(inputs, outputs, ctx, ctx.in_stream(0), ctx.out_stream(0));
   }
 
  private:
-  // Streamed (activation residency, issue #16): a max pooling over disjoint depth windows of a
-  // channels-last volume pools `per` output planes (k times as many input planes) at a time,
-  // reading its input and writing its output a slab at a time through the spill file. Max is
-  // exact, so the slabs give the whole-volume run's bits; averages are left whole.
+  // Streamed (activation residency, issue #16): a pooling over disjoint depth windows of a
+  // channels-last volume pools `per` output planes (k times as many input planes) at a time, so
+  // under a budget it reads its input and writes its output a slab at a time through the spill
+  // file. It runs in slabs budget or not: an average's sum need not keep its order between a
+  // slab's primitive and the whole volume's, but the same slab calls give the same bits every run
+  // (xQSM's octave average poolings read 926 MiB of full-resolution input at full size, the most
+  // any step held once everything else streamed).
   struct DepthSlabs {
     std::int64_t k = 1, out_d = 0, per = 0;
     std::size_t in_plane = 0, out_plane = 0;                 // bytes per depth plane
@@ -64,7 +65,7 @@ class PoolKernel final : public PrimitiveKernel {
 
   void prepare_depth_slabs(const memory::desc& src, const memory::desc& dst, const PoolParams& p) {
     const auto x = src.dims(), y = dst.dims();
-    if (p.alg != dnnl::algorithm::pooling_max || x.size() != 5) return;
+    if (x.size() != 5 || x[0] != 1) return;
     using tag = memory::format_tag;
     if (!(src == memory::desc(x, memory::data_type::f32, tag::ndhwc)) ||
         !(dst == memory::desc(y, memory::data_type::f32, tag::ndhwc)))
@@ -89,6 +90,7 @@ class PoolKernel final : public PrimitiveKernel {
       s.mds.emplace(n, std::make_pair(sm, dm));
     }
     slabs_ = std::move(s);
+    impl_ = "qsm:pool_depth_slabs+" + impl_;
   }
 
   void run_depth_slabs(std::span<const Tensor> inputs, std::span<Tensor> outputs, ExecContext& ctx,
