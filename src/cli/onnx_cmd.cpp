@@ -356,11 +356,11 @@ void print_held_at(const Plan& p, const ArenaLayout& l, int at) {
   }
   for (const auto& st : l.streamed[s]) {
     const int v = (st.output ? steps[s].out : steps[s].in)[st.slot];
-    rows.push_back({"staging of " + p.values()[static_cast<std::size_t>(v)].name,
+    rows.push_back({"staging:" + p.values()[static_cast<std::size_t>(v)].name,
                     shape_to_string(p.values()[static_cast<std::size_t>(v)].shape), st.staging_bytes,
                     st.output ? "writes" : "reads"});
   }
-  if (l.scratch_slot[s] > 0) rows.push_back({"scratch", "", l.scratch_slot[s], "this step"});
+  if (l.scratch_slot[s] > 0) rows.push_back({"scratch", "-", l.scratch_slot[s], std::to_string(at)});
   std::stable_sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) { return a.bytes > b.bytes; });
   std::printf("held at step %d (%s, %s) in the least layout:\n", at, steps[s].op_type.c_str(),
               steps[s].name.substr(0, 60).c_str());

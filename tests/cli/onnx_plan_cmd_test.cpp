@@ -89,4 +89,61 @@ TEST(OnnxPlanCmd, LiveAtListsWhatTheBusiestStepHolds) {
   EXPECT_NE(bad.err.find("steps"), std::string::npos) << bad.err;
 }
 
+// --least: the all-spilled layout. Its held column (resident values, staging blocks, scratch)
+// peaks at the busiest step, whose listing accounts for exactly that many bytes, no more than
+// the least arena; the held bytes never exceed the unspilled live bytes of the same step.
+TEST(OnnxPlanCmd, LeastListsWhatTheSmallestArenasBusiestStepHolds) {
+  const std::string twins = qsmtest::data_dir("QSM_TWINS_DIR");
+  QSM_REQUIRE_DATA(twins, "QSM_TWINS_DIR");
+  qsmtest::ScratchDir scratch;
+  const std::string model = twins + "/xqsm.onnx";
+  std::vector<std::string> args{"onnx", "plan", model, "--shape", "field=1x1x48x32x32", "--steps"};
+  const auto whole = run_qsm(args, {}, scratch.path());
+  ASSERT_EQ(whole.status, 0) << whole.err;
+  args.push_back("--least");
+  const auto least = run_qsm(args, {}, scratch.path());
+  ASSERT_EQ(least.status, 0) << least.err;
+  auto column = [](const std::string& out) {
+    std::vector<double> live;
+    std::istringstream in(out);
+    std::string line;
+    while (std::getline(in, line)) {
+      std::istringstream f(line);
+      int i;
+      std::string op, kernel, shape, mib1;
+      std::size_t bytes;
+      double v;
+      if (f >> i >> op >> kernel >> shape >> bytes >> v >> mib1 && mib1 == "MiB") live.push_back(v);
+    }
+    return live;
+  };
+  const auto live = column(whole.out), held = column(least.out);
+  ASSERT_EQ(live.size(), held.size());
+  ASSERT_FALSE(held.empty()) << least.out;
+  for (std::size_t s = 0; s < held.size(); ++s) EXPECT_LE(held[s], live[s] + 0.11) << "step " << s;
+  const auto busiest = std::max_element(held.begin(), held.end());
+  const std::string tag = "its busiest step is " + std::to_string(busiest - held.begin());
+  ASSERT_NE(least.out.find(tag), std::string::npos) << least.out;
+  const auto at = least.out.find("least arena ");
+  ASSERT_NE(at, std::string::npos) << least.out;
+  const double arena = std::stod(least.out.substr(at + 12));
+  // Rows after the header: "  NAME SHAPE BYTES STEPS".
+  std::istringstream in(least.out.substr(least.out.find("  value ", at)));
+  std::string line;
+  std::getline(in, line);
+  double listed = 0;
+  int rows = 0;
+  while (std::getline(in, line)) {
+    std::istringstream f(line);
+    std::string name, shape;
+    std::size_t bytes;
+    if (!(f >> name >> shape >> bytes)) break;
+    listed += static_cast<double>(bytes) / (1 << 20), ++rows;
+  }
+  ASSERT_GT(rows, 0) << least.out;
+  // The column is rounded to 0.1 MiB; held blocks are counted on 64-byte boundaries.
+  EXPECT_NEAR(listed, *busiest, 0.11) << least.out;
+  EXPECT_LE(*busiest, arena + 0.11) << least.out;
+}
+
 }  // namespace
