@@ -62,14 +62,8 @@ SpillFile::~SpillFile() {
 }
 
 void SpillFile::write(const void* src, std::uint64_t bytes, std::uint64_t offset) const {
-  const auto* p = static_cast<const char*>(src);
-  for (std::uint64_t done = 0; done < bytes;) {
-    const ssize_t n = sysio::pwrite(fd_, p + done, bytes - done, static_cast<off_t>(offset + done));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) throw Error(ErrorKind::Io, "writing spilled activations to '" + dir_ + "' failed: " + sys_error(errno));
-    done += static_cast<std::uint64_t>(n);
-  }
-  drop_cached(fd_, offset, bytes, true);
+  write_behind(src, bytes, offset);
+  settle(bytes, offset);
 }
 
 void SpillFile::read(void* dst, std::uint64_t bytes, std::uint64_t offset) const {
@@ -82,6 +76,31 @@ void SpillFile::read(void* dst, std::uint64_t bytes, std::uint64_t offset) const
                                      (n == 0 ? std::string("unexpected end of file") : sys_error(errno)));
     done += static_cast<std::uint64_t>(n);
   }
+  drop_cached(fd_, offset, bytes, false);
+}
+
+void SpillFile::write_behind(const void* src, std::uint64_t bytes, std::uint64_t offset) const {
+  const auto* p = static_cast<const char*>(src);
+  for (std::uint64_t done = 0; done < bytes;) {
+    const ssize_t n = sysio::pwrite(fd_, p + done, bytes - done, static_cast<off_t>(offset + done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) throw Error(ErrorKind::Io, "writing spilled activations to '" + dir_ + "' failed: " + sys_error(errno));
+    done += static_cast<std::uint64_t>(n);
+  }
+#ifdef __linux__
+  ::sync_file_range(fd_, static_cast<off_t>(offset), static_cast<off_t>(bytes), SYNC_FILE_RANGE_WRITE);
+#endif
+}
+
+void SpillFile::settle(std::uint64_t bytes, std::uint64_t offset) const {
+  drop_cached(fd_, offset, bytes, true);
+}
+
+void SpillFile::read_ahead(std::uint64_t bytes, std::uint64_t offset) const {
+  ::posix_fadvise(fd_, static_cast<off_t>(offset), static_cast<off_t>(bytes), POSIX_FADV_WILLNEED);
+}
+
+void SpillFile::forget(std::uint64_t bytes, std::uint64_t offset) const {
   drop_cached(fd_, offset, bytes, false);
 }
 

@@ -2,8 +2,8 @@
 // are written to and read back from, by offset. Created and unlinked at once, so nothing is left
 // behind however the process ends; its full size is allocated up front, so a full disk is an
 // error before the run starts, not in the middle of it. Every transfer is written back and
-// dropped from the page cache at once: the bytes a spill frees must not reappear as page cache
-// charged to the process's cgroup.
+// dropped from the page cache at once (a streamed slab: by the next slab at the latest): the
+// bytes a spill frees must not reappear as page cache charged to the process's cgroup.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -22,7 +22,20 @@ class SpillFile {
   /// Thread-safe (positioned I/O): the spill worker moves several buffers through one file.
   void write(const void* src, std::uint64_t bytes, std::uint64_t offset) const;
   void read(void* dst, std::uint64_t bytes, std::uint64_t offset) const;
+
+  // A kernel streaming an operand a slab at a time overlaps the file with its compute (one slab
+  // of page cache in flight each way, dropped as soon as it is consumed or written back):
+  /// Writes and starts the write-back without waiting for it; settle() the range later.
+  void write_behind(const void* src, std::uint64_t bytes, std::uint64_t offset) const;
+  /// Waits for a write_behind() range to reach the disk, then drops it from the page cache.
+  void settle(std::uint64_t bytes, std::uint64_t offset) const;
+  /// Asks the kernel to read a range into the page cache now (the next slab); read() takes it
+  /// from there and drops it, forget() drops it unread.
+  void read_ahead(std::uint64_t bytes, std::uint64_t offset) const;
+  void forget(std::uint64_t bytes, std::uint64_t offset) const;
   const std::string& dir() const { return dir_; }
+  /// The descriptor, for tests that look at what of the file is in the page cache (mincore).
+  int fd() const { return fd_; }
 
   /// The directory a spill file goes to for `dir` ("" = $TMPDIR, else /tmp).
   static std::string resolve_dir(const std::string& dir);

@@ -84,6 +84,7 @@ struct ArenaLayout {
     std::size_t slot = 0;
     std::uint64_t file_offset = 0;
     std::size_t staging_offset = 0, staging_bytes = 0;
+    std::size_t operand_bytes = 0;  // the operand's whole size (its region of the file)
   };
   std::vector<std::vector<Streamed>> streamed;
   // Each resident stretch: the value (root of its in-place group) held in the arena over steps

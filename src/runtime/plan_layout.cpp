@@ -195,7 +195,8 @@ std::shared_ptr<const ArenaLayout> Plan::build_layout(const memory::SpillLayout&
       for (std::size_t i = 0; i < vals.size(); ++i) {
         if (vals[i] < 0 || buffer_of_[static_cast<std::size_t>(vals[i])] != str.buffer) continue;
         const std::size_t bytes = aligned64(stream_slot(steps_[s], output, i)->staging);
-        l->streamed[s].push_back({output, i, sl.file_offset[static_cast<std::size_t>(str.buffer)], at, bytes});
+        l->streamed[s].push_back({output, i, sl.file_offset[static_cast<std::size_t>(str.buffer)], at, bytes,
+                                  buffers_[static_cast<std::size_t>(str.buffer)].bytes});
         at += bytes;
       }
     };

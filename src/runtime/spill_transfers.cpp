@@ -53,36 +53,85 @@ void SpillTransfers::finish() {
   stats_.wait_seconds += since(t0);
 }
 
-// A streamed operand: its buffer's region of the file for one set.
+// A streamed operand: its buffer's region of the file for one set. Kernels read and write it a
+// slab at a time, in order, so the file overlaps their compute: after a read, the next slab is
+// read ahead into the page cache; a write is written back while the next slab computes and
+// settled (waited for, dropped) at the next write or when the step ends. At most one slab each
+// way is in the page cache at a time.
 class SpillTransfers::FileOperand final : public kernels::StreamedOperand {
  public:
-  FileOperand(const SpillTransfers& io, std::uint64_t base) : io_(io), base_(base) {}
+  FileOperand(const SpillTransfers& io, std::uint64_t base, std::size_t size) : io_(io), base_(base), size_(size) {}
+  ~FileOperand() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    try {
+      settle_written();
+      forget_ahead();
+    } catch (...) {  // dropping pages is best effort; the data is in the file either way
+    }
+  }
   void read(void* dst, std::size_t offset, std::size_t bytes) const override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (ahead_.bytes > 0 && ahead_.offset != offset) forget_ahead();
+    ahead_ = {};
     io_.stream_io(false, nullptr, dst, bytes, base_ + offset);
+    const std::size_t next = offset + bytes;
+    if (bytes > 0 && next < size_) {
+      ahead_ = {next, std::min(bytes, size_ - next)};
+      io_.file_.read_ahead(ahead_.bytes, base_ + ahead_.offset);
+    }
   }
   void write(const void* src, std::size_t offset, std::size_t bytes) const override {
+    std::lock_guard<std::mutex> lock(mu_);
     io_.stream_io(true, src, nullptr, bytes, base_ + offset);
+    settle_written();
+    written_ = {offset, bytes};
   }
 
  private:
+  struct Range {
+    std::size_t offset = 0, bytes = 0;
+  };
+  void settle_written() const {
+    if (written_.bytes > 0) io_.timed([&] { io_.file_.settle(written_.bytes, base_ + written_.offset); });
+    written_ = {};
+  }
+  void forget_ahead() const {
+    if (ahead_.bytes > 0) io_.file_.forget(ahead_.bytes, base_ + ahead_.offset);
+    ahead_ = {};
+  }
+
   const SpillTransfers& io_;
   std::uint64_t base_;
+  std::size_t size_;
+  mutable std::mutex mu_;
+  mutable Range written_, ahead_;
 };
 
 void SpillTransfers::stream_io(bool write, const void* src, void* dst, std::size_t bytes, std::uint64_t at) const {
+  timed([&] {
+    if (write)
+      file_.write_behind(src, bytes, at);
+    else
+      file_.read(dst, bytes, at);
+  });
+  std::lock_guard<std::mutex> lock(mu_);
+  (write ? stats_.written : stats_.read) += bytes;
+}
+
+template <typename F>
+void SpillTransfers::timed(F&& io) const {
   const auto t0 = Clock::now();
-  if (write)
-    file_.write(src, bytes, at);
-  else
-    file_.read(dst, bytes, at);
+  io();
   const double s = since(t0);
   std::lock_guard<std::mutex> lock(mu_);
   stats_.io_seconds += s;
   stats_.wait_seconds += s;
-  (write ? stats_.written : stats_.read) += bytes;
 }
 
-SpillTransfers::~SpillTransfers() = default;
+// The bound operands settle their last writes through file_ and mu_: before those go.
+SpillTransfers::~SpillTransfers() {
+  operands_.clear();
+}
 
 void SpillTransfers::bind(std::size_t step, std::size_t set, const ArenaPieces& arena, std::size_t n_in,
                           std::size_t n_out, kernels::ExecContext& ctx) {
@@ -94,7 +143,7 @@ void SpillTransfers::bind(std::size_t step, std::size_t set, const ArenaPieces& 
   ctx.streamed_in.assign(n_in, nullptr);
   ctx.streamed_out.assign(n_out, nullptr);
   for (const auto& s : list) {
-    auto op = std::make_unique<FileOperand>(*this, s.file_offset + layout_.file_bytes * set);
+    auto op = std::make_unique<FileOperand>(*this, s.file_offset + layout_.file_bytes * set, s.operand_bytes);
     op->staging = s.staging_bytes > 0 ? arena.at(s.staging_offset) : nullptr;
     op->staging_bytes = s.staging_bytes;
     (s.output ? ctx.streamed_out : ctx.streamed_in)[s.slot] = op.get();

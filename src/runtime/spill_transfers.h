@@ -26,8 +26,9 @@ class SpillTransfers {
   /// Waits for them; rethrows a transfer's I/O error.
   void finish();
   /// Points ctx's streamed operands at the file for step `step` of set `set` (staging in that
-  /// set's arena), or clears them when the step streams nothing. The kernel's reads and writes
-  /// are synchronous: they count as I/O and as waits.
+  /// set's arena), or clears them when the step streams nothing (settling the last step's).
+  /// The kernel's reads and writes are synchronous, overlapped by read-ahead and write-behind
+  /// of one slab: what it waits for counts as I/O and as a wait.
   void bind(std::size_t step, std::size_t set, const ArenaPieces& arena, std::size_t n_in, std::size_t n_out,
             kernels::ExecContext& ctx);
   SpillReport stats() const;
@@ -35,6 +36,9 @@ class SpillTransfers {
  private:
   class FileOperand;
   void stream_io(bool write, const void* src, void* dst, std::size_t bytes, std::uint64_t at) const;
+  // Runs a synchronous file operation of a kernel's, counted as I/O and as a wait.
+  template <typename F>
+  void timed(F&& io) const;
 
   const ArenaLayout& layout_;
   std::vector<std::unique_ptr<FileOperand>> operands_;  // those bound now
