@@ -8,6 +8,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "cli/byte_size.h"
 #include "cli/cli_util.h"
 #include "cli/commands.h"
 #include "cli/staged_outputs.h"
@@ -383,12 +384,66 @@ void print_steps(const Plan& p, const std::vector<std::size_t>& live) {
   }
 }
 
+// Where a spilled layout moves its bytes: per step, what its kernel streams and what gap
+// transfers run around it (synchronous ones stall the run; overlapped ones run beside a kernel),
+// the steps moving the most first, and the totals: what a budget costs in time.
+void print_spill_traffic(const Plan& p, const ArenaLayout& l) {
+  struct Row {
+    std::size_t step;
+    std::uint64_t stream_r = 0, stream_w = 0, sync_r = 0, sync_w = 0, over_r = 0, over_w = 0;
+    std::uint64_t total() const { return stream_r + stream_w + sync_r + sync_w + over_r + over_w; }
+  };
+  std::vector<Row> rows;
+  Row sum{0};
+  for (std::size_t s = 0; s < p.steps().size(); ++s) {
+    Row r{s};
+    for (const auto& st : l.streamed[s]) {
+      if (st.output) {
+        r.stream_w += st.operand_bytes;
+      } else {
+        const auto need = st.output ? p.steps()[s].stream_out[st.slot] : p.steps()[s].stream_in[st.slot];
+        r.stream_r += st.operand_bytes * (need ? std::max(need->reads, 1u) : 1u);
+      }
+    }
+    for (const auto& t : l.transfers[s]) {
+      const bool sync = t.when != ArenaLayout::When::During;
+      (t.write ? (sync ? r.sync_w : r.over_w) : (sync ? r.sync_r : r.over_r)) += t.bytes;
+    }
+    if (r.total() == 0) continue;
+    for (auto [a, b] : {std::pair{&sum.stream_r, r.stream_r},
+                        {&sum.stream_w, r.stream_w},
+                        {&sum.sync_r, r.sync_r},
+                        {&sum.sync_w, r.sync_w},
+                        {&sum.over_r, r.over_r},
+                        {&sum.over_w, r.over_w}})
+      *a += b;
+    rows.push_back(r);
+  }
+  std::stable_sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) { return a.total() > b.total(); });
+  auto m = [](std::uint64_t b) { return mib(static_cast<std::int64_t>(b)); };
+  std::printf(
+      "spill traffic (MiB): streamed by the kernel read/write, synchronous read/write, overlapped read/write\n");
+  std::printf("  %-5s %-16s %-40s %11s %11s %11s %11s %11s %11s\n", "step", "op", "name", "stream r", "stream w",
+              "sync r", "sync w", "overlap r", "overlap w");
+  for (std::size_t i = 0; i < rows.size() && i < 30; ++i) {
+    const Row& r = rows[i];
+    const auto& st = p.steps()[r.step];
+    std::printf("  %-5zu %-16s %-40s %11s %11s %11s %11s %11s %11s\n", r.step, st.op_type.substr(0, 16).c_str(),
+                st.name.substr(0, 40).c_str(), m(r.stream_r).c_str(), m(r.stream_w).c_str(), m(r.sync_r).c_str(),
+                m(r.sync_w).c_str(), m(r.over_r).c_str(), m(r.over_w).c_str());
+  }
+  std::printf("  %-5s %-16s %-40s %11s %11s %11s %11s %11s %11s\n", "all", "", "", m(sum.stream_r).c_str(),
+              m(sum.stream_w).c_str(), m(sum.sync_r).c_str(), m(sum.sync_w).c_str(), m(sum.over_r).c_str(),
+              m(sum.over_w).c_str());
+}
+
 struct PlanArgs {
   std::string path;
   std::vector<std::string> shapes;
   std::string backend = to_string(kDefaultBackend);
   bool steps = false;
   bool least = false;  // the smallest arena's layout, every gap spilled: what sets the least budget
+  std::string arena_limit;  // a spilled layout within this many arena bytes: where it moves bytes
   int live_at = -1;
 };
 
@@ -406,6 +461,16 @@ void plan(const PlanArgs& a) {
   }
   const Plan& p = qsmcore::plan_for(model, shapes);
   const auto least = a.least ? p.least_layout() : nullptr;
+  if (!a.arena_limit.empty()) {
+    const auto limited = p.layout_within(static_cast<std::size_t>(parse_byte_size(a.arena_limit, "--arena-limit")));
+    std::printf("layout within --arena-limit %s: arena %s%s, spill file %s, written %s, read %s per run\n",
+                a.arena_limit.c_str(), mib(static_cast<std::int64_t>(limited->arena_bytes)).c_str(),
+                limited->fits ? "" : " (does not fit: the least there is)",
+                mib(static_cast<std::int64_t>(limited->file_bytes)).c_str(),
+                mib(static_cast<std::int64_t>(limited->write_bytes)).c_str(),
+                mib(static_cast<std::int64_t>(limited->read_bytes)).c_str());
+    print_spill_traffic(p, *limited);
+  }
   const std::vector<std::size_t> live = least ? p.held_bytes(*least) : p.live_bytes();
   if (a.steps) print_steps(p, live);
   if (a.live_at >= 0) least ? print_held_at(p, *least, a.live_at) : print_live_at(p, a.live_at);
@@ -444,6 +509,8 @@ void register_onnx_commands(CLI::App& app) {
   plan_cmd->add_flag("--least", plan_args->least,
                      "the layout of the smallest arena (every gap spilled): what each step holds there, and what the "
                      "busiest step holds");
+  plan_cmd->add_option("--arena-limit", plan_args->arena_limit,
+                       "a spilled layout within this arena (e.g. 700MiB): the bytes it moves, by step");
   plan_cmd->add_option("--live-at", plan_args->live_at, "list the values live at this step (e.g. the peak one)");
   plan_cmd->callback([plan_args] { plan(*plan_args); });
 

@@ -146,4 +146,33 @@ TEST(OnnxPlanCmd, LeastListsWhatTheSmallestArenasBusiestStepHolds) {
   EXPECT_LE(*busiest, arena + 0.11) << least.out;
 }
 
+// --arena-limit: a spilled layout within a limit, and where it moves its bytes. The traffic
+// table's totals (streamed + synchronous + overlapped) are the layout's written and read bytes.
+TEST(OnnxPlanCmd, ArenaLimitAccountsForEveryByteTheLayoutMoves) {
+  const std::string twins = qsmtest::data_dir("QSM_TWINS_DIR");
+  QSM_REQUIRE_DATA(twins, "QSM_TWINS_DIR");
+  qsmtest::ScratchDir scratch;
+  const auto r =
+      run_qsm({"onnx", "plan", twins + "/xqsm.onnx", "--shape", "field=1x1x48x32x32", "--arena-limit", "600KiB"}, {},
+              scratch.path());
+  ASSERT_EQ(r.status, 0) << r.err;
+  const auto head = r.out.find("layout within --arena-limit 600KiB: arena ");
+  ASSERT_NE(head, std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("does not fit"), std::string::npos) << r.out;
+  auto after = [&](const std::string& key) { return std::stod(r.out.substr(r.out.find(key, head) + key.size())); };
+  const double arena = after(": arena "), written = after("written "), read = after("read ");
+  EXPECT_LE(arena, 600.0 / 1024 + 0.05);
+  EXPECT_GT(written, 0.0) << "600 KiB should make the reduced xQSM at 48x32x32 spill";
+  std::istringstream in(r.out.substr(r.out.find("\n  all", head) + 1));
+  std::string all;
+  std::vector<double> v(6);
+  std::string unit;
+  in >> all;
+  for (auto& x : v) in >> x >> unit;
+  ASSERT_TRUE(in) << r.out;
+  // stream r, stream w, sync r, sync w, overlap r, overlap w; each rounded to 0.1 MiB.
+  EXPECT_NEAR(v[0] + v[2] + v[4], read, 0.16) << r.out;
+  EXPECT_NEAR(v[1] + v[3] + v[5], written, 0.16) << r.out;
+}
+
 }  // namespace
