@@ -128,6 +128,9 @@ struct PlanMemory {
 struct SpillReport {
   std::uint64_t file_bytes = 0, written = 0, read = 0;
   double io_seconds = 0, wait_seconds = 0;
+  /// Conv chains' slabs: windows of at most 1/share of an intermediate (6 unless the budget
+  /// needed finer slabs; the output is the same bits either way). 0 before a run.
+  std::int64_t chain_window_share = 0;
   std::string dir;
 };
 

@@ -242,6 +242,8 @@ nlohmann::json report_json(const OnnxRunArgs& a, const OnnxModel& model, const R
   j["spill"] = spill_json(f.spill.file_bytes, f.spill.written, f.spill.read, f.spill.wait_seconds, f.spill.dir);
   j["spill"]["planned_write_bytes"] = f.planned.spill_write_bytes;
   j["spill"]["planned_read_bytes"] = f.planned.spill_read_bytes;
+  // The conv chains' slabs the run took: finer than the default (6) when the budget needed them.
+  j["spill"]["chain_window_share"] = f.spill.chain_window_share;
   return j;
 }
 
@@ -444,6 +446,7 @@ struct PlanArgs {
   bool steps = false;
   bool least = false;  // the smallest arena's layout, every gap spilled: what sets the least budget
   std::string arena_limit;  // a spilled layout within this many arena bytes: where it moves bytes
+  std::int64_t window_share = graph::kChainWindowShare;  // conv chains' slabs (a budget may choose finer)
   int live_at = -1;
 };
 
@@ -459,7 +462,7 @@ void plan(const PlanArgs& a) {
     if (it == given.end()) throw Error(ErrorKind::InvalidInput, a.path + ": no --shape for input '" + d.name + "'");
     shapes.push_back(it->second);
   }
-  const Plan& p = qsmcore::plan_for(model, shapes);
+  const Plan& p = qsmcore::plan_for(model, shapes, a.window_share);
   const auto least = a.least ? p.least_layout() : nullptr;
   if (!a.arena_limit.empty()) {
     const auto limited = p.layout_within(static_cast<std::size_t>(parse_byte_size(a.arena_limit, "--arena-limit")));
@@ -509,6 +512,10 @@ void register_onnx_commands(CLI::App& app) {
   plan_cmd->add_flag("--least", plan_args->least,
                      "the layout of the smallest arena (every gap spilled): what each step holds there, and what the "
                      "busiest step holds");
+  plan_cmd
+      ->add_option("--window-share", plan_args->window_share,
+                   "conv chains' windows at most 1/N of an intermediate (default 6; budgets may choose 12 or 24)")
+      ->check(CLI::Range(1, 1024));
   plan_cmd->add_option("--arena-limit", plan_args->arena_limit,
                        "a spilled layout within this arena (e.g. 700MiB): the bytes it moves, by step");
   plan_cmd->add_option("--live-at", plan_args->live_at, "list the values live at this step (e.g. the peak one)");

@@ -10,7 +10,8 @@
 namespace qsmcore {
 
 struct ModelInternals {
-  static const Plan& plan(OnnxModel& m, const std::vector<Shape>& input_shapes);
+  static const Plan& plan(OnnxModel& m, const std::vector<Shape>& input_shapes,
+                          std::int64_t window_share = graph::kChainWindowShare);
   /// Plans in the model's cache now.
   static std::size_t cached_plans(const OnnxModel& m);
 };
@@ -18,8 +19,10 @@ struct ModelInternals {
 /// The plan for these input shapes (built if needed, then cached). The reference stays valid
 /// while the plan is cached: until max_cached_plans other shape sets were planned since its last
 /// use, or clear_plans().
-inline const Plan& plan_for(OnnxModel& m, const std::vector<Shape>& input_shapes) {
-  return ModelInternals::plan(m, input_shapes);
+/// `window_share`: the conv chains' slabs (finer ones are what a budget may choose).
+inline const Plan& plan_for(OnnxModel& m, const std::vector<Shape>& input_shapes,
+                            std::int64_t window_share = graph::kChainWindowShare) {
+  return ModelInternals::plan(m, input_shapes, window_share);
 }
 
 }  // namespace qsmcore

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <limits>
 #include <mutex>
+#include <optional>
 
 #include "core/parallel.h"
 #include "graph/passes/passes.h"
@@ -125,8 +126,19 @@ struct OnnxModel::Impl {
     for (const auto& vi : model.graph.outputs) outputs.push_back(desc(vi));
   }
 
+  // Conv chains' window shares a budget may choose, the default first: finer slabs hold less
+  // (smaller windows and staging blocks) for more calls. oneDNN computes each plane the same way
+  // whatever slab it falls in, so the output is the same bits (tested); only where the engine
+  // spills, as that is where a smaller least matters.
+  std::vector<std::int64_t> window_shares() const {
+    if (opts.spill_activations && opts.stream_conv_chains && opts.backend == Backend::OneDnn)
+      return {graph::kChainWindowShare, 2 * graph::kChainWindowShare, 4 * graph::kChainWindowShare};
+    return {graph::kChainWindowShare};
+  }
+
   // The typed graph for these shapes, after the passes the options ask for.
-  graph::TypedGraph typed_graph(const std::vector<Shape>& shapes, const std::vector<DType>& dtypes) {
+  graph::TypedGraph typed_graph(const std::vector<Shape>& shapes, const std::vector<DType>& dtypes,
+                                std::int64_t share = graph::kChainWindowShare) {
     graph::TypedGraph tg = graph::build_typed_graph(model, constants, shapes, dtypes);
     graph::PassOptions po;
     po.split_concat = opts.split_concat_convs;
@@ -134,6 +146,7 @@ struct OnnxModel::Impl {
     po.stream_chains = opts.stream_conv_chains && (opts.backend == Backend::OneDnn || opts.backend == Backend::Simd128);
     if (opts.backend == Backend::Simd128) po.chain_filter = &kernels::simd128_runs_conv_chain;
     po.max_conv_weight_bytes = opts.max_unit_weight_bytes;
+    po.chain_window_share = share;
     graph::run_passes(tg, po);
     return tg;
   }
@@ -145,25 +158,27 @@ struct OnnxModel::Impl {
     };
   }
 
-  std::shared_ptr<Plan> cached_plan(const std::vector<Shape>& shapes) {
+  std::shared_ptr<Plan> cached_plan(const std::vector<Shape>& shapes, std::int64_t share) {
     for (auto it = plans.begin(); it != plans.end(); ++it) {
-      if ((*it)->input_shapes() != shapes) continue;
+      if ((*it)->input_shapes() != shapes || (*it)->window_share() != share) continue;
       std::rotate(it, it + 1, plans.end());  // most recently used last
       return plans.back();
     }
     return nullptr;
   }
 
-  std::shared_ptr<Plan> plan(const std::vector<Shape>& shapes, const std::vector<DType>& dtypes) {
+  std::shared_ptr<Plan> plan(const std::vector<Shape>& shapes, const std::vector<DType>& dtypes,
+                             std::int64_t share = graph::kChainWindowShare) {
     std::lock_guard<std::mutex> lock(mu);
-    if (auto p = cached_plan(shapes)) return p;
+    if (auto p = cached_plan(shapes, share)) return p;
     const ScopedThreads threads_here(opts.threads);  // constant folding runs reference kernels
-    graph::TypedGraph tg = typed_graph(shapes, dtypes);
+    graph::TypedGraph tg = typed_graph(shapes, dtypes, share);
     graph::LeafFn leaf = leaf_fn();
     if (resident()) {
-      const kernels::PackCacheScope share(packed.get());
+      const kernels::PackCacheScope packs(packed.get());
       plans.push_back(
           std::make_shared<Plan>(std::move(tg), opts.backend, opts.threads, reader ? &leaf : nullptr, true));
+      plans.back()->set_window_share(share);
       const std::size_t keep = static_cast<std::size_t>(std::max(opts.max_cached_plans, 1));
       if (plans.size() > keep) plans.erase(plans.begin(), plans.end() - static_cast<std::ptrdiff_t>(keep));
       return plans.back();
@@ -172,6 +187,7 @@ struct OnnxModel::Impl {
     executors.clear();
     plans.clear();
     auto p = std::make_shared<Plan>(std::move(tg), opts.backend, opts.threads, &leaf);
+    p->set_window_share(share);
     if (!p->units().empty()) {
       const std::uint64_t held = static_bytes + static_cast<std::uint64_t>(p->memory().packed_weight_bytes);
       executors[p.get()] = std::make_unique<ResidencyExecutor>(*p, opts.residency, *reader, &eager, held, model.path);
@@ -183,31 +199,47 @@ struct OnnxModel::Impl {
 
   // A fully resident plan packs every weight when it is built. Before a run's new plan packs
   // anything, a dry plan (the backend packs nothing, it only counts the bytes it would pack
-  // anew) gives the run's figures; a run that cannot fit, even spilling its activations, is
-  // refused there.
+  // anew) gives the run's figures; a run that cannot fit, even spilling its activations on the
+  // finest slabs, is refused there.
   void refuse_before_packing(const std::vector<Shape>& shapes, const std::vector<DType>& dtypes, std::int64_t sets) {
     std::lock_guard<std::mutex> lock(mu);
-    if (cached_plan(shapes)) return;
+    for (const std::int64_t share : window_shares())
+      if (cached_plan(shapes, share)) return;
     const ScopedThreads threads_here(opts.threads);
-    graph::TypedGraph tg = typed_graph(shapes, dtypes);
+    std::int64_t held = 0, run = 0, least = std::numeric_limits<std::int64_t>::max();
+    for (const std::int64_t share : window_shares()) {
+      const DryFigures f = dry_figures(shapes, dtypes, sets, share);
+      if (share == graph::kChainWindowShare) held = f.held, run = f.run;
+      least = std::min(least, f.least);
+      if (f.held + f.least <= opts.mem_budget || !opts.spill_activations) break;
+    }
+    if (held + least > opts.mem_budget) throw Error(ErrorKind::OutOfBudget, refusal(shapes[0], held, run, least));
+  }
+
+  struct DryFigures {
+    std::int64_t held = 0, run = 0, least = 0;
+  };
+  DryFigures dry_figures(const std::vector<Shape>& shapes, const std::vector<DType>& dtypes, std::int64_t sets,
+                         std::int64_t share) {
+    graph::TypedGraph tg = typed_graph(shapes, dtypes, share);
     graph::LeafFn leaf = leaf_fn();
     packed->dry = true;
     packed->dry_new_bytes = 0;
-    std::int64_t held = 0, run = 0, least = 0;
+    DryFigures f;
     try {
       const kernels::PackCacheScope count(packed.get());
       const Plan dry(std::move(tg), opts.backend, opts.threads, reader ? &leaf : nullptr, true);
-      held = memory_current() + packed->dry_new_bytes;
-      run = (dry.memory().arena_bytes + dry.memory().io_bytes) * sets;
-      least = run;
-      if (held + run > opts.mem_budget && opts.spill_activations)
-        least = (static_cast<std::int64_t>(dry.min_arena_bytes()) + dry.memory().io_bytes) * sets;
+      f.held = memory_current() + packed->dry_new_bytes;
+      f.run = (dry.memory().arena_bytes + dry.memory().io_bytes) * sets;
+      f.least = f.run;
+      if (f.held + f.run > opts.mem_budget && opts.spill_activations)
+        f.least = (static_cast<std::int64_t>(dry.min_arena_bytes()) + dry.memory().io_bytes) * sets;
     } catch (...) {
       packed->dry = false;
       throw;
     }
     packed->dry = false;
-    if (held + least > opts.mem_budget) throw Error(ErrorKind::OutOfBudget, refusal(shapes[0], held, run, least));
+    return f;
   }
 
   // The bytes a run may take above what is held now: the budget's room and the cap a wrapper
@@ -238,16 +270,60 @@ struct OnnxModel::Impl {
     return (arena + pm.io_bytes) * sets + pm.weight_window_bytes;
   }
 
+  // The plan and layout a run of `sets` takes within `room`: the default slabs' plan when it
+  // fits (spilled or not), else the first finer one that does. No layout when none does; `run`
+  // is then the default plan's unbudgeted bytes and `least` the smallest any share needs. A
+  // finer plan built here that does not fit is dropped again.
+  struct Choice {
+    std::shared_ptr<Plan> plan;
+    std::shared_ptr<const ArenaLayout> layout;
+    std::int64_t run = 0, least = 0;
+    bool built = false;  // the chosen (or, with no layout, the default) plan was built by this call
+  };
+  // `room`: the bytes given; none: what the budget leaves once the plan is held.
+  Choice choose(const std::vector<Shape>& shapes, const std::vector<DType>& dtypes, std::optional<std::int64_t> room,
+                std::int64_t sets) {
+    Choice c;
+    for (const std::int64_t share : window_shares()) {
+      const bool had = has_plan(shapes, share);
+      auto p = plan(shapes, dtypes, share);
+      auto layout = layout_for(*p, room ? *room : run_room(memory_current()), sets);
+      const std::int64_t least = least_run(*p, sets);
+      if (!c.plan) {
+        const PlanMemory& pm = p->memory();
+        c = {p, nullptr, (pm.arena_bytes + pm.io_bytes) * sets + pm.weight_window_bytes, least, !had};
+      }
+      c.least = std::min(c.least, least);
+      if (layout) {
+        if (p != c.plan && c.built) drop_plan(c.plan.get());
+        c.plan = std::move(p), c.layout = std::move(layout), c.built = !had;
+        return c;
+      }
+      if (p != c.plan && !had) drop_plan(p.get());
+    }
+    return c;
+  }
+
+  // The least bytes a run of `sets` needs above the model, over every share it may take. The
+  // plans stay cached (they share their packed weights): a budgeted run, or its refusal, after
+  // this builds nothing.
+  std::int64_t least_of_all(const std::vector<Shape>& shapes, const std::vector<DType>& dtypes, std::int64_t sets) {
+    std::int64_t least = std::numeric_limits<std::int64_t>::max();
+    for (const std::int64_t share : window_shares())
+      least = std::min(least, least_run(*plan(shapes, dtypes, share), sets));
+    return least;
+  }
+
   ResidencyExecutor* executor_for(const Plan& p) {
     std::lock_guard<std::mutex> lock(mu);
     auto it = executors.find(&p);
     return it == executors.end() ? nullptr : it->second.get();
   }
 
-  bool has_plan(const std::vector<Shape>& shapes) {
+  bool has_plan(const std::vector<Shape>& shapes, std::int64_t share) {
     std::lock_guard<std::mutex> lock(mu);
     for (const auto& p : plans)
-      if (p->input_shapes() == shapes) return true;
+      if (p->input_shapes() == shapes && p->window_share() == share) return true;
     return false;
   }
 
@@ -307,25 +383,25 @@ struct OnnxModel::Impl {
       shapes.push_back(t.shape());
       dtypes.push_back(t.dtype());
     }
-    const bool had_plan = has_plan(shapes);
+    bool had_plan = false;
+    for (const std::int64_t share : window_shares()) had_plan = had_plan || has_plan(shapes, share);
     if (!had_plan && resident() && opts.mem_budget > 0)
       refuse_before_packing(shapes, dtypes, static_cast<std::int64_t>(batch.size()));
-    const std::shared_ptr<Plan> held_plan = plan(shapes, dtypes);
+    const auto sets = static_cast<std::int64_t>(batch.size());
+    Choice c = choose(shapes, dtypes, std::nullopt, sets);
+    if (!c.layout) {
+      const std::int64_t held = memory_current();
+      // A plan built for this call only is dropped too: a refusal leaves memory as it found it.
+      if (c.built) drop_plan(c.plan.get());
+      throw Error(ErrorKind::OutOfBudget, refusal(shapes[0], held, c.run, c.least));
+    }
+    const std::shared_ptr<Plan> held_plan = c.plan;
+    const std::shared_ptr<const ArenaLayout> layout = c.layout;
     Plan& p = *held_plan;
     ResidencyExecutor* ex = executor_for(p);
-    const auto sets = static_cast<std::int64_t>(batch.size());
-    const std::int64_t held = memory_current();
-    const std::shared_ptr<const ArenaLayout> layout = layout_for(p, run_room(held), sets);
-    if (!layout) {
-      const PlanMemory& pm = p.memory();
-      const std::int64_t run = (pm.arena_bytes + pm.io_bytes) * sets + pm.weight_window_bytes;
-      const std::int64_t least = least_run(p, sets);
-      // A plan built for this call only is dropped too: a refusal leaves memory as it found it.
-      if (!had_plan) drop_plan(&p);
-      throw Error(ErrorKind::OutOfBudget, refusal(shapes[0], held, run, least));
-    }
     SpillReport spilled;
     auto out = p.run_batch(batch, ex, SpillRun{layout.get(), opts.spill_dir, &spilled});
+    spilled.chain_window_share = p.window_share();
     {
       std::lock_guard<std::mutex> lock(spill_mu);
       last_spill = spilled;
@@ -426,8 +502,8 @@ std::map<std::string, Tensor> OnnxModel::run(const std::map<std::string, Tensor>
   return result;
 }
 
-const Plan& ModelInternals::plan(OnnxModel& m, const std::vector<Shape>& input_shapes) {
-  return *m.impl_->plan(input_shapes, m.impl_->declared_dtypes());
+const Plan& ModelInternals::plan(OnnxModel& m, const std::vector<Shape>& input_shapes, std::int64_t window_share) {
+  return *m.impl_->plan(input_shapes, m.impl_->declared_dtypes(), window_share);
 }
 
 std::size_t ModelInternals::cached_plans(const OnnxModel& m) {
@@ -443,26 +519,25 @@ PlanMemory OnnxModel::plan_memory(const std::vector<Shape>& input_shapes, std::i
   const auto p = impl_->plan(input_shapes, impl_->declared_dtypes());
   PlanMemory pm = p->memory();
   if (run_bytes <= 0 || pm.run_peak_bytes() <= run_bytes) return pm;
-  const auto layout = impl_->layout_for(*p, run_bytes, 1);
-  if (!layout) {
+  const Impl::Choice c = impl_->choose(input_shapes, impl_->declared_dtypes(), run_bytes, 1);
+  if (!c.layout) {
     throw Error(ErrorKind::OutOfBudget,
                 impl_->model.path + ": a run at input shape " + shape_to_string(input_shapes.front()) + " needs " +
                     std::to_string(pm.run_peak_bytes()) + " bytes above the model, " + std::to_string(run_bytes) +
                     " given; the least it can run in" +
                     (impl_->opts.spill_activations ? ", its activations spilled to disk," : "") + " is " +
-                    std::to_string(impl_->least_run(*p, 1)) + " bytes");
+                    std::to_string(c.least) + " bytes");
   }
-  pm.arena_bytes = static_cast<std::int64_t>(layout->arena_bytes);
-  pm.spill_file_bytes = static_cast<std::int64_t>(layout->file_bytes);
-  pm.spill_write_bytes = static_cast<std::int64_t>(layout->write_bytes);
-  pm.spill_read_bytes = static_cast<std::int64_t>(layout->read_bytes);
+  pm = c.plan->memory();
+  pm.arena_bytes = static_cast<std::int64_t>(c.layout->arena_bytes);
+  pm.spill_file_bytes = static_cast<std::int64_t>(c.layout->file_bytes);
+  pm.spill_write_bytes = static_cast<std::int64_t>(c.layout->write_bytes);
+  pm.spill_read_bytes = static_cast<std::int64_t>(c.layout->read_bytes);
   return pm;
 }
 
 std::int64_t OnnxModel::min_run_bytes(const std::vector<Shape>& input_shapes) {
-  const auto p = impl_->plan(input_shapes, impl_->declared_dtypes());
-  const PlanMemory& pm = p->memory();
-  return static_cast<std::int64_t>(p->min_arena_bytes()) + pm.io_bytes + pm.weight_window_bytes;
+  return impl_->least_of_all(input_shapes, impl_->declared_dtypes(), 1);
 }
 
 void OnnxModel::limit_run_bytes(std::int64_t run_bytes) {

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "graph/passes/passes.h"
 #include "graph/typed_graph.h"
 #include "kernels/backend.h"
 #include "memory/spill_planner.h"
@@ -187,6 +188,10 @@ class Plan {
   /// OpenMP threads as observed, not as asked: when the kernels were created (what oneDNN
   /// primitives keep), and the team a parallel region got where the last run's kernels ran.
   int created_with_threads() const { return created_threads_; }
+  /// The conv chains' window share its graph was built with (graph::kChainWindowShare unless a
+  /// budget asked for finer slabs).
+  std::int64_t window_share() const { return window_share_; }
+  void set_window_share(std::int64_t s) { window_share_ = s; }
   int last_run_threads() const { return run_threads_.load(); }
 
  private:
@@ -215,6 +220,7 @@ class Plan {
   Backend backend_;
   int threads_;
   int created_threads_ = 0;
+  std::int64_t window_share_ = graph::kChainWindowShare;
   mutable std::atomic<int> run_threads_{0};
   std::vector<Shape> input_shapes_;
   std::vector<Step> steps_;

@@ -168,6 +168,42 @@ INSTANTIATE_TEST_SUITE_P(Twins, StreamedConvChain,
                            return i.param.substr(0, i.param.find('.'));
                          });
 
+// A budget below what the default conv-chain slabs can run in takes finer slabs (windows of a
+// 12th or a 24th of an intermediate, poolings and up-samplings in 16 or 32 depth slabs): the
+// least falls, and the run there is the unbudgeted run, bit for bit, within the cap. The reduced
+// xQSM twin at 96x64x64 has chains at every share.
+TEST(FinerSlabs, ABudgetBelowTheDefaultSlabsLeastRunsOnFinerSlabsBitForBit) {
+  const std::string dir = qsmtest::data_dir("QSM_TWINS_DIR");
+  QSM_REQUIRE_DATA(dir, "QSM_TWINS_DIR");
+  const std::vector<qsmcore::Shape> shapes{{1, 1, 96, 64, 64}};
+  const std::vector<qsmcore::Tensor> in = {qsmtest::random_tensor(shapes[0], 5)};
+  auto m = qsmcore::OnnxModel::load(dir + "/xqsm.onnx", options());
+  const auto ref = m.run(in);
+  EXPECT_EQ(m.last_spill().chain_window_share, 6);
+  const qsmcore::Plan& coarse = qsmcore::plan_for(m, shapes);
+  const qsmcore::PlanMemory& pm = coarse.memory();
+  const std::int64_t coarse_least =
+      static_cast<std::int64_t>(coarse.min_arena_bytes()) + pm.io_bytes + pm.weight_window_bytes;
+  const std::int64_t least = m.min_run_bytes(shapes);
+  EXPECT_LT(least, coarse_least) << "finer slabs did not lower the least";
+  for (const std::int64_t share : {12, 24}) {
+    const qsmcore::Plan& fine = qsmcore::plan_for(m, shapes, share);
+    EXPECT_LT(fine.min_arena_bytes(), coarse.min_arena_bytes()) << "share " << share;
+  }
+  m.limit_run_bytes(least);
+  const std::int64_t before = qsmcore::memory_current();
+  qsmcore::reset_memory_peak();
+  const auto out = m.run(in);
+  EXPECT_LE(qsmcore::memory_peak() - before, least);
+  qsmtest::expect_bitwise(out, ref, "xqsm on finer slabs");
+  EXPECT_GT(m.last_spill().chain_window_share, 6);
+  EXPECT_GT(m.last_spill().read, 0u);
+  // Between the two leasts the default slabs still serve.
+  m.limit_run_bytes(coarse_least);
+  qsmtest::expect_bitwise(m.run(in), ref, "xqsm at the default slabs' least");
+  EXPECT_EQ(m.last_spill().chain_window_share, 6);
+}
+
 }  // namespace
 
 namespace {

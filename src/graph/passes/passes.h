@@ -53,8 +53,14 @@ int order_for_memory(TypedGraph& g);
 /// the node (oneDNN, SIMD128). Chains stay under max_weight_bytes of weights (0 = no bound).
 /// `accept` says which chains the backend runs; it is asked before the graph is changed (empty:
 /// every one).
+/// Each intermediate keeps a window of at most 1/window_share of its planes (the slab plus the
+/// next kernel's reach): kChainWindowShare by default; a budget that needs less memory asks for
+/// finer slabs (kernels/onednn/conv_chain.cpp computes each plane the same way, whatever slab
+/// it falls in).
 using ChainFilter = std::function<bool(const TypedGraph&, const TNode& chain)>;
-int stream_conv_chains(TypedGraph& g, std::uint64_t max_weight_bytes, const ChainFilter& accept = {});
+constexpr std::int64_t kChainWindowShare = 6;
+int stream_conv_chains(TypedGraph& g, std::uint64_t max_weight_bytes, const ChainFilter& accept = {},
+                       std::int64_t window_share = kChainWindowShare);
 
 /// Marks nodes dead whose outputs nobody reads and that are not graph outputs.
 int remove_dead_nodes(TypedGraph& g);
@@ -68,6 +74,7 @@ struct PassOptions {
   bool recompute = true;                    // recompute_late_values
   bool stream_chains = false;               // stream_conv_chains (the backend must run them)
   ChainFilter chain_filter;                 // what of them the backend runs
+  std::int64_t chain_window_share = kChainWindowShare;  // their slabs' fineness
 };
 
 /// The standard pipeline.

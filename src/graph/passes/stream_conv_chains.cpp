@@ -28,11 +28,10 @@ namespace qsmcore::graph {
 namespace {
 
 // Each intermediate keeps a window of (slab + kd − 1) depth planes. The slab is sized so every
-// window is at most 1/kWindowShare of its intermediate, and the kernel reserves exactly that
-// share: the chain's memory stays linear in the voxel count (what NetworkMemory's fixed +
-// per-voxel model assumes) while the slabs are as thick as that allows. Volumes thinner than
-// kWindowShare · (kd + 1) planes are not streamed.
-constexpr std::int64_t kWindowShare = 6;
+// window is at most 1/share of its intermediate (share: kChainWindowShare unless a budget asks
+// for finer slabs), and the kernel reserves exactly that share: the chain's memory stays linear
+// in the voxel count (what NetworkMemory's fixed + per-voxel model assumes) while the slabs are
+// as thick as that allows. Volumes thinner than share · (kd + 1) planes are not streamed.
 
 // A live node of this op on a batch-1 f32 3-D volume with constant f32 weights and bias: what
 // both a chain layer and an absorbed up-sampling must be.
@@ -112,7 +111,9 @@ std::int64_t weight_bytes(const TypedGraph& g, const TNode& n) {
 
 }  // namespace
 
-int stream_conv_chains(TypedGraph& g, std::uint64_t max_weight_bytes, const ChainFilter& accept) {
+int stream_conv_chains(TypedGraph& g, std::uint64_t max_weight_bytes, const ChainFilter& accept,
+                       std::int64_t window_share) {
+  const std::int64_t share = std::max<std::int64_t>(window_share, 1);
   const std::size_t n_nodes = g.nodes.size();
   std::vector<int> producer(g.values.size(), -1);
   std::vector<int> readers(g.values.size(), 0);
@@ -217,7 +218,7 @@ int stream_conv_chains(TypedGraph& g, std::uint64_t max_weight_bytes, const Chai
       smax = std::max(smax, up.shape[2] / low.shape[2]);
     }
     // The slab: windows of slab + kd − 1 (+ stride − 1 for an up-sampled input) planes within
-    // depth / kWindowShare.
+    // depth / share.
     std::int64_t kmax = 1, saved = source_bytes;
     for (int l : rest)
       kmax = std::max(kmax, g.values[static_cast<std::size_t>(g.nodes[static_cast<std::size_t>(l)].in[1])].shape[2]);
@@ -238,7 +239,15 @@ int stream_conv_chains(TypedGraph& g, std::uint64_t max_weight_bytes, const Chai
                             g.values[static_cast<std::size_t>(g.nodes[static_cast<std::size_t>(pool)].in[0])].shape)
                       .kernel[0] -
                   1;
-    const std::int64_t slab = depth / kWindowShare - std::max(kmax - 1, pool_back) - (smax - 1);
+    const std::int64_t reach = std::max(kmax - 1, pool_back) + (smax - 1);
+    std::int64_t slab = depth / share - reach;
+    // Finer slabs than the default never cost a chain: one too thin for them takes 2 planes
+    // (when the default's slab would have been at least that), its windows a larger share.
+    std::int64_t window_share = share;
+    if (slab < 2 && share > kChainWindowShare && depth / kChainWindowShare - reach >= 2) {
+      slab = 2;
+      window_share = depth / (slab + reach);
+    }
     if (slab < 2) return;
 
     TNode chain;
@@ -255,7 +264,7 @@ int stream_conv_chains(TypedGraph& g, std::uint64_t max_weight_bytes, const Chai
     int_attr("slab", slab);
     // The windows' reservation: the share of the intermediates (+ 64 B alignment per window).
     int_attr("window_bytes",
-             saved / kWindowShare + source_low / kWindowShare +
+             saved / window_share + source_low / window_share +
                  64 * static_cast<std::int64_t>(layers_end.size() - (pool < 0 ? 1 : 0) + 2 * sources.size()));
     auto add_in = [&](int v) {
       if (v >= 0 && std::find(chain.in.begin(), chain.in.end(), v) == chain.in.end()) chain.in.push_back(v);
@@ -302,6 +311,17 @@ int stream_conv_chains(TypedGraph& g, std::uint64_t max_weight_bytes, const Chai
   // onto, in place), not all of the concatenation's inputs at once.
   for (std::size_t i = 0; i < n_nodes; ++i) try_chain(i, false);
   for (std::size_t i = 0; i < n_nodes; ++i) try_chain(i, true);
+  // The kernels that run poolings and up-samplings in depth slabs (8 by default) take as many
+  // more as the chains' slabs are finer.
+  if (share > kChainWindowShare)
+    for (auto& n : g.nodes)
+      if (!n.dead && (slab_pooling(g, n) || n.node.op_type == "ConvTranspose")) {
+        Attribute a;
+        a.name = "qsm_depth_slabs";
+        a.kind = Attribute::Kind::Int;
+        a.i = 8 * share / kChainWindowShare;
+        n.node.attrs.items.push_back(a);
+      }
   if (chains == 0) return 0;
   // Dead nodes stay in place (remove_dead_nodes ignores them); the chain takes its tail's place.
   for (std::size_t i = 0; i < n_nodes; ++i)

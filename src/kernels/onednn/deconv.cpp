@@ -307,13 +307,15 @@ class DeconvSubLatticeKernel final : public PrimitiveKernel {
   };
 
   // An up-sampling (kernel = stride, no pads) of a channels-last batch-1 volume
-  // runs over depth slabs of kSlabs-th of its input planes: input plane z makes output planes
+  // runs over depth slabs of kSlabs-th of its input planes (8, or the finer count a budget's
+  // plan stamped on the node, where the volume is deep enough for it): input plane z makes output planes
   // s·z … s·z + s − 1 alone, and in channels-last a slab is contiguous on both sides, so the
   // output can be written to the spill file a slab at a time (xQSM's full-resolution up-samplings
   // write 1.8 GB). Always in slabs, budget or not, so a budgeted run makes the same calls. 0: whole.
   std::int64_t upsampling_slab(const graph::TNode& n, std::size_t sp, const std::int64_t* kern,
                                const std::int64_t* pb) const {
-    constexpr std::int64_t kSlabs = 8;
+    const std::int64_t finer = n.node.attrs.get_int("qsm_depth_slabs", 8);
+    const std::int64_t kSlabs = finer > 8 && in_[0] >= 2 * finer ? finer : 8;
     if (blk_ >= 0 || sp != 3 || n_ != 1 || in_[0] < 2 * kSlabs || n.in.empty()) return 0;
     for (int i = 0; i < 3; ++i)
       if (kern[i] != stride_[i] || pb[i] != 0) return 0;

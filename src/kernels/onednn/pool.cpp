@@ -22,7 +22,8 @@ struct PoolParams {
 
 class PoolKernel final : public PrimitiveKernel {
  public:
-  PoolKernel(const memory::desc& src, const Shape& y_shape, const PoolParams& p, LayoutDecision& dec, std::size_t n_in) {
+  PoolKernel(const memory::desc& src, const Shape& y_shape, const PoolParams& p, LayoutDecision& dec, std::size_t n_in,
+             std::int64_t slabs) {
     memory::desc dst_any(to_dims(y_shape), memory::data_type::f32, memory::format_tag::any);
     dnnl::pooling_v2_forward::desc d(dnnl::prop_kind::forward_inference, p.alg, src, dst_any, p.strides, p.kernel, p.dil,
                                      p.pl, p.pr);
@@ -32,7 +33,7 @@ class PoolKernel final : public PrimitiveKernel {
     in_binds_[0] = {DNNL_ARG_SRC, src};
     out_binds_ = {{DNNL_ARG_DST, pd.dst_desc()}};
     dec.outputs = {to_layout(pd.dst_desc(), y_shape)};
-    prepare_depth_slabs(src, pd.dst_desc(), p);
+    prepare_depth_slabs(src, pd.dst_desc(), p, slabs);
   }
 
   std::optional<StreamNeed> stream_need(bool output, std::size_t slot) const override {
@@ -63,7 +64,7 @@ class PoolKernel final : public PrimitiveKernel {
   };
   static std::size_t align(std::size_t b) { return (b + 63) / 64 * 64; }
 
-  void prepare_depth_slabs(const memory::desc& src, const memory::desc& dst, const PoolParams& p) {
+  void prepare_depth_slabs(const memory::desc& src, const memory::desc& dst, const PoolParams& p, std::int64_t slabs) {
     const auto x = src.dims(), y = dst.dims();
     if (x.size() != 5 || x[0] != 1) return;
     using tag = memory::format_tag;
@@ -75,7 +76,8 @@ class PoolKernel final : public PrimitiveKernel {
     DepthSlabs s;
     s.k = p.kernel[0];
     s.out_d = y[2];
-    s.per = std::max<std::int64_t>(1, (s.out_d + 7) / 8);  // eight slabs: staging an eighth of each operand
+    // `slabs` (8 unless a budget chose finer conv-chain slabs): staging that share of each operand.
+    s.per = std::max<std::int64_t>(1, (s.out_d + slabs - 1) / std::max<std::int64_t>(slabs, 1));
     s.in_plane = static_cast<std::size_t>(x[1] * x[3] * x[4]) * sizeof(float);
     s.out_plane = static_cast<std::size_t>(y[1] * y[3] * y[4]) * sizeof(float);
     for (const std::int64_t n : {s.per, s.out_d % s.per}) {
@@ -137,7 +139,8 @@ std::unique_ptr<Kernel> finish(const graph::TypedGraph& g, const graph::TNode& n
   const auto& x = value(g, n.in[0]);
   dec.inputs.assign(n.in.size(), Layout{});
   dec.inputs[0] = producer[0];
-  return std::make_unique<PoolKernel>(desc_of(producer[0], x.shape), value(g, n.out[0]).shape, p, dec, n.in.size());
+  return std::make_unique<PoolKernel>(desc_of(producer[0], x.shape), value(g, n.out[0]).shape, p, dec, n.in.size(),
+                                      n.node.attrs.get_int("qsm_depth_slabs", 8));
 }
 
 }  // namespace
