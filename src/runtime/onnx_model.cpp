@@ -271,36 +271,38 @@ struct OnnxModel::Impl {
   }
 
   // The plan and layout a run of `sets` takes within `room`: the default slabs' plan when it
-  // fits (spilled or not), else the first finer one that does. No layout when none does; `run`
-  // is then the default plan's unbudgeted bytes and `least` the smallest any share needs. A
-  // finer plan built here that does not fit is dropped again.
+  // fits (spilled or not), else the first finer one that does. With no layout, the refusal's
+  // figures: what was held with the default plan, its unbudgeted run, and the least any share
+  // needs above that. Each share is weighed as it will run: a plan built here that does not fit
+  // is dropped before the next is built, so a budget of exactly that least then fits.
   struct Choice {
     std::shared_ptr<Plan> plan;
     std::shared_ptr<const ArenaLayout> layout;
-    std::int64_t run = 0, least = 0;
-    bool built = false;  // the chosen (or, with no layout, the default) plan was built by this call
+    std::int64_t held = 0, run = 0, least = 0;
   };
   // `room`: the bytes given; none: what the budget leaves once the plan is held.
   Choice choose(const std::vector<Shape>& shapes, const std::vector<DType>& dtypes, std::optional<std::int64_t> room,
                 std::int64_t sets) {
     Choice c;
+    std::int64_t need = std::numeric_limits<std::int64_t>::max();
+    bool first = true;
     for (const std::int64_t share : window_shares()) {
       const bool had = has_plan(shapes, share);
       auto p = plan(shapes, dtypes, share);
-      auto layout = layout_for(*p, room ? *room : run_room(memory_current()), sets);
-      const std::int64_t least = least_run(*p, sets);
-      if (!c.plan) {
+      const std::int64_t held = memory_current();
+      auto layout = layout_for(*p, room ? *room : run_room(held), sets);
+      if (layout) return {std::move(p), std::move(layout), held, 0, 0};
+      need = std::min(need, held + least_run(*p, sets));
+      if (first) {
         const PlanMemory& pm = p->memory();
-        c = {p, nullptr, (pm.arena_bytes + pm.io_bytes) * sets + pm.weight_window_bytes, least, !had};
+        c.held = held;
+        c.run = (pm.arena_bytes + pm.io_bytes) * sets + pm.weight_window_bytes;
+        first = false;
       }
-      c.least = std::min(c.least, least);
-      if (layout) {
-        if (p != c.plan && c.built) drop_plan(c.plan.get());
-        c.plan = std::move(p), c.layout = std::move(layout), c.built = !had;
-        return c;
-      }
-      if (p != c.plan && !had) drop_plan(p.get());
+      // A refusal leaves memory as it found it.
+      if (!had) drop_plan(p.get());
     }
+    c.least = need - c.held;
     return c;
   }
 
@@ -389,12 +391,7 @@ struct OnnxModel::Impl {
       refuse_before_packing(shapes, dtypes, static_cast<std::int64_t>(batch.size()));
     const auto sets = static_cast<std::int64_t>(batch.size());
     Choice c = choose(shapes, dtypes, std::nullopt, sets);
-    if (!c.layout) {
-      const std::int64_t held = memory_current();
-      // A plan built for this call only is dropped too: a refusal leaves memory as it found it.
-      if (c.built) drop_plan(c.plan.get());
-      throw Error(ErrorKind::OutOfBudget, refusal(shapes[0], held, c.run, c.least));
-    }
+    if (!c.layout) throw Error(ErrorKind::OutOfBudget, refusal(shapes[0], c.held, c.run, c.least));
     const std::shared_ptr<Plan> held_plan = c.plan;
     const std::shared_ptr<const ArenaLayout> layout = c.layout;
     Plan& p = *held_plan;

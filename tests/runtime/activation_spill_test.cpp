@@ -204,6 +204,47 @@ TEST(FinerSlabs, ABudgetBelowTheDefaultSlabsLeastRunsOnFinerSlabsBitForBit) {
   EXPECT_EQ(m.last_spill().chain_window_share, 6);
 }
 
+// The least a refusal names is a budget that runs: each share's plan is weighed as it will run
+// (the plans tried before it dropped), with weights resident or streamed from the file.
+TEST(FinerSlabs, TheLeastARefusalNamesIsABudgetThatRuns) {
+  const std::string dir = qsmtest::data_dir("QSM_TWINS_DIR");
+  QSM_REQUIRE_DATA(dir, "QSM_TWINS_DIR");
+  const std::vector<qsmcore::Shape> shapes{{1, 1, 96, 64, 64}};
+  const std::vector<qsmcore::Tensor> in = {qsmtest::random_tensor(shapes[0], 5)};
+  std::vector<qsmcore::Tensor> ref;
+  {
+    auto m = qsmcore::OnnxModel::load(dir + "/xqsm.onnx", options());
+    ref = m.run(in);
+  }
+  for (const std::string residency : {"full", "stream:host=0"}) {
+    SCOPED_TRACE(residency);
+    auto opts = [&](std::int64_t budget) {
+      qsmcore::ModelOptions o = options();
+      o.residency = qsmcore::parse_residency(residency);
+      o.mem_budget = budget;
+      return o;
+    };
+    std::int64_t named = 0;
+    {
+      auto m = qsmcore::OnnxModel::load(dir + "/xqsm.onnx", opts(qsmcore::memory_current() + (1 << 20)));
+      try {
+        m.run(in);
+        FAIL() << "1 MiB above what is held ran";
+      } catch (const qsmcore::Error& e) {
+        const std::string what = e.what();
+        const auto at = what.find("it would need ");
+        ASSERT_NE(at, std::string::npos) << what;
+        named = std::stoll(what.substr(at + 14));
+      }
+    }
+    auto m = qsmcore::OnnxModel::load(dir + "/xqsm.onnx", opts(named));
+    qsmcore::reset_memory_peak();
+    qsmtest::expect_bitwise(m.run(in), ref, "xqsm at the least a refusal named, " + residency);
+    EXPECT_LE(qsmcore::memory_peak(), named);
+    EXPECT_GT(m.last_spill().chain_window_share, 6);
+  }
+}
+
 }  // namespace
 
 namespace {
