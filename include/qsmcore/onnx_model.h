@@ -173,8 +173,10 @@ class OnnxModel {
   /// spill_activations is off and the run does not fit as planned.
   PlanMemory plan_memory(const std::vector<Shape>& input_shapes, std::int64_t run_bytes);
   /// The least bytes one run at these shapes needs above the model, every activation that can
-  /// leave memory between its uses spilled.
-  std::int64_t min_run_bytes(const std::vector<Shape>& input_shapes);
+  /// leave memory between its uses spilled (on finer conv-chain slabs where that is less).
+  /// `enough`: a caller that only asks whether a run fits in this many bytes gets the first
+  /// least at or below it (finer slabs are then not planned).
+  std::int64_t min_run_bytes(const std::vector<Shape>& input_shapes, std::int64_t enough = 0);
   /// Caps what each later run may take above the model (as plan_memory's run_bytes), on top of
   /// mem_budget: a network wrapper that budgets the whole run gives each graph its share.
   /// 0 = no cap.

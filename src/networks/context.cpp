@@ -167,13 +167,15 @@ void Context::retune_threads(std::int64_t in_flight, const std::function<bool()>
 void Context::fit_by_spilling(const Reservation& r, const std::vector<std::size_t>& model_of, std::int64_t held,
                               std::int64_t window, std::int64_t& run_peak) {
   auto model_index = [&](std::size_t k) { return model_of.empty() ? k : model_of[k]; };
-  // The least one run of each graph needs, spilled: named by the refusal when this fails.
+  // The least one run of each graph needs, spilled: named by the refusal when this fails (finer
+  // slabs are planned only when the default ones do not fit the room).
+  const std::int64_t room = budget_ - baseline_ - held - window - r.wrapper_fixed - r.wrapper_per_tile;
   least_run_ = 0;
   for (std::size_t k = 0; k < r.shapes.size(); ++k) {
     OnnxModel& m = model(model_index(k));
-    least_run_ = std::max(least_run_, m.min_run_bytes(r.shapes[k]) - m.plan_memory(r.shapes[k]).weight_window_bytes);
+    const std::int64_t own_window = m.plan_memory(r.shapes[k]).weight_window_bytes;
+    least_run_ = std::max(least_run_, m.min_run_bytes(r.shapes[k], room + own_window) - own_window);
   }
-  const std::int64_t room = budget_ - baseline_ - held - window - r.wrapper_fixed - r.wrapper_per_tile;
   if (room < least_run_) return;
   std::vector<std::int64_t> cap(models_.size(), 0);
   std::int64_t spilled_peak = 0;

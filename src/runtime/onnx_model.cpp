@@ -293,6 +293,7 @@ struct OnnxModel::Impl {
       auto layout = layout_for(*p, room ? *room : run_room(held), sets);
       if (layout) return {std::move(p), std::move(layout), held, 0, 0};
       need = std::min(need, held + least_run(*p, sets));
+      const bool finer_differs = has_chains(*p);
       if (first) {
         const PlanMemory& pm = p->memory();
         c.held = held;
@@ -301,6 +302,7 @@ struct OnnxModel::Impl {
       }
       // A refusal leaves memory as it found it.
       if (!had) drop_plan(p.get());
+      if (!finer_differs) break;
     }
     c.least = need - c.held;
     return c;
@@ -308,12 +310,24 @@ struct OnnxModel::Impl {
 
   // The least bytes a run of `sets` needs above the model, over every share it may take. The
   // plans stay cached (they share their packed weights): a budgeted run, or its refusal, after
-  // this builds nothing.
-  std::int64_t least_of_all(const std::vector<Shape>& shapes, const std::vector<DType>& dtypes, std::int64_t sets) {
+  // this builds nothing. Finer shares are planned only as far as needed, as each plan's
+  // primitives hold generated code outside the engine's accounting (the reduced xQSM twin on a
+  // brain volume: about 12 MiB a plan), so a run the default slabs fit builds no other.
+  // `enough`: stop at a share whose least is at most this. A plan without chains has nothing finer.
+  std::int64_t least_of_all(const std::vector<Shape>& shapes, const std::vector<DType>& dtypes, std::int64_t sets,
+                            std::int64_t enough = 0) {
     std::int64_t least = std::numeric_limits<std::int64_t>::max();
-    for (const std::int64_t share : window_shares())
-      least = std::min(least, least_run(*plan(shapes, dtypes, share), sets));
+    for (const std::int64_t share : window_shares()) {
+      const auto p = plan(shapes, dtypes, share);
+      least = std::min(least, least_run(*p, sets));
+      if (least <= enough || !has_chains(*p)) break;
+    }
     return least;
+  }
+
+  static bool has_chains(const Plan& p) {
+    return std::any_of(p.steps().begin(), p.steps().end(),
+                       [](const Plan::Step& s) { return s.op_type == "qsm.ConvChain"; });
   }
 
   ResidencyExecutor* executor_for(const Plan& p) {
@@ -533,8 +547,8 @@ PlanMemory OnnxModel::plan_memory(const std::vector<Shape>& input_shapes, std::i
   return pm;
 }
 
-std::int64_t OnnxModel::min_run_bytes(const std::vector<Shape>& input_shapes) {
-  return impl_->least_of_all(input_shapes, impl_->declared_dtypes(), 1);
+std::int64_t OnnxModel::min_run_bytes(const std::vector<Shape>& input_shapes, std::int64_t enough) {
+  return impl_->least_of_all(input_shapes, impl_->declared_dtypes(), 1, enough);
 }
 
 void OnnxModel::limit_run_bytes(std::int64_t run_bytes) {

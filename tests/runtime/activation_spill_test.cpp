@@ -202,6 +202,13 @@ TEST(FinerSlabs, ABudgetBelowTheDefaultSlabsLeastRunsOnFinerSlabsBitForBit) {
   m.limit_run_bytes(coarse_least);
   qsmtest::expect_bitwise(m.run(in), ref, "xqsm at the default slabs' least");
   EXPECT_EQ(m.last_spill().chain_window_share, 6);
+  // And a run they fit plans no finer slabs: each plan's primitives hold generated code the
+  // accounting does not see (a spilled qsm run's RSS passed its budget when it planned all three).
+  auto fresh = qsmcore::OnnxModel::load(dir + "/xqsm.onnx", options());
+  fresh.limit_run_bytes(coarse_least);
+  EXPECT_EQ(fresh.min_run_bytes(shapes, coarse_least), coarse_least);
+  qsmtest::expect_bitwise(fresh.run(in), ref, "xqsm at the default slabs' least, fresh");
+  EXPECT_EQ(qsmcore::ModelInternals::cached_plans(fresh), 1u);
 }
 
 // The least a refusal names is a budget that runs: each share's plan is weighed as it will run
