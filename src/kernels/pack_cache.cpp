@@ -4,6 +4,7 @@ namespace qsmcore::kernels {
 #if QSM_HAVE_ONEDNN
 namespace onednn {
 std::shared_ptr<PackCache> make_packed_weights_cache();  // kernels/onednn/pack_constant.cpp
+void release_unused_primitives();                        // kernels/onednn/common.cpp
 }
 #endif
 
@@ -16,6 +17,12 @@ std::shared_ptr<PackCache> make_pack_cache() {
   return onednn::make_packed_weights_cache();
 #else
   return std::make_shared<PackCache>();
+#endif
+}
+
+void release_unused_primitives() {
+#if QSM_HAVE_ONEDNN
+  onednn::release_unused_primitives();
 #endif
 }
 

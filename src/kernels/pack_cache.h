@@ -23,6 +23,13 @@ class PackCache {
 /// A cache for this build's backend (empty and unused without oneDNN).
 std::shared_ptr<PackCache> make_pack_cache();
 
+/// Drops the generated code of primitives that no live plan holds any more. oneDNN keeps up to
+/// 1024 primitives in its own cache, outside the engine's accounting, after the plans that made
+/// them are gone: a qsm run that planned the whole volume and then ran as tiles held the whole
+/// volume's code too (21 MiB of RSS over its budget on the full-size xQSM twin at 1/8). Called
+/// whenever plans are dropped; primitives that live plans hold stay.
+void release_unused_primitives();
+
 /// The cache active on this thread (plan building runs on the caller's thread), or null.
 PackCache* active_pack_cache();
 

@@ -300,8 +300,12 @@ struct OnnxModel::Impl {
         c.run = (pm.arena_bytes + pm.io_bytes) * sets + pm.weight_window_bytes;
         first = false;
       }
-      // A refusal leaves memory as it found it.
-      if (!had) drop_plan(p.get());
+      // A refusal leaves memory as it found it (the plan's primitives too, so p goes first).
+      if (!had) {
+        const Plan* raw = p.get();
+        p.reset();
+        drop_plan(raw);
+      }
       if (!finer_differs) break;
     }
     c.least = need - c.held;
@@ -344,9 +348,18 @@ struct OnnxModel::Impl {
   }
 
   void drop_plan(const Plan* p) {
-    std::lock_guard<std::mutex> lock(mu);
-    executors.erase(p);
-    std::erase_if(plans, [p](const std::shared_ptr<Plan>& q) { return q.get() == p; });
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      executors.erase(p);
+      std::erase_if(plans, [p](const std::shared_ptr<Plan>& q) { return q.get() == p; });
+    }
+    kernels::release_unused_primitives();
+  }
+
+  ~Impl() {
+    executors.clear();
+    plans.clear();
+    kernels::release_unused_primitives();
   }
 
   // The refusal names the predicted peak, the budget and what would fit: the least the run
@@ -561,9 +574,12 @@ SpillReport OnnxModel::last_spill() const {
 }
 
 void OnnxModel::clear_plans() {
-  std::lock_guard<std::mutex> lock(impl_->mu);
-  impl_->executors.clear();
-  impl_->plans.clear();
+  {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    impl_->executors.clear();
+    impl_->plans.clear();
+  }
+  kernels::release_unused_primitives();
 }
 
 void OnnxModel::set_threads(int threads) {

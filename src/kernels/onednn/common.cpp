@@ -167,4 +167,12 @@ bool all_f32(const graph::TypedGraph& g, const graph::TNode& n) {
   return true;
 }
 
+// Emptying oneDNN's primitive cache drops only its own references: a primitive a plan holds
+// lives on, one nobody holds goes with its generated code. Then the capacity is restored.
+void release_unused_primitives() {
+  const int capacity = dnnl::get_primitive_cache_capacity();
+  dnnl::set_primitive_cache_capacity(0);
+  dnnl::set_primitive_cache_capacity(capacity);
+}
+
 }  // namespace qsmcore::kernels::onednn
