@@ -59,6 +59,9 @@ int order_for_memory(TypedGraph& g);
 /// it falls in).
 using ChainFilter = std::function<bool(const TypedGraph&, const TNode& chain)>;
 constexpr std::int64_t kChainWindowShare = 6;
+/// Depth slabs of a pooling or up-sampling that runs in slabs, at the default share; finer shares
+/// stamp kDepthSlabs · share / kChainWindowShare on the node as "qsm_depth_slabs".
+constexpr std::int64_t kDepthSlabs = 8;
 int stream_conv_chains(TypedGraph& g, std::uint64_t max_weight_bytes, const ChainFilter& accept = {},
                        std::int64_t window_share = kChainWindowShare);
 

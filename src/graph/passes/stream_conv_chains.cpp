@@ -311,7 +311,7 @@ int stream_conv_chains(TypedGraph& g, std::uint64_t max_weight_bytes, const Chai
   // onto, in place), not all of the concatenation's inputs at once.
   for (std::size_t i = 0; i < n_nodes; ++i) try_chain(i, false);
   for (std::size_t i = 0; i < n_nodes; ++i) try_chain(i, true);
-  // The kernels that run poolings and up-samplings in depth slabs (8 by default) take as many
+  // The kernels that run poolings and up-samplings in depth slabs (kDepthSlabs) take as many
   // more as the chains' slabs are finer.
   if (share > kChainWindowShare)
     for (auto& n : g.nodes)
@@ -319,7 +319,7 @@ int stream_conv_chains(TypedGraph& g, std::uint64_t max_weight_bytes, const Chai
         Attribute a;
         a.name = "qsm_depth_slabs";
         a.kind = Attribute::Kind::Int;
-        a.i = 8 * share / kChainWindowShare;
+        a.i = kDepthSlabs * share / kChainWindowShare;
         n.node.attrs.items.push_back(a);
       }
   if (chains == 0) return 0;

@@ -11,6 +11,7 @@
 #include <optional>
 
 #include "graph/conv_geometry.h"
+#include "graph/passes/passes.h"
 #include "kernels/onednn/common.h"
 #include "qsmcore/error.h"
 
@@ -314,8 +315,8 @@ class DeconvSubLatticeKernel final : public PrimitiveKernel {
   // write 1.8 GB). Always in slabs, budget or not, so a budgeted run makes the same calls. 0: whole.
   std::int64_t upsampling_slab(const graph::TNode& n, std::size_t sp, const std::int64_t* kern,
                                const std::int64_t* pb) const {
-    const std::int64_t finer = n.node.attrs.get_int("qsm_depth_slabs", 8);
-    const std::int64_t kSlabs = finer > 8 && in_[0] >= 2 * finer ? finer : 8;
+    const std::int64_t finer = n.node.attrs.get_int("qsm_depth_slabs", graph::kDepthSlabs);
+    const std::int64_t kSlabs = finer > graph::kDepthSlabs && in_[0] >= 2 * finer ? finer : graph::kDepthSlabs;
     if (blk_ >= 0 || sp != 3 || n_ != 1 || in_[0] < 2 * kSlabs || n.in.empty()) return 0;
     for (int i = 0; i < 3; ++i)
       if (kern[i] != stride_[i] || pb[i] != 0) return 0;

@@ -9,6 +9,7 @@
 #include <unordered_map>
 
 #include "graph/conv_geometry.h"
+#include "graph/passes/passes.h"
 #include "kernels/onednn/common.h"
 #include "qsmcore/error.h"
 
@@ -140,7 +141,7 @@ std::unique_ptr<Kernel> finish(const graph::TypedGraph& g, const graph::TNode& n
   dec.inputs.assign(n.in.size(), Layout{});
   dec.inputs[0] = producer[0];
   return std::make_unique<PoolKernel>(desc_of(producer[0], x.shape), value(g, n.out[0]).shape, p, dec, n.in.size(),
-                                      n.node.attrs.get_int("qsm_depth_slabs", 8));
+                                      n.node.attrs.get_int("qsm_depth_slabs", graph::kDepthSlabs));
 }
 
 }  // namespace
