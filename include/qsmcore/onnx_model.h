@@ -83,6 +83,9 @@ struct ModelOptions {
   /// Directory of the spill file ("" = $TMPDIR, else /tmp). The file is unlinked as soon as
   /// it is created and written back and dropped from the page cache after every transfer.
   std::string spill_dir;
+  /// Time every kernel call of a run (OnnxModel::last_profile). Off by default: the clock
+  /// reads are cheap, but a run that is not asked for its profile keeps none.
+  bool profile_steps = false;
 };
 
 /// `o` with threads 0 and mem_budget kAutoMemBudget replaced by what this process may use
@@ -134,6 +137,14 @@ struct SpillReport {
   std::string dir;
 };
 
+/// Kernel time of one op type on one implementation, summed over a run's steps (profile_steps).
+struct StepTime {
+  std::string op_type;
+  std::string impl;
+  double seconds = 0;
+  std::int64_t steps = 0;
+};
+
 /// OpenMP threads the kernels of the last run got, as observed (not as asked): when its plan's
 /// kernels were created (oneDNN primitives keep that count) and in the thread that ran them.
 /// 0 before the first run.
@@ -183,6 +194,9 @@ class OnnxModel {
   void limit_run_bytes(std::int64_t run_bytes);
   /// What the last run's spill tier did (all zero when it did not spill).
   SpillReport last_spill() const;
+  /// Where the last run's kernel time went, by op type and implementation, most first (empty
+  /// unless ModelOptions::profile_steps).
+  std::vector<StepTime> last_profile() const;
   /// The residency report of the current plan as JSON (residency.md §8): policy, admission
   /// figures, per-unit bytes, tier counters, transfers, prefetch and weight-store counters.
   std::string residency_report_json() const;

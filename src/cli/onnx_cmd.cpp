@@ -84,6 +84,7 @@ struct OnnxRunArgs {
   bool layerwise = false;  // no depth-slab conv chains
   std::string spill_dir;   // activation spill file's directory ("" = $TMPDIR, else /tmp)
   bool no_spill = false;   // refuse over budget instead of spilling
+  bool profile = false;    // print where the last run's kernel time went
 };
 
 // What a run measured, for the summary and the report.
@@ -247,6 +248,18 @@ nlohmann::json report_json(const OnnxRunArgs& a, const OnnxModel& model, const R
   return j;
 }
 
+// Kernel seconds of the last run by op type and implementation, most first.
+void print_profile(const std::vector<StepTime>& profile) {
+  double total = 0;
+  for (const auto& t : profile) total += t.seconds;
+  std::printf("kernel time of the last run by op and implementation (%.3f s in all):\n", total);
+  std::printf("  %-18s %-50s %6s %9s %6s\n", "op", "implementation", "steps", "seconds", "share");
+  for (const auto& t : profile) {
+    std::printf("  %-18s %-50s %6lld %9.3f %5.1f%%\n", t.op_type.c_str(), t.impl.c_str(),
+                static_cast<long long>(t.steps), t.seconds, total > 0 ? 100.0 * t.seconds / total : 0.0);
+  }
+}
+
 void run(const OnnxRunArgs& a) {
   // Output places are checked before the model is read; the outputs and the report are written
   // as one set at the end (staged, renamed together), so a failure leaves none of them.
@@ -258,6 +271,7 @@ void run(const OnnxRunArgs& a) {
   opts.stream_conv_chains = !a.layerwise;
   opts.spill_dir = a.spill_dir;
   opts.spill_activations = !a.no_spill;
+  opts.profile_steps = a.profile;
   apply_mem_budget(a.mem_budget, opts);
   opts.residency = parse_residency(a.residency);
   RunFigures f;
@@ -274,6 +288,7 @@ void run(const OnnxRunArgs& a) {
   for (const auto& [name, t] : outputs)
     io::write_npy(staged.stage((std::filesystem::path(a.out_dir) / (file_stem(name) + ".npy")).string()), t);
   print_summary(a, model, inputs, f);
+  if (a.profile) print_profile(model.last_profile());
   if (!a.report.empty()) {
     const std::string text = report_json(a, model, f).dump(2) + "\n";
     io::write_file_atomically(staged.stage(a.report), std::as_bytes(std::span(text.data(), text.size())));
@@ -534,6 +549,7 @@ void register_onnx_commands(CLI::App& app) {
   run_cmd->add_option("--mem-budget", args->mem_budget, kMemBudgetHelp);
   run_cmd->add_option("--spill-dir", args->spill_dir, kSpillDirHelp);
   run_cmd->add_flag("--no-spill", args->no_spill, kNoSpillHelp);
+  run_cmd->add_flag("--profile", args->profile, "print the last run's kernel time by op and implementation");
   run_cmd
       ->add_option("--residency", args->residency,
                    "where weights live: full | layerwise[:depth=N,host=BYTES,device=BYTES] | "

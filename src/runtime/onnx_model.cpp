@@ -6,6 +6,7 @@
 #include <atomic>
 #include <filesystem>
 #include <limits>
+#include <map>
 #include <mutex>
 #include <optional>
 
@@ -424,11 +425,14 @@ struct OnnxModel::Impl {
     Plan& p = *held_plan;
     ResidencyExecutor* ex = executor_for(p);
     SpillReport spilled;
-    auto out = p.run_batch(batch, ex, SpillRun{layout.get(), opts.spill_dir, &spilled});
+    std::vector<double> seconds(opts.profile_steps ? p.steps().size() : 0, 0.0);
+    auto out =
+        p.run_batch(batch, ex, SpillRun{layout.get(), opts.spill_dir, &spilled, seconds.empty() ? nullptr : &seconds});
     spilled.chain_window_share = p.window_share();
     {
       std::lock_guard<std::mutex> lock(spill_mu);
       last_spill = spilled;
+      if (!seconds.empty()) last_profile = profile_of(p, seconds);
     }
     // Tile threads run concurrently: each field is one atomic store (they all see the same plan).
     seen_created = p.created_with_threads();
@@ -440,6 +444,24 @@ struct OnnxModel::Impl {
   std::atomic<std::int64_t> run_cap{0};  // limit_run_bytes
   mutable std::mutex spill_mu;
   SpillReport last_spill;
+  std::vector<StepTime> last_profile;
+
+  static std::vector<StepTime> profile_of(const Plan& p, const std::vector<double>& seconds) {
+    std::map<std::pair<std::string, std::string>, StepTime> by_kind;
+    for (std::size_t s = 0; s < seconds.size(); ++s) {
+      const Plan::Step& st = p.steps()[s];
+      const std::string impl = st.kernel ? st.kernel->impl_name() : "weight unit";
+      StepTime& t = by_kind[{st.op_type, impl}];
+      t.op_type = st.op_type;
+      t.impl = impl;
+      t.seconds += seconds[s];
+      ++t.steps;
+    }
+    std::vector<StepTime> out;
+    for (auto& [key, t] : by_kind) out.push_back(std::move(t));
+    std::sort(out.begin(), out.end(), [](const StepTime& a, const StepTime& b) { return a.seconds > b.seconds; });
+    return out;
+  }
 };
 
 OnnxModel::OnnxModel(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -566,6 +588,11 @@ std::int64_t OnnxModel::min_run_bytes(const std::vector<Shape>& input_shapes, st
 
 void OnnxModel::limit_run_bytes(std::int64_t run_bytes) {
   impl_->run_cap = std::max<std::int64_t>(run_bytes, 0);
+}
+
+std::vector<StepTime> OnnxModel::last_profile() const {
+  std::lock_guard<std::mutex> lock(impl_->spill_mu);
+  return impl_->last_profile;
 }
 
 SpillReport OnnxModel::last_spill() const {

@@ -1,6 +1,7 @@
 #include "runtime/plan.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <map>
@@ -501,7 +502,10 @@ std::vector<std::vector<Tensor>> Plan::run_batch(const std::vector<std::vector<T
           for (std::size_t j = 0; j < slots.size(); ++j) ins[static_cast<std::size_t>(slots[j])] = copy->plain[j];
         }
         if (io) io->bind(si, static_cast<std::size_t>(&set - sets.data()), set.arena, ins.size(), os.size(), ctx);
+        const auto t0 = std::chrono::steady_clock::now();
         k->run(ins, os, ctx);
+        if (spill.step_seconds)
+          (*spill.step_seconds)[si] += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       }
       if (copy) units->complete(st.unit);
       if (io) {

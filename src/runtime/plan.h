@@ -106,6 +106,8 @@ struct SpillRun {
   const ArenaLayout* layout = nullptr;
   std::string dir;
   SpillReport* stats = nullptr;
+  /// When set (one entry per step), each step's kernel seconds are added to it.
+  std::vector<double>* step_seconds = nullptr;
 };
 
 class Plan {
