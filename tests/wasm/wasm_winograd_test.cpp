@@ -1,9 +1,11 @@
-// The simd128 backend's Winograd F(2×2, 3×3) conv (kernels/wasm/conv_winograd.cpp) against the
-// native reference kernel, the direct sums of the ONNX definition. One model holds every form it
-// takes: partial channel blocks and tiles (odd heights and widths, 6 and 5 output channels), a
-// fused Relu, asymmetric pads, a strided and dilated depth window, a fused residual Add whose
-// output overwrites its addend, a 64-channel input whose rows span several tile blocks, a
-// 64 → 96 conv (24 channel blocks, each transformed by every job that needs it), and a 2-D conv.
+// The simd128 backend's Winograd convs (kernels/wasm/conv_winograd.cpp), F(4×4, 3×3) on outputs
+// 16 wide or more and F(2×2, 3×3) on narrower ones, against the native reference kernel, the
+// direct sums of the ONNX definition. One model holds every form they take: partial channel
+// blocks and tiles (heights and widths that are no multiple of the tile, 6 and 5 output
+// channels), a fused Relu, asymmetric pads, a strided and dilated depth window, a fused residual
+// Add whose output overwrites its addend, a 64-channel input whose rows span several tile
+// blocks, a 64 → 96 conv (24 channel blocks, each transformed by every job that needs it), a 2-D
+// conv, and on a 12-wide input the same forms on F(2×2, 3×3).
 // A stride-2 conv beside them stays on the direct kernel. Each output must agree with the
 // reference to 1e-5 of its range (a non-finite value fails), the plan must put the Winograd
 // kernel where it claims to, and runs on 1 and 2 threads must agree to the bit.
@@ -39,7 +41,8 @@ struct ConvCase {
   std::vector<w::Proto> attrs;
 };
 
-/// Conv nodes on x1 [1,5,7,13,19], x2 [1,64,3,5,70] and x4 [1,6,9,33] with these outputs.
+/// Conv nodes on x1 [1,5,7,13,19], x2 [1,64,3,5,70], x3 [1,6,5,9,12] and x4 [1,6,9,33] with
+/// these outputs.
 w::Proto winograd_model() {
   const std::vector<ConvCase> convs = {
       {"x1", "c1", {6, 5, 3, 3, 3}, true, {w::attr_ints("pads", {1, 1, 1, 1, 1, 1})}},
@@ -54,6 +57,8 @@ w::Proto winograd_model() {
       {"x2", "y6", {8, 64, 3, 3, 3}, true, {w::attr_ints("pads", {1, 1, 1, 1, 1, 1})}},
       {"x2", "y9", {96, 64, 3, 3, 3}, true, {w::attr_ints("pads", {1, 1, 1, 1, 1, 1})}},
       {"x4", "y7", {4, 6, 3, 3}, true, {w::attr_ints("pads", {1, 1, 1, 1})}},
+      {"x3", "y10", {7, 6, 3, 3, 3}, true, {w::attr_ints("pads", {1, 1, 1, 1, 1, 1})}},
+      {"x3", "y11", {9, 6, 3, 3, 3}, false, {w::attr_ints("pads", {0, 2, 1, 1, 0, 1})}},
       {"x1",
        "y8",
        {4, 5, 3, 3, 3},
@@ -77,7 +82,7 @@ w::Proto winograd_model() {
   p.nodes.push_back(w::node("Relu", {"c1"}, {"y1"}, "relu"));
   p.nodes.push_back(w::node("Add", {"c4", "a4"}, {"y4"}, "residual"));
   p.inputs = {w::value_info("x1", 1, {1, 5, 7, 13, 19}), w::value_info("x2", 1, {1, 64, 3, 5, 70}),
-              w::value_info("x4", 1, {1, 6, 9, 33})};
+              w::value_info("x3", 1, {1, 6, 5, 9, 12}), w::value_info("x4", 1, {1, 6, 9, 33})};
   for (const auto& [name, dims] : std::vector<std::pair<std::string, Dims>>{{"y1", {1, 6, 7, 13, 19}},
                                                                             {"y2", {1, 8, 6, 13, 19}},
                                                                             {"y3", {1, 4, 4, 13, 19}},
@@ -85,6 +90,8 @@ w::Proto winograd_model() {
                                                                             {"y6", {1, 8, 3, 5, 70}},
                                                                             {"y9", {1, 96, 3, 5, 70}},
                                                                             {"y7", {1, 4, 9, 33}},
+                                                                            {"y10", {1, 7, 5, 9, 12}},
+                                                                            {"y11", {1, 9, 4, 9, 12}},
                                                                             {"y8", {1, 4, 7, 13, 10}}})
     p.outputs.push_back(w::value_info(name, 1, dims));
   return w::model(w::graph(p));
@@ -102,26 +109,31 @@ TEST(WasmWinograd, ConvsAgreeWithTheReferenceKernel) {
   const std::string model = work + "/convs.onnx";
   w::write_file(model, winograd_model().bytes);
 
-  // The plan: the seven 3×3 stride-1 convs on the Winograd kernel, the stride-2 one on the direct.
+  // The plan: the seven 3×3 stride-1 convs of outputs 16 wide or more on F(4×4, 3×3), the two
+  // 12 wide on F(2×2, 3×3), the stride-2 one on the direct kernel.
   const std::string plan_log = work + "/plan.log";
-  const std::string plan =
-      "QSM_WASM_DIR='" + qsmtest::wasm_dir() + "/mt' node " QSM_SOURCE_DIR "/tools/wasm/qsm.js onnx plan '" + model +
-      "' --shape x1=1x5x7x13x19 --shape x2=1x64x3x5x70 --shape x4=1x6x9x33 --steps > '" + plan_log + "' 2>&1";
+  const std::string plan = "QSM_WASM_DIR='" + qsmtest::wasm_dir() +
+                           "/mt' node " QSM_SOURCE_DIR "/tools/wasm/qsm.js onnx plan '" + model +
+                           "' --shape x1=1x5x7x13x19 --shape x2=1x64x3x5x70 --shape x3=1x6x5x9x12 --shape x4=1x6x9x33 "
+                           "--steps > '" +
+                           plan_log + "' 2>&1";
   ASSERT_EQ(std::system(plan.c_str()), 0) << plan;
   const std::string steps = read_text(plan_log);
-  std::size_t winograd = 0;
-  for (std::size_t at = steps.find("simd128:conv_winograd"); at != std::string::npos;
-       at = steps.find("simd128:conv_winograd", at + 1))
-    ++winograd;
-  EXPECT_EQ(winograd, 7u) << steps;
+  auto count = [&](const std::string& impl) {
+    std::size_t n = 0;
+    for (std::size_t at = steps.find(impl); at != std::string::npos; at = steps.find(impl, at + 1)) ++n;
+    return n;
+  };
+  EXPECT_EQ(count("simd128:conv_winograd4 "), 7u) << steps;
+  EXPECT_EQ(count("simd128:conv_winograd "), 2u) << steps;
   EXPECT_EQ(steps.find(" Add "), std::string::npos) << "the residual Add was not fused\n" << steps;
   EXPECT_EQ(steps.find(" Relu "), std::string::npos) << "the Relu was not fused\n" << steps;
   EXPECT_NE(steps.find("simd128:conv "), std::string::npos) << "the stride-2 conv left the direct kernel\n" << steps;
 
-  const std::vector<std::string> names = {"x1", "x2", "x4"};
-  const std::vector<qsmcore::Tensor> inputs = {qsmtest::random_tensor({1, 5, 7, 13, 19}, 1),
-                                               qsmtest::random_tensor({1, 64, 3, 5, 70}, 2),
-                                               qsmtest::random_tensor({1, 6, 9, 33}, 3)};
+  const std::vector<std::string> names = {"x1", "x2", "x3", "x4"};
+  const std::vector<qsmcore::Tensor> inputs = {
+      qsmtest::random_tensor({1, 5, 7, 13, 19}, 1), qsmtest::random_tensor({1, 64, 3, 5, 70}, 2),
+      qsmtest::random_tensor({1, 6, 5, 9, 12}, 4), qsmtest::random_tensor({1, 6, 9, 33}, 3)};
   qsmcore::ModelOptions o;
   o.backend = qsmcore::Backend::Reference;
   auto ref = qsmcore::OnnxModel::load(model, o);

@@ -1,5 +1,6 @@
-// The SIMD128 Conv for 3×3 windows in (h, w) at stride 1 (any depth window): Winograd F(2×2, 3×3)
-// in each depth plane, the depth taps summed directly. conv.cpp hands it the convs it fits.
+// The SIMD128 Conv for 3×3 windows in (h, w) at stride 1 (any depth window): Winograd F(4×4, 3×3)
+// or F(2×2, 3×3) in each depth plane, the depth taps summed directly. conv.cpp hands it the convs
+// it fits.
 #pragma once
 #include <memory>
 
@@ -20,7 +21,8 @@ struct WinogradShape {
 /// width; the geometry (3×3 in h, w, stride and dilation 1) is the caller's to check.
 bool winograd_pays(int c, int m, int out_w);
 
-/// The kernel, weights [m][c][kd][3][3] (finite) and bias [m] (or null) packed at construction.
+/// The kernel (F(4×4, 3×3) for outputs at least 16 wide, else F(2×2, 3×3)), weights
+/// [m][c][kd][3][3] (finite) and bias [m] (or null) packed at construction.
 std::unique_ptr<PlaneKernel> make_winograd_conv(const WinogradShape& s, const float* w, const float* bias,
                                                 const graph::TNode& n);
 

@@ -97,13 +97,7 @@ void interleave2(const v128_t* acc, int q, v128_t* v) {
 /// The 32 outputs of the block's one channel with kernel 4 along x: lane l holds offset l, so
 /// each 4 inputs' 4×4 (offset, input) tile is transposed into 16 outputs.
 void transpose4(const v128_t* acc, v128_t* v) {
-  for (int h = 0; h < 2; ++h) {
-    const v128_t a0 = acc[h], a1 = acc[2 + h], a2 = acc[4 + h], a3 = acc[6 + h];
-    const v128_t t0 = wasm_i32x4_shuffle(a0, a1, 0, 4, 1, 5), t1 = wasm_i32x4_shuffle(a2, a3, 0, 4, 1, 5);
-    const v128_t t2 = wasm_i32x4_shuffle(a0, a1, 2, 6, 3, 7), t3 = wasm_i32x4_shuffle(a2, a3, 2, 6, 3, 7);
-    v[4 * h] = wasm_i32x4_shuffle(t0, t1, 0, 1, 4, 5), v[4 * h + 1] = wasm_i32x4_shuffle(t0, t1, 2, 3, 6, 7);
-    v[4 * h + 2] = wasm_i32x4_shuffle(t2, t3, 0, 1, 4, 5), v[4 * h + 3] = wasm_i32x4_shuffle(t2, t3, 2, 3, 6, 7);
-  }
+  for (int h = 0; h < 2; ++h) transpose4x4(acc[h], acc[2 + h], acc[4 + h], acc[6 + h], v + 4 * h);
 }
 
 /// Post-ops and stores for one block's 8 inputs along x (n valid) of output row `row_at` (within

@@ -17,6 +17,16 @@
 
 namespace qsmcore::kernels::wasm {
 
+/// The 4×4 transpose of the rows (a0, a1, a2, a3): o[j] = (a0[j], a1[j], a2[j], a3[j]).
+inline void transpose4x4(v128_t a0, v128_t a1, v128_t a2, v128_t a3, v128_t* o) {
+  const v128_t t0 = wasm_i32x4_shuffle(a0, a1, 0, 4, 1, 5), t1 = wasm_i32x4_shuffle(a2, a3, 0, 4, 1, 5);
+  const v128_t t2 = wasm_i32x4_shuffle(a0, a1, 2, 6, 3, 7), t3 = wasm_i32x4_shuffle(a2, a3, 2, 6, 3, 7);
+  o[0] = wasm_i32x4_shuffle(t0, t1, 0, 1, 4, 5);
+  o[1] = wasm_i32x4_shuffle(t0, t1, 2, 3, 6, 7);
+  o[2] = wasm_i32x4_shuffle(t2, t3, 0, 1, 4, 5);
+  o[3] = wasm_i32x4_shuffle(t2, t3, 2, 3, 6, 7);
+}
+
 /// One input row feeding a block of outputs: its first float (relative to the base pointer the
 /// caller passes) and the first packed weight of its taps (relative to the channel block).
 struct RowRef {
