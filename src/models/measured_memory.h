@@ -33,12 +33,12 @@ struct MeasuredMemory {
 };
 
 inline constexpr std::array<MeasuredMemory, 21> kMeasuredMemory{{
-    // bfrnet: 4 shape(s), fit residual 0 B, onednn, 2 thread(s); wasm32: 4 shape(s), fit residual 823088 B, 2 thread(s)
+    // bfrnet: 4 shape(s), fit residual 0 B, onednn, 2 thread(s); wasm32: 4 shape(s), fit residual 0 B, 2 thread(s)
     {"bfrnet", NetworkMemory{.resident_bytes = 112900ull, .load_peak_bytes = 112900ull,
                    .inference_fixed_bytes = 83089100ull, .inference_bytes_per_voxel = 827ull,
-                   .wasm_fixed_bytes = 100794368ull, .wasm_bytes_per_voxel = 810ull},
+                   .wasm_fixed_bytes = 96796672ull, .wasm_bytes_per_voxel = 819ull},
      std::nullopt},
-    // xqsm: 4 shape(s), fit residual 0 B, onednn, 2 thread(s); wasm32: 4 shape(s), fit residual 0 B, 2 thread(s)
+    // xqsm: 4 shape(s), fit residual 0 B, onednn, 2 thread(s); wasm32: 4 shape(s), fit residual 63314 B, 2 thread(s)
     {"xqsm", NetworkMemory{.resident_bytes = 64260ull, .load_peak_bytes = 64260ull,
                    .inference_fixed_bytes = 21905924ull, .inference_bytes_per_voxel = 424ull,
                    .wasm_fixed_bytes = 41943040ull, .wasm_bytes_per_voxel = 416ull},
@@ -56,64 +56,64 @@ inline constexpr std::array<MeasuredMemory, 21> kMeasuredMemory{{
     // qsmgan: 1 shape(s), fit residual 0 B, onednn, 2 thread(s); wasm32: 1 shape(s), fit residual 0 B, 2 thread(s)
     {"qsmgan", NetworkMemory{.resident_bytes = 22540ull, .load_peak_bytes = 22540ull,
                    .inference_fixed_bytes = 0ull, .inference_bytes_per_voxel = 212ull,
-                   .wasm_fixed_bytes = 0ull, .wasm_bytes_per_voxel = 232ull},
+                   .wasm_fixed_bytes = 0ull, .wasm_bytes_per_voxel = 233ull},
      std::nullopt},
-    // lpcnn: 4 shape(s), fit residual 14 B, onednn, 2 thread(s); wasm32: 4 shape(s), fit residual 21105 B, 2 thread(s)
+    // lpcnn: 4 shape(s), fit residual 14 B, onednn, 2 thread(s); wasm32: 4 shape(s), fit residual 58871 B, 2 thread(s)
     {"lpcnn", NetworkMemory{.resident_bytes = 17284ull, .load_peak_bytes = 17284ull,
                    .inference_fixed_bytes = 2880580ull, .inference_bytes_per_voxel = 179ull,
-                   .wasm_fixed_bytes = 8060928ull, .wasm_bytes_per_voxel = 175ull},
+                   .wasm_fixed_bytes = 8126464ull, .wasm_bytes_per_voxel = 174ull},
      180ull},
-    // ir2qsm: 4 shape(s), fit residual 0 B, onednn, 2 thread(s); wasm32: 4 shape(s), fit residual 274363 B, 2 thread(s)
+    // ir2qsm: 4 shape(s), fit residual 0 B, onednn, 2 thread(s); wasm32: 4 shape(s), fit residual 580938 B, 2 thread(s)
     {"ir2qsm", NetworkMemory{.resident_bytes = 100980ull, .load_peak_bytes = 100980ull,
                    .inference_fixed_bytes = 41229668ull, .inference_bytes_per_voxel = 165ull,
-                   .wasm_fixed_bytes = 49807360ull, .wasm_bytes_per_voxel = 174ull},
+                   .wasm_fixed_bytes = 54263808ull, .wasm_bytes_per_voxel = 157ull},
      166ull},
     // autoqsm: 1 shape(s), fit residual 0 B, onednn, 2 thread(s); wasm32: 1 shape(s), fit residual 0 B, 2 thread(s)
     {"autoqsm", NetworkMemory{.resident_bytes = 5524ull, .load_peak_bytes = 5524ull,
                    .inference_fixed_bytes = 0ull, .inference_bytes_per_voxel = 143ull,
                    .wasm_fixed_bytes = 0ull, .wasm_bytes_per_voxel = 172ull},
      std::nullopt},
-    // iqsm: 4 shape(s), fit residual 0 B, onednn, 2 thread(s); wasm32: 4 shape(s), fit residual 1464008 B, 2 thread(s)
+    // iqsm: 4 shape(s), fit residual 0 B, onednn, 2 thread(s); wasm32: 4 shape(s), fit residual 619815 B, 2 thread(s)
     {"iqsm", NetworkMemory{.resident_bytes = 31284ull, .load_peak_bytes = 31284ull,
                    .inference_fixed_bytes = 18264700ull, .inference_bytes_per_voxel = 204ull,
-                   .wasm_fixed_bytes = 27852800ull, .wasm_bytes_per_voxel = 148ull},
+                   .wasm_fixed_bytes = 25952256ull, .wasm_bytes_per_voxel = 149ull},
      std::nullopt},
-    // iqsm-plus: 4 shape(s), fit residual 0 B, onednn, 2 thread(s); wasm32: 4 shape(s), fit residual 444312 B, 2 thread(s)
+    // iqsm-plus: 4 shape(s), fit residual 0 B, onednn, 2 thread(s); wasm32: 4 shape(s), fit residual 430983 B, 2 thread(s)
     {"iqsm-plus", NetworkMemory{.resident_bytes = 63924ull, .load_peak_bytes = 63924ull,
                    .inference_fixed_bytes = 18532220ull, .inference_bytes_per_voxel = 212ull,
                    .wasm_fixed_bytes = 26279936ull, .wasm_bytes_per_voxel = 207ull},
      std::nullopt},
-    // iqfm: 4 shape(s), fit residual 0 B, onednn, 2 thread(s); wasm32: 4 shape(s), fit residual 1076345 B, 2 thread(s)
+    // iqfm: 4 shape(s), fit residual 0 B, onednn, 2 thread(s); wasm32: 4 shape(s), fit residual 1054130 B, 2 thread(s)
     {"iqfm", NetworkMemory{.resident_bytes = 31284ull, .load_peak_bytes = 31284ull,
                    .inference_fixed_bytes = 18264700ull, .inference_bytes_per_voxel = 204ull,
-                   .wasm_fixed_bytes = 26083328ull, .wasm_bytes_per_voxel = 153ull},
+                   .wasm_fixed_bytes = 26148864ull, .wasm_bytes_per_voxel = 152ull},
      std::nullopt},
-    // nextqsm: 4 shape(s), fit residual 0 B, onednn, 2 thread(s); wasm32: 4 shape(s), fit residual 33690063 B, 2 thread(s)
+    // nextqsm: 4 shape(s), fit residual 0 B, onednn, 2 thread(s); wasm32: 4 shape(s), fit residual 3807927 B, 2 thread(s)
     {"nextqsm", NetworkMemory{.resident_bytes = 36540ull, .load_peak_bytes = 36540ull,
                    .inference_fixed_bytes = 113078900ull, .inference_bytes_per_voxel = 242ull,
-                   .wasm_fixed_bytes = 178192384ull, .wasm_bytes_per_voxel = 280ull},
+                   .wasm_fixed_bytes = 117768192ull, .wasm_bytes_per_voxel = 296ull},
      242ull},
-    // modl-qsm: 4 shape(s), fit residual 14 B, onednn, 2 thread(s); wasm32: 4 shape(s), fit residual 430983 B, 2 thread(s)
+    // modl-qsm: 4 shape(s), fit residual 14 B, onednn, 2 thread(s); wasm32: 4 shape(s), fit residual 389884 B, 2 thread(s)
     {"modl-qsm", NetworkMemory{.resident_bytes = 10376ull, .load_peak_bytes = 10376ull,
                    .inference_fixed_bytes = 2884040ull, .inference_bytes_per_voxel = 195ull,
-                   .wasm_fixed_bytes = 7733248ull, .wasm_bytes_per_voxel = 190ull},
+                   .wasm_fixed_bytes = 7667712ull, .wasm_bytes_per_voxel = 189ull},
      196ull},
     // susep-net: 4 shape(s), fit residual 14 B, onednn, 2 thread(s); wasm32: 4 shape(s), fit residual 6229252 B, 2 thread(s)
     {"susep-net", NetworkMemory{.resident_bytes = 124040ull, .load_peak_bytes = 124040ull,
                    .inference_fixed_bytes = 211487672ull, .inference_bytes_per_voxel = 508ull,
-                   .wasm_fixed_bytes = 266076160ull, .wasm_bytes_per_voxel = 442ull},
+                   .wasm_fixed_bytes = 266272768ull, .wasm_bytes_per_voxel = 442ull},
      std::nullopt},
-    // r2primenet: 4 shape(s), fit residual 14 B, onednn, 2 thread(s); wasm32: 4 shape(s), fit residual 685351 B, 2 thread(s)
+    // r2primenet: 4 shape(s), fit residual 14 B, onednn, 2 thread(s); wasm32: 4 shape(s), fit residual 600932 B, 2 thread(s)
     {"r2primenet", NetworkMemory{.resident_bytes = 17284ull, .load_peak_bytes = 17284ull,
                    .inference_fixed_bytes = 91342636ull, .inference_bytes_per_voxel = 238ull,
-                   .wasm_fixed_bytes = 117899264ull, .wasm_bytes_per_voxel = 225ull},
+                   .wasm_fixed_bytes = 117768192ull, .wasm_bytes_per_voxel = 224ull},
      std::nullopt},
-    // chi-sepnet: 4 shape(s), fit residual 14 B, onednn, 2 thread(s); wasm32: 4 shape(s), fit residual 673132 B, 2 thread(s)
+    // chi-sepnet: 4 shape(s), fit residual 14 B, onednn, 2 thread(s); wasm32: 4 shape(s), fit residual 635366 B, 2 thread(s)
     {"chi-sepnet", NetworkMemory{.resident_bytes = 13960ull, .load_peak_bytes = 13960ull,
                    .inference_fixed_bytes = 91349552ull, .inference_bytes_per_voxel = 258ull,
-                   .wasm_fixed_bytes = 117899264ull, .wasm_bytes_per_voxel = 225ull},
+                   .wasm_fixed_bytes = 117833728ull, .wasm_bytes_per_voxel = 224ull},
      std::nullopt},
-    // hd-bet: 4 shape(s), fit residual 37754 B, onednn, 2 thread(s); wasm32: 4 shape(s), fit residual 0 B, 2 thread(s)
+    // hd-bet: 4 shape(s), fit residual 37754 B, onednn, 2 thread(s); wasm32: 4 shape(s), fit residual 63314 B, 2 thread(s)
     {"hd-bet", NetworkMemory{.resident_bytes = 53000ull, .load_peak_bytes = 53000ull,
                    .inference_fixed_bytes = 124136968ull, .inference_bytes_per_voxel = 397ull,
                    .wasm_fixed_bytes = 145883136ull, .wasm_bytes_per_voxel = 384ull},
@@ -121,7 +121,7 @@ inline constexpr std::array<MeasuredMemory, 21> kMeasuredMemory{{
     // rs2-net: 1 shape(s), fit residual 0 B, onednn, 2 thread(s); wasm32: 1 shape(s), fit residual 0 B, 2 thread(s)
     {"rs2-net", NetworkMemory{.resident_bytes = 1017564ull, .load_peak_bytes = 1017564ull,
                    .inference_fixed_bytes = 0ull, .inference_bytes_per_voxel = 1026ull,
-                   .wasm_fixed_bytes = 0ull, .wasm_bytes_per_voxel = 1179ull},
+                   .wasm_fixed_bytes = 0ull, .wasm_bytes_per_voxel = 1194ull},
      std::nullopt},
     // synthseg: 4 shape(s), fit residual 0 B, onednn, 2 thread(s); wasm32: 4 shape(s), fit residual 2811383 B, 2 thread(s)
     {"synthseg", NetworkMemory{.resident_bytes = 32368ull, .load_peak_bytes = 32368ull,
@@ -133,10 +133,10 @@ inline constexpr std::array<MeasuredMemory, 21> kMeasuredMemory{{
                    .inference_fixed_bytes = 54109828ull, .inference_bytes_per_voxel = 448ull,
                    .wasm_fixed_bytes = 70385664ull, .wasm_bytes_per_voxel = 603ull},
      std::nullopt},
-    // qsmcore-invnet: 4 shape(s), fit residual 14 B, onednn, 2 thread(s); wasm32: 4 shape(s), fit residual 608707 B, 2 thread(s)
+    // qsmcore-invnet: 4 shape(s), fit residual 14 B, onednn, 2 thread(s); wasm32: 4 shape(s), fit residual 676465 B, 2 thread(s)
     {"qsmcore-invnet", NetworkMemory{.resident_bytes = 1588ull, .load_peak_bytes = 1588ull,
                    .inference_fixed_bytes = 2398964ull, .inference_bytes_per_voxel = 135ull,
-                   .wasm_fixed_bytes = 6815744ull, .wasm_bytes_per_voxel = 136ull},
+                   .wasm_fixed_bytes = 7012352ull, .wasm_bytes_per_voxel = 135ull},
      135ull},
 }};
 

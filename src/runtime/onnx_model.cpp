@@ -458,6 +458,7 @@ struct OnnxModel::Impl {
       ++t.steps;
     }
     std::vector<StepTime> out;
+    out.reserve(by_kind.size());
     for (auto& [key, t] : by_kind) out.push_back(std::move(t));
     std::sort(out.begin(), out.end(), [](const StepTime& a, const StepTime& b) { return a.seconds > b.seconds; });
     return out;
