@@ -16,7 +16,6 @@
 #include <utility>
 #include <vector>
 
-#include "memory/staging.h"
 #include "qsmcore/error.h"
 #include "qsmcore/memory.h"
 
@@ -93,16 +92,11 @@ void keep(void* p, std::size_t rounded) {
 }
 #endif
 
-// `keepable`: a block of at least kKeepBytes may come from, and go back to, the kept blocks. A
-// staging block may not: reserving it would free the kept arenas a next run wants, and kept, its
-// room would stay out of dlmalloc's reach when the build it served is over.
-void* system_alloc(std::size_t rounded, bool keepable = true) {
+void* system_alloc(std::size_t rounded) {
   if (rounded == 0) return nullptr;
 #if defined(__EMSCRIPTEN__)
-  if (keepable && rounded >= kKeepBytes)
+  if (rounded >= kKeepBytes)
     if (void* p = take_kept(rounded)) return p;
-#else
-  (void)keepable;
 #endif
   if (mapped_block(rounded)) {
     void* p = ::mmap(nullptr, rounded, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -111,18 +105,16 @@ void* system_alloc(std::size_t rounded, bool keepable = true) {
   return std::aligned_alloc(kAlign, rounded);
 }
 
-void system_free(void* p, std::size_t rounded, bool keepable = true) noexcept {
+void system_free(void* p, std::size_t rounded) noexcept {
   if (p == nullptr) return;
 #if defined(__EMSCRIPTEN__)
-  if (keepable && rounded >= kKeepBytes) {
+  if (rounded >= kKeepBytes) {
     try {
       keep(p, rounded);
       return;
     } catch (...) {  // no room to note it: free it instead
     }
   }
-#else
-  (void)keepable;
 #endif
   if (mapped_block(rounded)) {
     ::munmap(p, rounded);
@@ -203,11 +195,12 @@ void set_memory_cap(std::int64_t bytes) { counters().cap.store(bytes); }
 std::int64_t memory_cap() { return counters().cap.load(); }
 void fail_allocation_after(std::int64_t n) { counters().fail_countdown.store(n); }
 
-namespace {
-
-// accounted_alloc's counting and placement, for blocks not staged (`keepable`: system_alloc).
-void* counted_alloc(std::size_t bytes, MemCategory cat, bool keepable) {
+void* accounted_alloc(std::size_t bytes, MemCategory cat) {
   auto& c = counters();
+  if (c.fail_countdown.load(std::memory_order_relaxed) > 0 && c.fail_countdown.fetch_sub(1) == 1) {
+    throw Error(ErrorKind::OutOfBudget, "injected allocation failure (" + std::to_string(bytes) +
+                                            " bytes, " + to_string(cat) + ")");
+  }
   const auto n = static_cast<std::int64_t>(bytes);
   const std::int64_t cap = c.cap.load(std::memory_order_relaxed);
   const std::int64_t now = c.total.fetch_add(n, std::memory_order_relaxed) + n;
@@ -219,7 +212,7 @@ void* counted_alloc(std::size_t bytes, MemCategory cat, bool keepable) {
                                             std::to_string(now - n) + ")");
   }
   const std::size_t rounded = rounded_size(bytes);
-  void* p = system_alloc(rounded, keepable);
+  void* p = system_alloc(rounded);
   if (rounded != 0 && p == nullptr) {
     c.total.fetch_sub(n, std::memory_order_relaxed);
     throw Error(ErrorKind::OutOfBudget, "the system refused " + std::to_string(bytes) + " bytes of " +
@@ -231,41 +224,14 @@ void* counted_alloc(std::size_t bytes, MemCategory cat, bool keepable) {
   return p;
 }
 
-void counted_free(void* p, std::size_t bytes, MemCategory cat, bool keepable) noexcept {
-  system_free(p, rounded_size(bytes), keepable);
+void accounted_free(void* p, std::size_t bytes, MemCategory cat) noexcept {
+  if (p == nullptr && bytes == 0) return;
+  system_free(p, rounded_size(bytes));
   auto& c = counters();
   const auto n = static_cast<std::int64_t>(bytes);
   c.current[static_cast<int>(cat)].fetch_sub(n, std::memory_order_relaxed);
   c.total.fetch_sub(n, std::memory_order_relaxed);
 }
-
-}  // namespace
-
-void* accounted_alloc(std::size_t bytes, MemCategory cat) {
-  auto& c = counters();
-  if (c.fail_countdown.load(std::memory_order_relaxed) > 0 && c.fail_countdown.fetch_sub(1) == 1) {
-    throw Error(ErrorKind::OutOfBudget,
-                "injected allocation failure (" + std::to_string(bytes) + " bytes, " + to_string(cat) + ")");
-  }
-  // Inside a staging block (memory/staging.h): its bytes were counted when it was reserved.
-  if (void* p = memory::detail::staged_alloc(rounded_size(bytes))) return p;
-  return counted_alloc(bytes, cat, true);
-}
-
-void accounted_free(void* p, std::size_t bytes, MemCategory cat) noexcept {
-  if (p == nullptr && bytes == 0) return;
-  if (p != nullptr && memory::detail::staged_free(p)) return;
-  counted_free(p, bytes, cat, true);
-}
-
-namespace memory::detail {
-void* staging_block_alloc(std::size_t bytes) {
-  return counted_alloc(bytes, MemCategory::Weights, false);
-}
-void staging_block_free(void* p, std::size_t bytes) noexcept {
-  counted_free(p, bytes, MemCategory::Weights, false);
-}
-}  // namespace memory::detail
 
 Buffer::Buffer(std::size_t bytes, MemCategory cat)
     : data_(static_cast<std::byte*>(accounted_alloc(bytes, cat))), size_(bytes), cat_(cat) {}

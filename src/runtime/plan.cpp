@@ -5,11 +5,9 @@
 #include <cstdio>
 #include <cstring>
 #include <map>
-#include <optional>
 
 #include "core/parallel.h"
 #include "memory/offset_planner.h"
-#include "memory/staging.h"
 #include "qsmcore/error.h"
 #include "qsmcore/process_limits.h"
 #include "runtime/arena_pieces.h"
@@ -20,56 +18,6 @@ namespace {
 
 std::size_t value_bytes(const graph::TValue& tv, const kernels::Layout& l) {
   return l.plain() ? tv.plain_bytes() : l.bytes;
-}
-
-// Bytes a bump allocator hands out while `r` is evaluated (graph::evaluate): every leaf read and
-// every derived result, each rounded to the allocator's 64 bytes. A leaf is its initializer as
-// stored (`leaf_bytes`, from the typed graph), or less for a slice of its input channels. A
-// derived constant (a BatchNorm fold, a transpose, a slice, a concatenation of weights) is at
-// most as large as its arguments together, or, broadcast (RS2-Net's), as the value materialised.
-std::size_t staged_bytes(const graph::ConstRecipe& r, const std::map<int, std::size_t>& leaf_bytes,
-                         std::size_t value_bytes, std::size_t* result) {
-  const auto round64 = [](std::size_t b) { return (b + 63) / 64 * 64; };
-  *result = 0;
-  if (r.value) return 0;  // a resident leaf: evaluate() shares its buffer
-  if (r.leaf.initializer >= 0) {
-    const auto it = leaf_bytes.find(r.leaf.initializer);
-    *result = it == leaf_bytes.end() ? 0 : round64(it->second);
-    return *result;
-  }
-  std::size_t total = 0;
-  for (const auto& a : r.args) {
-    if (!a) continue;
-    std::size_t arg = 0;
-    total += staged_bytes(*a, leaf_bytes, value_bytes, &arg);
-    *result += arg;
-  }
-  *result = std::max(*result, round64(value_bytes));
-  return total + *result;
-}
-
-// The staging block a build needs (memory/staging.h): the most one node's deferred weights take
-// while materialised, plus room for the small tensors a derivation makes on the way (a fold's
-// per-channel scale). A copy that does not fit goes to the heap (counted: the tests check none).
-std::size_t staging_room(const graph::TypedGraph& g) {
-  constexpr std::size_t kSmallTensors = std::size_t{64} << 10;
-  std::map<int, std::size_t> leaf_bytes;
-  for (const auto& v : g.values)
-    if (v.recipe && v.recipe->leaf.initializer >= 0) leaf_bytes[v.recipe->leaf.initializer] = v.plain_bytes();
-  std::size_t most = 0;
-  for (const auto& n : g.nodes) {
-    if (n.dead) continue;
-    std::size_t need = 0;
-    for (int t : n.in) {
-      if (t < 0) continue;
-      const auto& v = g.values[static_cast<std::size_t>(t)];
-      if (!v.deferred()) continue;
-      std::size_t result = 0;
-      need += staged_bytes(*v.recipe, leaf_bytes, v.plain_bytes(), &result);
-    }
-    if (need > 0) most = std::max(most, need + kSmallTensors);
-  }
-  return most;
 }
 
 }  // namespace
@@ -155,8 +103,6 @@ struct Plan::Scheduling {
   // host copy is its leaves as stored).
   std::map<graph::LeafKey, std::uint64_t> leaf_bytes;
   graph::LeafFn read_leaf;
-  // Where materialised weights are staged while their kernels pack them (memory/staging.h).
-  std::optional<memory::StagingBlock> staging;
 
   Scheduling(graph::TypedGraph& graph, kernels::Backend* backend, const graph::LeafFn* l, bool keep)
       : g(graph),
@@ -186,10 +132,6 @@ struct Plan::Scheduling {
 
 void Plan::schedule(graph::TypedGraph& g, kernels::Backend* be, const graph::LeafFn* leaf, bool keep_weights) {
   Scheduling s(g, be, leaf, keep_weights);
-  if (leaf != nullptr && memory::stage_plan_builds()) {
-    const std::size_t room = staging_room(g);
-    if (room > 0) s.staging.emplace(room);
-  }
   for (std::size_t ni = 0; ni < g.nodes.size(); ++ni)
     if (!g.nodes[ni].dead) schedule_node(s, ni);
   schedule_outputs(s);
@@ -257,7 +199,6 @@ int Plan::value_in_layout(Scheduling& s, int t, const kernels::Layout& want) {
 // which inputs they are and what they read from the file.
 WeightUnit Plan::materialise_deferred(Scheduling& s, const graph::TNode& n) {
   WeightUnit unit;
-  const memory::StagingScope staged(s.staging ? &*s.staging : nullptr);
   for (std::size_t i = 0; i < n.in.size(); ++i) {
     if (n.in[i] < 0 || !s.typed(n.in[i]).deferred()) continue;
     QSM_ASSERT(s.leaf != nullptr, "a deferred constant without a weight reader");
@@ -335,9 +276,6 @@ void Plan::finish_unit(Scheduling& s, std::size_t ni, const kernels::Kernel& k, 
         Value& pvv = values_[static_cast<std::size_t>(primary_v)];
         pvv.storage = Storage::Constant;
         pvv.constant = tv.constant;
-        // Staged copies go with the build: one the plan keeps moves to a block of its own.
-        if (s.staging && s.staging->contains(tv.constant->raw()))
-          pvv.constant = std::make_shared<const Tensor>(tv.constant->clone(MemCategory::Weights));
       }
       tv.constant.reset();
     }
