@@ -214,7 +214,7 @@ function onWorker(msg) {
   } else if (msg.type === "predicted") {
     if (pending) pending.predicted = msg;
     facts([["predicted peak (engine)", fmtBytes(msg.predicted_peak_bytes)],
-           ["predicted heap", fmtBytes(msg.predicted_heap_bytes)], ["budget", fmtBytes(msg.budget_bytes)]]);
+           ["predicted heap in use at the peak (malloc)", fmtBytes(msg.predicted_heap_bytes)], ["budget", fmtBytes(msg.budget_bytes)]]);
   } else if (msg.type === "log") {
     console.log(msg.text);
   } else if (msg.type === "done" || msg.type === "error") {
@@ -253,7 +253,7 @@ function memoryFacts(reply) {
     : "in the wasm heap";
   return [["weights", weights],["predicted peak (engine)", fmtBytes(reply.predicted_peak_bytes)],
           ["measured peak (engine)", fmtBytes(reply.measured_peak_bytes)],
-          ["predicted heap", fmtBytes(reply.predicted_heap_bytes)],
+          ["predicted heap in use at the peak (malloc)", fmtBytes(reply.predicted_heap_bytes)],
           ["wasm heap high-water (HEAP8.buffer.byteLength)", fmtBytes(reply.heap8_bytes)],
           ["budget", fmtBytes(reply.budget_bytes)]];
 }
