@@ -166,8 +166,14 @@ graph::Node Reader::node(WireCursor c, std::size_t index) {
     switch (f.number) {
       case 1: c.expect(f, WireType::Len, "input", label); n.inputs.push_back(c.read_string()); break;
       case 2: c.expect(f, WireType::Len, "output", label); n.outputs.push_back(c.read_string()); break;
-      case 3: c.expect(f, WireType::Len, "name", label); c.read_bytes(); break;
-      case 4: c.expect(f, WireType::Len, "op_type", label); c.read_bytes(); break;
+      case 3:
+        c.expect(f, WireType::Len, "name", label);
+        c.skip_bytes();
+        break;
+      case 4:
+        c.expect(f, WireType::Len, "op_type", label);
+        c.skip_bytes();
+        break;
       case 5: c.expect(f, WireType::Len, "attribute", label); n.attrs.items.push_back(attribute(c.read_message(), label)); break;
       case 7: c.expect(f, WireType::Len, "domain", label); n.domain = c.read_string(); break;
       default: c.skip(f); break;
@@ -188,7 +194,10 @@ Attribute Reader::attribute(WireCursor c, const std::string& node_label) {
   Field f;
   while (c.next(f)) {
     switch (f.number) {
-      case 1: c.expect(f, WireType::Len, "name", label); c.read_bytes(); break;
+      case 1:
+        c.expect(f, WireType::Len, "name", label);
+        c.skip_bytes();
+        break;
       case 20: c.expect(f, WireType::Varint, "type", label); type = static_cast<std::int64_t>(c.read_varint()); break;
       case 2: {
         c.expect(f, WireType::Fixed32, "f", label);
@@ -200,7 +209,12 @@ Attribute Reader::attribute(WireCursor c, const std::string& node_label) {
       case 3: c.expect(f, WireType::Varint, "i", label); a.i = static_cast<std::int64_t>(c.read_varint()); has_i = true; break;
       case 4: c.expect(f, WireType::Len, "s", label); a.s = c.read_string(); has_s = true; break;
       case 5: c.expect(f, WireType::Len, "t", label); t = c.read_message(); break;
-      case 6: case 11: c.expect(f, WireType::Len, f.number == 6 ? "g" : "graphs", label); c.read_bytes(); has_g = true; break;
+      case 6:
+      case 11:
+        c.expect(f, WireType::Len, f.number == 6 ? "g" : "graphs", label);
+        c.skip_bytes();
+        has_g = true;
+        break;
       case 7: c.read_floats(f, a.floats, "floats", label); break;
       case 8: c.read_int64s(f, a.ints, "ints", label); break;
       case 9: c.expect(f, WireType::Len, "strings", label); a.strings.push_back(c.read_string()); break;
@@ -244,7 +258,7 @@ graph::ValueInfo Reader::value_info(WireCursor c, const char* kind) {
   while (c.next(f)) {
     if (f.number == 1) {
       c.expect(f, WireType::Len, "name", label);
-      c.read_bytes();
+      c.skip_bytes();
     } else if (f.number == 2) {
       c.expect(f, WireType::Len, "type", label);
       WireCursor type = c.read_message();
@@ -352,14 +366,33 @@ graph::Model read_model(std::span<const std::uint8_t> bytes, const std::string& 
 }
 
 graph::Model read_model(const std::string& path) {
+  return read_model(path, ParseView::Auto);
+}
+
+graph::Model read_model_windowed(std::shared_ptr<io::ByteSource> source, const std::string& base_dir,
+                                 std::size_t window_bytes) {
+  graph::Model m;
+  m.path = source->name();
+  m.sources.push_back(std::move(source));
+  WireWindow window(*m.sources[0], window_bytes);
+  Reader(m, base_dir).model(WireCursor(window, m.path));
+  return m;
+}
+
+graph::Model read_model(const std::string& path, ParseView view) {
   graph::Model m;
   m.path = path;
   m.sources.push_back(io::open_file_source(path));
+  std::string dir = std::filesystem::path(path).parent_path().string();
+  if (dir.empty()) dir = ".";
+#ifdef __EMSCRIPTEN__
+  if (view == ParseView::Auto) view = ParseView::Windowed;
+#endif
+  if (view == ParseView::Windowed) return read_model_windowed(m.sources[0], dir);
   // A private read-only mapping: parsing touches only the pages holding metadata. Weights are
   // read from the file by offset later, so the view goes once the structure is parsed.
   const auto bytes = m.sources[0]->map();
-  std::string dir = std::filesystem::path(path).parent_path().string();
-  Reader(m, dir.empty() ? "." : dir).model(WireCursor(bytes, m.path));
+  Reader(m, dir).model(WireCursor(bytes, m.path));
   m.sources[0]->release_map();
   return m;
 }

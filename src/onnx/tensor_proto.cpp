@@ -1,6 +1,7 @@
 #include "onnx/tensor_proto.h"
 
 #include <cstring>
+#include <tuple>
 
 #include "core/checked_size.h"
 #include "qsmcore/error.h"
@@ -77,13 +78,13 @@ std::size_t count_typed(WireCursor& c, const Field& f, const std::string& label)
   }
   c.expect(f, WireType::Len, typed_field_name(f.number), label);
   const std::size_t at = c.pos();
-  auto run = c.read_bytes();
-  if (!fixed32 && !fixed64) return count_packed_varints(c, run);
+  if (!fixed32 && !fixed64) return count_packed_varints(c.read_message());
+  const std::size_t len = c.skip_bytes().second;  // fixed-width values are counted, not read
   const std::size_t width = fixed32 ? 4 : 8;
-  if (run.size() % width != 0)
+  if (len % width != 0)
     c.fail(at, "packed field '" + std::string(typed_field_name(f.number)) + "' of " + label + " has " +
-                   std::to_string(run.size()) + " bytes, not a multiple of " + std::to_string(width));
-  return run.size() / width;
+                   std::to_string(len) + " bytes, not a multiple of " + std::to_string(width));
+  return len / width;
 }
 
 void scan_external_entry(WireCursor c, TensorProtoView& v) {
@@ -151,13 +152,15 @@ TensorProtoView scan_tensor_proto(WireCursor msg, const std::string& kind, const
         c.expect(f, WireType::Varint, "data_type", v.label);
         v.data_type = static_cast<std::int32_t>(c.read_varint());
         break;
-      case kName: c.expect(f, WireType::Len, "name", v.label); c.read_bytes(); break;
+      case kName:
+        c.expect(f, WireType::Len, "name", v.label);
+        c.skip_bytes();
+        break;
       case kRawData: {
         c.expect(f, WireType::Len, "raw_data", v.label);
-        auto b = c.read_bytes();
+        // Located, not read: an initializer's weights are read later, from the source.
+        std::tie(v.raw_offset, v.raw_length) = c.skip_bytes();
         v.has_raw = true;
-        v.raw_offset = static_cast<std::size_t>(b.data() - c.base());
-        v.raw_length = b.size();
         break;
       }
       case kExternalData:
@@ -234,7 +237,7 @@ Tensor decode_tensor(const TensorProtoView& v, MemCategory cat) {
       v.msg.fail(v.raw_offset, v.label + " has " + std::to_string(v.raw_length) + " bytes of raw_data, expected " +
                                    std::to_string(nbytes) + " for " + dtype_name(t) + shape_to_string(v.dims));
     Tensor out = Tensor::empty(t, v.dims, cat);
-    if (nbytes) std::memcpy(out.raw(), v.msg.base() + v.raw_offset, nbytes);
+    if (nbytes) v.msg.copy(v.raw_offset, nbytes, out.raw());
     return out;
   }
   const std::uint64_t count = nbytes / dtype_size(t);
@@ -263,7 +266,7 @@ Tensor decode_tensor(const TensorProtoView& v, MemCategory cat) {
     if (fixed32 || fixed64) {
       // Packed fixed-width values are already the little-endian element bytes.
       const std::size_t len = run.end() - run.pos();
-      if (len) std::memcpy(dst + i * dtype_size(t), run.base() + run.pos(), len);  // dst is null when empty
+      run.copy(run.pos(), len, dst + i * dtype_size(t));  // dst is null when empty (len is 0 then)
       i += len / dtype_size(t);
     } else {
       while (!run.at_end()) store(dst, i++, t, run.read_varint());
