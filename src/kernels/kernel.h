@@ -71,6 +71,12 @@ class Kernel {
   virtual std::size_t scratch_bytes() const { return 0; }
   /// Bytes of execution-ready weights the kernel owns (packed, folded).
   virtual std::int64_t packed_bytes() const { return 0; }
+  /// Called once the plan build has freed the copies this kernel packed from: moves the packed
+  /// weights into a fresh block where that lies lower in the heap. In wasm32's heap, which never
+  /// shrinks, the freed copies otherwise stay as holes under the packed weights, and where the
+  /// weights end (and the arena starts) depends on the order the shape's kernels packed in.
+  /// No-op by default (natively, large blocks are mapped and leave no holes).
+  virtual void relocate_packed() {}
   /// Index of the input whose bytes output 0 may share (the planner aliases them when that
   /// input has no later reader and the layouts match), or -1.
   virtual int inplace_input() const { return -1; }

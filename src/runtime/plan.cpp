@@ -325,6 +325,8 @@ void Plan::schedule_node(Scheduling& s, std::size_t ni) {
   add_node_outputs(s, n, dec, st);
   release_read_constants(s, n, *k, st, unit);
   if (!unit.deferred_inputs.empty()) finish_unit(s, ni, *k, std::move(unit), producer, st);
+  // The copies it packed from are gone now (release_read_constants, finish_unit).
+  if (st.unit < 0) k->relocate_packed();
   st.impl = k->impl_name();
   st.scratch = k->scratch_bytes();
   st.inplace = k->inplace_input();

@@ -2,6 +2,7 @@
 #include "kernels/wasm/common.h"
 
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 
 #include "kernels/pack_cache.h"
@@ -39,6 +40,22 @@ float* PackedConstants::allocate(std::size_t floats) {
   buf_ = Buffer(bytes, MemCategory::Weights);
   std::memset(buf_.data(), 0, bytes);
   return reinterpret_cast<float*>(buf_.data());
+}
+
+void PackedConstants::relocate() {
+  if (buf_.data() == nullptr) return;
+  Buffer fresh(buf_.size(), MemCategory::Weights);
+  const auto old_at = reinterpret_cast<std::uintptr_t>(buf_.data());
+  if (reinterpret_cast<std::uintptr_t>(fresh.data()) >= old_at) return;  // no lower hole: stay
+  std::memcpy(fresh.data(), buf_.data(), buf_.size());
+  const auto* old_floats = reinterpret_cast<const float*>(buf_.data());
+  const auto* new_floats = reinterpret_cast<const float*>(fresh.data());
+  for (const float** slot : slots_)
+    if (*slot != nullptr) *slot = new_floats + (*slot - old_floats);
+  // NaNs where the weights were: a pointer the kernel did not track would read them, and every
+  // wasm test comparing with the native engine fails on a non-finite value.
+  std::memset(buf_.data(), 0xff, buf_.size());
+  buf_ = std::move(fresh);
 }
 
 PostChain::PostChain(const std::vector<PostOp>& post) : post_(post) {

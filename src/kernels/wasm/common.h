@@ -30,10 +30,16 @@ class PackedConstants {
   /// Zeroed room for `floats` floats; nullptr when dry.
   float* allocate(std::size_t floats);
   std::int64_t bytes() const { return bytes_; }
+  /// A kernel's pointer into the packed floats, which relocate() moves with them.
+  void track(const float** slot) { slots_.push_back(slot); }
+  /// Kernel::relocate_packed: copies the floats into a fresh block if that lies lower in the
+  /// heap (dlmalloc's best fit: the lowest hole they fit in), and frees the old one.
+  void relocate();
 
  private:
   Buffer buf_;
   std::int64_t bytes_ = 0;
+  std::vector<const float**> slots_;
 };
 
 /// The node's fused post-ops applied to output vectors: a Sum adds the addend (read before the
@@ -128,6 +134,7 @@ class PackedKernel : public Base {
   }
   std::size_t scratch_bytes() const override { return scratch_for_workers(worker_bytes()); }
   std::int64_t packed_bytes() const override { return packed_.bytes(); }
+  void relocate_packed() override { packed_.relocate(); }
   int inplace_input() const override { return inplace_; }
   bool reads_input(std::size_t i) const override { return i != 1 && i != 2; }
 

@@ -118,6 +118,8 @@ ConvKernel::ConvKernel(const ConvShape& sh, const float* w, const float* bias, c
     }
     w_ = p;
     bias_ = p + wfloats;
+    packed_.track(&w_);
+    packed_.track(&bias_);
   }
   for (int kw = 0; kw < sh_.k[2]; ++kw) toff_.push_back(sh_.tap_offset(kw));
   segs_ = segments_per_copy(sh_.max_rows() * sh_.row_floats(), (sh_.out[2] + sh_.seg() - 1) / sh_.seg());

@@ -71,6 +71,12 @@ class ConvChainKernel final : public Kernel {
 
   std::size_t scratch_bytes() const override { return work_off_ + work_bytes_; }
   std::int64_t packed_bytes() const override { return packed_bytes_; }
+  void relocate_packed() override {
+    for (auto& s : sources_) s->relocate_packed();
+    for (auto& parts : parts_)
+      for (auto& p : parts) p->relocate_packed();
+    if (pool_) pool_->relocate_packed();
+  }
   std::string impl_name() const override { return impl_; }
   int inplace_input() const override { return inplace_; }
   bool reads_input(std::size_t i) const override {

@@ -229,6 +229,8 @@ WinogradConvKernel<M>::WinogradConvKernel(const WinogradShape& s, const float* w
   }
   w_ = p;
   bias_ = p + wfloats;
+  packed_.track(&w_);
+  packed_.track(&bias_);
 }
 
 /// The R input rows of tile row th (zeros outside the plane), columns [M·t0 − pw, …), split into

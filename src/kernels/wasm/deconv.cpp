@@ -84,6 +84,8 @@ DeconvKernel::DeconvKernel(const DeconvShape& sh, const float* w, const float* b
       if (blk * pb + l % pb < m) p[wfloats + static_cast<std::size_t>(blk) * 4 + l] = bias[blk * pb + l % pb];
   w_ = p;
   bias_ = p + wfloats;
+  packed_.track(&w_);
+  packed_.track(&bias_);
 }
 
 /// The 16 outputs of channel q of a block with kernel 2 along x: x offsets 0 (lane q) and 1

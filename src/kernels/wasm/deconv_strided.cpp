@@ -86,6 +86,7 @@ StridedDeconvKernel::StridedDeconvKernel(const StridedShape& sh, const float* w,
   for (int oc = 0; bias != nullptr && oc < sh_.m; ++oc) p[wfloats + static_cast<std::size_t>(oc)] = bias[oc];
   w_[0] = p, w_[1] = p + per_tap * sh_.taps[0].size();
   bias_ = p + wfloats;
+  for (const float** slot : {&w_[0], &w_[1], &bias_}) packed_.track(slot);
 }
 
 /// W is [C, M, kd, kh, kw]; parity a's block is [block][ic][kd][kh][its taps][4].
