@@ -10,6 +10,9 @@ const $ = (id) => document.getElementById(id);
 const params = new URLSearchParams(location.search);
 const variant = params.get("variant") || (self.crossOriginIsolated ? "mt" : "st");
 const MiB = 1024 * 1024;
+// What the registry's wasm figures predict: the heap in use at the run's peak (malloc's view), not
+// the memory size the browser reports, which only grows (docs/wasm.md).
+const PREDICTED_HEAP_LABEL = "predicted heap in use at the peak (malloc)";
 
 let registry = [];
 let worker = null;
@@ -214,7 +217,7 @@ function onWorker(msg) {
   } else if (msg.type === "predicted") {
     if (pending) pending.predicted = msg;
     facts([["predicted peak (engine)", fmtBytes(msg.predicted_peak_bytes)],
-           ["predicted heap in use at the peak (malloc)", fmtBytes(msg.predicted_heap_bytes)], ["budget", fmtBytes(msg.budget_bytes)]]);
+           [PREDICTED_HEAP_LABEL, fmtBytes(msg.predicted_heap_bytes)], ["budget", fmtBytes(msg.budget_bytes)]]);
   } else if (msg.type === "log") {
     console.log(msg.text);
   } else if (msg.type === "done" || msg.type === "error") {
@@ -253,7 +256,7 @@ function memoryFacts(reply) {
     : "in the wasm heap";
   return [["weights", weights],["predicted peak (engine)", fmtBytes(reply.predicted_peak_bytes)],
           ["measured peak (engine)", fmtBytes(reply.measured_peak_bytes)],
-          ["predicted heap in use at the peak (malloc)", fmtBytes(reply.predicted_heap_bytes)],
+          [PREDICTED_HEAP_LABEL, fmtBytes(reply.predicted_heap_bytes)],
           ["wasm heap high-water (HEAP8.buffer.byteLength)", fmtBytes(reply.heap8_bytes)],
           ["budget", fmtBytes(reply.budget_bytes)]];
 }

@@ -97,11 +97,12 @@ struct LinearFit {
 LinearFit fit_fixed_plus_per_voxel(const std::vector<std::uint64_t>& voxels, const std::vector<std::int64_t>& bytes);
 
 /// The wasm32 figures' fit (NetworkMemory::wasm_*): the same envelope over the linear memory's
-/// growth, its fixed part then raised by the line's scatter (max_abs_residual, at most 1 MiB,
-/// rounded up to 64 KiB wasm pages) and one page more. The memory grows in whole pages at the top of the heap,
-/// wherever malloc placed the last block, so a shape between or beyond the fitted ones strays
-/// from the line by about as much as the fitted ones did: without it, a held-out shape came out
-/// 0.1 % above the envelope (xQSM, docs/wasm.md). Throws as fit_fixed_plus_per_voxel.
+/// growth, its fixed part then raised by the line's scatter (max_abs_residual, or 0.5 % of the
+/// largest growth fitted where that is more, rounded up to 64 KiB wasm pages) and one page more.
+/// The memory grows in whole pages at the top of the heap, wherever malloc placed the last block,
+/// so a shape between or beyond the fitted ones strays from the line by about as much as the
+/// fitted ones did: without it, a held-out shape came out 0.1 % above the envelope (xQSM,
+/// docs/wasm.md). Throws as fit_fixed_plus_per_voxel.
 LinearFit fit_wasm_heap_growth(const std::vector<std::uint64_t>& voxels, const std::vector<std::int64_t>& bytes);
 
 /// The NetworkMemory as JSON (the reference's field names), with the measurement's points.
