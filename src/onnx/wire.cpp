@@ -39,7 +39,7 @@ void WireWindow::copy(std::size_t pos, std::size_t len, void* dst) const {
 }
 
 std::string wire_type_name(WireType t) {
-  const auto n = std::to_string(static_cast<int>(t));
+  auto n = std::to_string(static_cast<int>(t));  // not const: returned by move
   switch (t) {
     case WireType::Varint: return n + " (varint)";
     case WireType::Fixed64: return n + " (64-bit)";
