@@ -311,11 +311,11 @@ int stream_conv_chains(TypedGraph& g, std::uint64_t max_weight_bytes, const Chai
   // onto, in place), not all of the concatenation's inputs at once.
   for (std::size_t i = 0; i < n_nodes; ++i) try_chain(i, false);
   for (std::size_t i = 0; i < n_nodes; ++i) try_chain(i, true);
-  // The kernels that run poolings and up-samplings in depth slabs (kDepthSlabs) take as many
-  // more as the chains' slabs are finer.
+  // The kernels that run poolings, up-samplings and strided convs in depth slabs (kDepthSlabs)
+  // take as many more as the chains' slabs are finer.
   if (share > kChainWindowShare)
     for (auto& n : g.nodes)
-      if (!n.dead && (slab_pooling(g, n) || n.node.op_type == "ConvTranspose")) {
+      if (!n.dead && (slab_pooling(g, n) || n.node.op_type == "ConvTranspose" || n.node.op_type == "Conv")) {
         Attribute a;
         a.name = "qsm_depth_slabs";
         a.kind = Attribute::Kind::Int;

@@ -1,16 +1,29 @@
 // Conv on oneDNN: src/dst/weights in the layouts the implementation prefers (format `any`),
 // weights packed once at plan time, activations and residual adds fused as post-ops.
+//
+// A strided channels-last batch-1 3-D conv (stride-1 ones are conv chains), e.g. NeXtQSM's 3³/2
+// down-samplings, runs in depth slabs, so that under a budget (issue #16) it
+// can read its input and write its output a slab at a time through the spill file: output planes
+// z0 … z1 − 1 read input planes s·z0 − pb … s·(z1 − 1) − pb + k − 1 alone, contiguous in
+// channels-last. The slab's conv has the whole volume's pads at the faces and reads real planes
+// inside. Always in slabs, budget or not, so a budgeted run makes the same calls.
+#include <array>
 #include <cstring>
+#include <map>
 
 #include "graph/conv_geometry.h"
+#include "graph/passes/passes.h"
 #include "kernels/onednn/common.h"
+#include "kernels/slab_reader.h"
+#include "qsmcore/error.h"
 
 namespace qsmcore::kernels::onednn {
 namespace {
 
 class ConvKernel final : public ConvLikeKernel {
  public:
-  ConvKernel(const graph::TypedGraph& g, const graph::TNode& n, const std::vector<Layout>& producer, LayoutDecision& dec) {
+  ConvKernel(const graph::TypedGraph& g, const graph::TNode& n, const std::vector<Layout>& producer,
+             LayoutDecision& dec) {
     const auto& x = value(g, n.in[0]);
     const auto& w = value(g, n.in[1]);
     const auto& y = value(g, n.out[0]);
@@ -41,17 +54,20 @@ class ConvKernel final : public ConvLikeKernel {
       pl.push_back(geo.pads_begin[static_cast<std::size_t>(i)]);
       pr.push_back(geo.pads_end[static_cast<std::size_t>(i)]);
     }
-    auto desc = has_bias ? dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference,
-                                                           dnnl::algorithm::convolution_direct, src_any, w_any,
-                                                           b_md, dst_any, strides, dil, pl, pr)
-                         : dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference,
-                                                           dnnl::algorithm::convolution_direct, src_any, w_any,
-                                                           dst_any, strides, dil, pl, pr);
+    auto desc =
+        has_bias
+            ? dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
+                                              src_any, w_any, b_md, dst_any, strides, dil, pl, pr)
+            : dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
+                                              src_any, w_any, dst_any, strides, dil, pl, pr);
     dnnl::convolution_forward::primitive_desc pd(desc, make_attr(n.post), engine());
     set_primitive(dnnl::convolution_forward(pd), pd.scratchpad_desc(), pd.impl_info_str());
 
     // Weights: plain oi<spatial> (or goi<spatial>) -> packed.
-    memory::desc w_plain = groups > 1 ? memory::desc(wdims, dt::f32, spatial == 1 ? tag::goiw : spatial == 2 ? tag::goihw : tag::goidhw)
+    memory::desc w_plain = groups > 1 ? memory::desc(wdims, dt::f32,
+                                                     spatial == 1   ? tag::goiw
+                                                     : spatial == 2 ? tag::goihw
+                                                                    : tag::goidhw)
                                       : plain_desc(wshape);
     bind_constant(DNNL_ARG_WEIGHTS, *w.constant, w_plain, pd.weights_desc());
     if (has_bias) {
@@ -60,13 +76,164 @@ class ConvKernel final : public ConvLikeKernel {
     }
     (void)producer;
     bind_src_dst(n, pd.src_desc(), pd.dst_desc(), x.shape, y.shape, dec);
+    Geometry geom{desc,          w_plain,        pd.weights_desc(), *w.constant,     has_bias,
+                  geo.kernel[0], geo.strides[0], geo.pads_begin[0], geo.dilations[0]};
+    if (spatial == 3 && groups == 1) prepare_depth_slabs(n, pd, geom);
   }
+
+  std::optional<StreamNeed> stream_need(bool output, std::size_t slot) const override {
+    if (slab_ == 0 || slot != 0) return std::nullopt;
+    const std::size_t planes = static_cast<std::size_t>(output ? slab_ : (slab_ - 1) * stride_ + kernel_);
+    return StreamNeed{align64(planes * (output ? out_plane_ : in_plane_)), output ? 0u : 1u};
+  }
+
+  void run(std::span<const Tensor> inputs, std::span<Tensor> outputs, ExecContext& ctx) override {
+    if (slab_ == 0) return PrimitiveKernel::run(inputs, outputs, ctx);
+    run_slabs(inputs, outputs, ctx);
+  }
+
+ private:
+  struct Geometry {
+    dnnl::convolution_forward::desc desc;
+    memory::desc w_plain, w_packed;
+    const Tensor& weights;
+    bool has_bias;
+    std::int64_t kernel, stride, pad_begin, dilation;  // in depth
+  };
+  // One slab's call: output planes [z0, z0 + zn) from input planes [src_first, src_first +
+  // src_planes), with pad_l / pad_r zero planes where the taps reach past the volume's faces.
+  struct SlabCall {
+    std::int64_t zn = 0, src_first = 0, src_planes = 0, pad_l = 0, pad_r = 0;
+    std::array<std::int64_t, 4> key() const { return {zn, src_planes, pad_l, pad_r}; }
+  };
+  struct Variant {
+    memory::desc src_md, dst_md;
+    memory weights;
+    dnnl::convolution_forward prim;
+  };
+  static std::size_t align64(std::size_t b) { return (b + 63) / 64 * 64; }
+
+  SlabCall slab_call(std::int64_t z0) const {
+    SlabCall c;
+    c.zn = std::min(slab_, out_d_ - z0);
+    const std::int64_t want_lo = z0 * stride_ - pad_begin_,
+                       want_hi = (z0 + c.zn - 1) * stride_ - pad_begin_ + kernel_ - 1;
+    c.src_first = std::max<std::int64_t>(0, want_lo);
+    const std::int64_t last = std::min(in_d_ - 1, want_hi);
+    c.src_planes = last - c.src_first + 1;
+    c.pad_l = c.src_first - want_lo;
+    c.pad_r = want_hi - last;
+    return c;
+  }
+
+  void prepare_depth_slabs(const graph::TNode& n, const dnnl::convolution_forward::primitive_desc& pd,
+                           const Geometry& g) {
+    using tag = memory::format_tag;
+    const memory::dims x = pd.src_desc().dims(), y = pd.dst_desc().dims();
+    // Stride 1 is the conv chains' (graph/passes/stream_conv_chains.cpp; off, nothing streams).
+    // Taps shorter than the stride skip planes, which a streamed read would still count.
+    if (x.size() != 5 || x[0] != 1 || g.dilation != 1 || g.stride < 2 || g.kernel < g.stride) return;
+    if (!(pd.src_desc() == memory::desc(x, memory::data_type::f32, tag::ndhwc)) ||
+        !(pd.dst_desc() == memory::desc(y, memory::data_type::f32, tag::ndhwc)))
+      return;
+    for (const auto& p : n.post)
+      if (p.kind == PostOp::Kind::Sum) return;  // an addend would have to stream as well
+    const std::int64_t finer = n.node.attrs.get_int("qsm_depth_slabs", graph::kDepthSlabs);
+    const std::int64_t slabs = finer > graph::kDepthSlabs && y[2] >= 2 * finer ? finer : graph::kDepthSlabs;
+    if (y[2] < 2 * slabs) return;
+    in_d_ = x[2];
+    out_d_ = y[2];
+    kernel_ = g.kernel;
+    stride_ = g.stride;
+    pad_begin_ = g.pad_begin;
+    in_plane_ = static_cast<std::size_t>(x[1] * x[3] * x[4]) * sizeof(float);
+    out_plane_ = static_cast<std::size_t>(y[1] * y[3] * y[4]) * sizeof(float);
+    slab_ = (out_d_ + slabs - 1) / slabs;
+    const dnnl_convolution_desc_t& d = g.desc.data;
+    std::size_t scratch = 0;
+    for (std::int64_t z0 = 0; z0 < out_d_; z0 += slab_) {
+      const SlabCall c = slab_call(z0);
+      if (variants_.count(c.key())) continue;
+      memory::dims xs = x, ys = y, pl(d.padding[0], d.padding[0] + 3), pr(d.padding[1], d.padding[1] + 3);
+      memory::dims strides(d.strides, d.strides + 3), dil(d.dilates, d.dilates + 3);
+      xs[2] = c.src_planes;
+      ys[2] = c.zn;
+      pl[0] = c.pad_l;
+      pr[0] = c.pad_r;
+      Variant v;
+      v.src_md = memory::desc(xs, memory::data_type::f32, tag::ndhwc);
+      v.dst_md = memory::desc(ys, memory::data_type::f32, tag::ndhwc);
+      const memory::desc w_any(memory::dims(d.weights_desc.dims, d.weights_desc.dims + 5), memory::data_type::f32,
+                               tag::any);
+      const memory::desc b_md({y[1]}, memory::data_type::f32, tag::a);
+      const auto pk = dnnl::prop_kind::forward_inference;
+      const auto alg = dnnl::algorithm::convolution_direct;
+      auto cd = g.has_bias
+                    ? dnnl::convolution_forward::desc(pk, alg, v.src_md, w_any, b_md, v.dst_md, strides, dil, pl, pr)
+                    : dnnl::convolution_forward::desc(pk, alg, v.src_md, w_any, v.dst_md, strides, dil, pl, pr);
+      dnnl::convolution_forward::primitive_desc cpd(cd, make_attr(n.post), engine());
+      scratch = std::max(scratch, cpd.scratchpad_desc().get_size());
+      v.prim = dnnl::convolution_forward(cpd);
+      v.weights = weights_in(cpd.weights_desc(), g);
+      variants_.emplace(c.key(), std::move(v));
+    }
+    scratch_bytes_ = scratch;
+    impl_ = "qsm:conv_depth_slabs+" + impl_;
+  }
+
+  // The weights in the layout a slab's primitive asks for: the whole volume's when the same.
+  memory weights_in(const memory::desc& want, const Geometry& g) {
+    for (const auto& [arg, mem] : const_args_)
+      if (arg == DNNL_ARG_WEIGHTS && mem.get_desc() == want) return mem;
+    for (const auto& [md, mem] : extra_weights_)
+      if (md == want) return mem;
+    memory mem = pack_constant(g.weights, g.w_plain, want, packed_, packed_bytes_);
+    extra_weights_.emplace_back(want, mem);
+    return mem;
+  }
+
+  void run_slabs(std::span<const Tensor> inputs, std::span<Tensor> outputs, ExecContext& ctx) {
+    QSM_ASSERT(ctx.scratch_bytes >= scratch_bytes_, "scratch block smaller than a kernel's scratchpad");
+    const StreamedOperand* is = ctx.in_stream(0);
+    const StreamedOperand* os = ctx.out_stream(0);
+    std::optional<SlabReader> reader;
+    if (is) reader.emplace(*is, in_plane_);
+    for (std::int64_t z0 = 0; z0 < out_d_; z0 += slab_) {
+      const SlabCall c = slab_call(z0);
+      const Variant& v = variants_.at(c.key());
+      const std::size_t in_at = static_cast<std::size_t>(c.src_first) * in_plane_;
+      const std::size_t out_at = static_cast<std::size_t>(z0) * out_plane_;
+      void* src = reader ? static_cast<void*>(reader->stage(c.src_first, c.src_planes))
+                         : static_cast<void*>(static_cast<std::byte*>(const_cast<void*>(inputs[0].raw())) + in_at);
+      void* dst =
+          os ? static_cast<void*>(os->staging) : static_cast<void*>(static_cast<std::byte*>(outputs[0].raw()) + out_at);
+      std::unordered_map<int, memory> args;
+      args.emplace(DNNL_ARG_SRC, memory(v.src_md, engine(), src));
+      args.emplace(DNNL_ARG_DST, memory(v.dst_md, engine(), dst));
+      for (const auto& [arg, mem] : const_args_)
+        if (arg != DNNL_ARG_WEIGHTS) args.emplace(arg, mem);
+      args.emplace(DNNL_ARG_WEIGHTS, v.weights);
+      if (scratch_bytes_ > 0) {
+        memory::desc smd({static_cast<memory::dim>(scratch_bytes_)}, memory::data_type::u8, memory::format_tag::a);
+        args.emplace(DNNL_ARG_SCRATCHPAD, memory(smd, engine(), ctx.scratch));
+      }
+      v.prim.execute(stream(), args);
+      stream().wait();
+      if (os) os->write(dst, out_at, static_cast<std::size_t>(c.zn) * out_plane_);
+    }
+  }
+
+  std::int64_t slab_ = 0;  // output planes per slab; 0: the whole volume in one call
+  std::int64_t in_d_ = 0, out_d_ = 0, kernel_ = 1, stride_ = 1, pad_begin_ = 0;
+  std::size_t in_plane_ = 0, out_plane_ = 0;  // bytes per depth plane
+  std::map<std::array<std::int64_t, 4>, Variant> variants_;
+  std::vector<std::pair<memory::desc, memory>> extra_weights_;
 };
 
 }  // namespace
 
-std::unique_ptr<Kernel> make_conv(const graph::TypedGraph& g, const graph::TNode& n, const std::vector<Layout>& producer,
-                                  LayoutDecision& dec) {
+std::unique_ptr<Kernel> make_conv(const graph::TypedGraph& g, const graph::TNode& n,
+                                  const std::vector<Layout>& producer, LayoutDecision& dec) {
   if (!all_f32(g, n) || n.in.size() < 2 || !value(g, n.in[1]).is_const()) return nullptr;
   if (n.in.size() > 2 && n.in[2] >= 0 && !value(g, n.in[2]).is_const()) {
     // Bias slot holding a computed value can only be a Sum addend appended at index >= 3.

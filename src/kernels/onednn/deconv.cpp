@@ -7,12 +7,15 @@
 // activations and Sum.
 #include <omp.h>
 
+#include <array>
 #include <cstring>
+#include <map>
 #include <optional>
 
 #include "graph/conv_geometry.h"
 #include "graph/passes/passes.h"
 #include "kernels/onednn/common.h"
+#include "kernels/slab_reader.h"
 #include "qsmcore/error.h"
 
 namespace qsmcore::kernels::onednn {
@@ -156,7 +159,7 @@ class DeconvSubLatticeKernel final : public PrimitiveKernel {
       kern[3 - sp + i] = geo.kernel[i];
       pb[3 - sp + i] = geo.pads_begin[i];
     }
-    slab_ = upsampling_slab(n, sp, kern, pb);
+    slab_ = depth_slab(n, sp, kern, pb);
     mp_ = blk_ > 0 ? (m_ + blk_ - 1) / blk_ * blk_ : m_;
     const std::int64_t subs = stride_[0] * stride_[1] * stride_[2];
 
@@ -177,8 +180,8 @@ class DeconvSubLatticeKernel final : public PrimitiveKernel {
         sub.r[i] = r[i];
         sub.q[i] = res[i].q;
       }
-      // The conv over spatial dims of the original rank (the padded leading ones dropped); in
-      // slabs, over slab_ input planes (and the last slab's, when fewer).
+      sub.depth = res[3 - sp];
+      // The conv over spatial dims of the original rank (the padded leading ones dropped).
       memory::dims t_dims{n_, mp_}, w_dims{mp_, c_}, pl, pr;
       for (std::size_t i = 3 - sp; i < 3; ++i) {
         t_dims.push_back(res[i].q);
@@ -187,56 +190,58 @@ class DeconvSubLatticeKernel final : public PrimitiveKernel {
         pr.push_back(res[i].pr);
       }
       const memory::dims ones(sp, 1), zeros(sp, 0);
-      memory::desc last_weights_desc;
-      auto make_pd = [&](const memory::desc& src_md, const memory::desc& t_md) {
+      auto make_pd = [&](const memory::desc& src_md, const memory::desc& t_md, const memory::dims& l,
+                         const memory::dims& r) {
         dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
-                                          src_md, memory::desc(w_dims, dt::f32, tag::any), b_md, t_md, ones, zeros, pl,
-                                          pr);
+                                          src_md, memory::desc(w_dims, dt::f32, tag::any), b_md, t_md, ones, zeros, l,
+                                          r);
         dnnl::convolution_forward::primitive_desc pd(d, make_attr(n.post), engine());
         conv_scratch = std::max(conv_scratch, pd.scratchpad_desc().get_size());
         return pd;
       };
-      memory::dims src_dims = to_dims(x.shape);
-      if (slab_ > 0) src_dims[2] = t_dims[2] = slab_;
-      sub.t_md = memory::desc(t_dims, dt::f32, layout_tag(rank, blk_));
-      const memory::desc src_md = slab_ > 0 ? memory::desc(src_dims, dt::f32, layout_tag(rank, blk_))
-                                            : (src_md_ ? *src_md_ : memory::desc(to_dims(x.shape), dt::f32, tag::any));
-      dnnl::convolution_forward::primitive_desc pd = make_pd(src_md, sub.t_md);
-      if (!src_md_) {
-        src_md_ = slab_ > 0 ? memory::desc(to_dims(x.shape), dt::f32, layout_tag(rank, blk_)) : pd.src_desc();
-        impl_ = std::string(slab_ > 0 ? "qsm:deconv_sublattice_slabs+" : "qsm:deconv_sublattice+") + pd.impl_info_str();
-      }
-      slab_src_md_ = src_md;
-      t_bytes_ = std::max(t_bytes_, align_up(sub.t_md.get_size()));
-      if (const std::int64_t last = slab_ > 0 ? in_[0] - (in_[0] - 1) / slab_ * slab_ : 0; last > 0 && last != slab_) {
-        src_dims[2] = t_dims[2] = last;
-        sub.t_last_md = memory::desc(t_dims, dt::f32, layout_tag(rank, blk_));
-        last_src_md_ = memory::desc(src_dims, dt::f32, layout_tag(rank, blk_));
-        const auto last_pd = make_pd(last_src_md_, sub.t_last_md);
-        sub.last_prim = dnnl::convolution_forward(last_pd);
-        sub.own_last_weights = !(last_pd.weights_desc() == pd.weights_desc());
-        last_weights_desc = last_pd.weights_desc();
-      }
       // W'[m, ci, t'] = W[ci, m, k0 + s·(T − 1 − t')] per axis, zero rows for the padding channels.
-      const std::int64_t td = res[0].taps, th = res[1].taps, tw = res[2].taps;
-      std::vector<float> wt(static_cast<std::size_t>(mp_ * c_ * td * th * tw), 0.0f);
-      for (std::int64_t mi = 0; mi < m_; ++mi)
-        for (std::int64_t ci = 0; ci < c_; ++ci)
-          for (std::int64_t a = 0; a < td; ++a)
-            for (std::int64_t b = 0; b < th; ++b)
-              for (std::int64_t e = 0; e < tw; ++e) {
-                const std::int64_t kd = res[0].k0 + stride_[0] * (td - 1 - a);
-                const std::int64_t kh = res[1].k0 + stride_[1] * (th - 1 - b);
-                const std::int64_t kw = res[2].k0 + stride_[2] * (tw - 1 - e);
-                wt[static_cast<std::size_t>((((mi * c_ + ci) * td + a) * th + b) * tw + e)] =
-                    wsrc[(((ci * m_ + mi) * kern[0] + kd) * kern[1] + kh) * kern[2] + kw];
-              }
+      const std::vector<float> wt = sub_weights(wsrc, kern, res);
       Shape w_shape(w_dims.begin(), w_dims.end());
-      sub.weights = pack(Tensor::view(DType::F32, w_shape, wt.data()), plain_desc(w_shape), pd.weights_desc());
-      // The last slab's primitive may want the weights in another layout: packed again (a 1x1
-      // kernel's C·M floats).
-      if (sub.own_last_weights)
-        sub.last_weights = pack(Tensor::view(DType::F32, w_shape, wt.data()), plain_desc(w_shape), last_weights_desc);
+      auto weights_for = [&](const memory::desc& want) {
+        for (const auto& [md, mem] : sub.packed)
+          if (md == want) return mem;
+        memory mem = pack(Tensor::view(DType::F32, w_shape, const_cast<float*>(wt.data())), plain_desc(w_shape), want);
+        sub.packed.emplace_back(want, mem);
+        return mem;
+      };
+      if (slab_ > 0) {
+        // Every slab shape the run meets (see slab_call), made now: nothing is created while running.
+        for (std::int64_t q0 = 0; q0 < q_max_; q0 += slab_) {
+          const SlabCall call = slab_call(sub, q0);
+          if (call.qn == 0 || sub.variants.count(call.key())) continue;
+          memory::dims src_dims = to_dims(x.shape), tv = t_dims, l = pl, r = pr;
+          src_dims[2] = call.src_planes;
+          tv[2] = call.qn;
+          l[0] = call.pad_l;
+          r[0] = call.pad_r;
+          Variant v;
+          v.t_md = memory::desc(tv, dt::f32, layout_tag(rank, blk_));
+          v.src_md = memory::desc(src_dims, dt::f32, layout_tag(rank, blk_));
+          const auto pd = make_pd(v.src_md, v.t_md, l, r);
+          v.prim = dnnl::convolution_forward(pd);
+          v.weights = weights_for(pd.weights_desc());
+          t_bytes_ = std::max(t_bytes_, align_up(v.t_md.get_size()));
+          if (impl_.empty()) impl_ = std::string("qsm:deconv_sublattice_slabs+") + pd.impl_info_str();
+          sub.variants.emplace(call.key(), std::move(v));
+        }
+        if (!src_md_) src_md_ = memory::desc(to_dims(x.shape), dt::f32, layout_tag(rank, blk_));
+        subs_list_.push_back(std::move(sub));
+        continue;
+      }
+      sub.t_md = memory::desc(t_dims, dt::f32, layout_tag(rank, blk_));
+      const memory::desc src_md = src_md_ ? *src_md_ : memory::desc(to_dims(x.shape), dt::f32, tag::any);
+      dnnl::convolution_forward::primitive_desc pd = make_pd(src_md, sub.t_md, pl, pr);
+      if (!src_md_) {
+        src_md_ = pd.src_desc();
+        impl_ = std::string("qsm:deconv_sublattice+") + pd.impl_info_str();
+      }
+      t_bytes_ = std::max(t_bytes_, align_up(sub.t_md.get_size()));
+      sub.weights = weights_for(pd.weights_desc());
       sub.prim = dnnl::convolution_forward(pd);
       subs_list_.push_back(std::move(sub));
     }
@@ -261,15 +266,15 @@ class DeconvSubLatticeKernel final : public PrimitiveKernel {
     return i == 0 || (sum_input_ >= 0 && i == static_cast<std::size_t>(sum_input_));
   }
 
-  // Streamed (issue #16), in slabs only: the input's slab is read into a staging block, a Sum
-  // addend's straight into the output slab it is added to, and the output's slab is written
-  // from a staging block; the calls are those of the in-memory run.
+  // Streamed (issue #16), in slabs only: the input's slab (with its halo) is read into a staging
+  // block, a Sum addend's straight into the output slab it is added to, and the output's slab
+  // is written from a staging block; the calls are those of the in-memory run.
   std::optional<StreamNeed> stream_need(bool output, std::size_t slot) const override {
     if (slab_ == 0) return std::nullopt;
     if (!output && sum_input_ >= 0 && slot == static_cast<std::size_t>(sum_input_)) return StreamNeed{0, 1};
     if (slot != 0) return std::nullopt;
-    const std::size_t bytes = static_cast<std::size_t>(slab_) * (output ? out_plane() * stride_[0] : in_plane()) * 4;
-    return StreamNeed{align_up(bytes), output ? 0u : 1u};
+    const std::size_t planes = static_cast<std::size_t>(output ? slab_ * stride_[0] : slab_ + halo_lo_ + halo_hi_);
+    return StreamNeed{align_up(planes * (output ? out_plane() : in_plane()) * sizeof(float)), output ? 0u : 1u};
   }
 
   void run(std::span<const Tensor> inputs, std::span<Tensor> outputs, ExecContext& ctx) override {
@@ -299,28 +304,89 @@ class DeconvSubLatticeKernel final : public PrimitiveKernel {
   }
 
  private:
+  // In slabs, one call of a sub-lattice's conv: its planes q0 … q0 + qn − 1 of the slab starting
+  // at q0, from input planes src_first … src_first + src_planes − 1 (its taps' reach, cut at the
+  // volume's faces, where pad_l / pad_r zero planes stand in, as in the whole volume's conv).
+  struct SlabCall {
+    std::int64_t qn = 0, src_first = 0, src_planes = 0, pad_l = 0, pad_r = 0;
+    std::array<std::int64_t, 4> key() const { return {qn, src_planes, pad_l, pad_r}; }
+  };
+  // A slab shape's primitive (the first, inner and last slabs may differ in planes and pads).
+  struct Variant {
+    memory::desc t_md, src_md;
+    memory weights;
+    dnnl::convolution_forward prim;
+  };
   struct Sub {
     std::int64_t r[3] = {0, 0, 0}, q[3] = {1, 1, 1};  // output residues; sub-lattice extents
-    memory::desc t_md, t_last_md;
-    memory weights, last_weights;
-    dnnl::convolution_forward prim, last_prim;
-    bool own_last_weights = false;  // the last slab's primitive wants another weights layout
+    Residue depth;                                    // its depth taps (slabs)
+    memory::desc t_md;                                // whole volume
+    memory weights;
+    dnnl::convolution_forward prim;
+    std::map<std::array<std::int64_t, 4>, Variant> variants;  // slabs, by SlabCall::key
+    std::vector<std::pair<memory::desc, memory>> packed;      // its weights, per layout asked for
   };
 
-  // An up-sampling (kernel = stride, no pads) of a channels-last batch-1 volume
-  // runs over depth slabs of kSlabs-th of its input planes (8, or the finer count a budget's
-  // plan stamped on the node, where the volume is deep enough for it): input plane z makes output planes
-  // s·z … s·z + s − 1 alone, and in channels-last a slab is contiguous on both sides, so the
-  // output can be written to the spill file a slab at a time (xQSM's full-resolution up-samplings
-  // write 1.8 GB). Always in slabs, budget or not, so a budgeted run makes the same calls. 0: whole.
-  std::int64_t upsampling_slab(const graph::TNode& n, std::size_t sp, const std::int64_t* kern,
-                               const std::int64_t* pb) const {
+  // Depth taps of residue r reach input planes q − pl … q + (T − 1 − pl) of output plane s·q + r.
+  SlabCall slab_call(const Sub& sub, std::int64_t q0) const {
+    SlabCall c;
+    const std::int64_t q1 = std::min(q0 + slab_, sub.depth.q);
+    if (q1 <= q0) return c;
+    c.qn = q1 - q0;
+    const std::int64_t reach_hi = sub.depth.taps - 1 - sub.depth.pl;
+    const std::int64_t want_lo = q0 - sub.depth.pl, want_hi = q1 - 1 + reach_hi;
+    c.src_first = std::max<std::int64_t>(0, want_lo);
+    const std::int64_t last = std::min(in_[0] - 1, want_hi);
+    c.src_planes = last - c.src_first + 1;
+    c.pad_l = c.src_first - want_lo;
+    c.pad_r = want_hi - last;
+    return c;
+  }
+  // The input planes a slab reads (every sub-lattice's reach): [first, first + planes).
+  std::pair<std::int64_t, std::int64_t> slab_input(std::int64_t q0) const {
+    const std::int64_t first = std::max<std::int64_t>(0, q0 - halo_lo_);
+    const std::int64_t end = std::min(in_[0], q0 + slab_ + halo_hi_);
+    return {first, end - first};
+  }
+
+  std::vector<float> sub_weights(const float* wsrc, const std::int64_t* kern, const Residue* res) const {
+    const std::int64_t td = res[0].taps, th = res[1].taps, tw = res[2].taps;
+    std::vector<float> wt(static_cast<std::size_t>(mp_ * c_ * td * th * tw), 0.0f);
+    for (std::int64_t mi = 0; mi < m_; ++mi)
+      for (std::int64_t ci = 0; ci < c_; ++ci)
+        for (std::int64_t a = 0; a < td; ++a)
+          for (std::int64_t b = 0; b < th; ++b)
+            for (std::int64_t e = 0; e < tw; ++e) {
+              const std::int64_t kd = res[0].k0 + stride_[0] * (td - 1 - a);
+              const std::int64_t kh = res[1].k0 + stride_[1] * (th - 1 - b);
+              const std::int64_t kw = res[2].k0 + stride_[2] * (tw - 1 - e);
+              wt[static_cast<std::size_t>((((mi * c_ + ci) * td + a) * th + b) * tw + e)] =
+                  wsrc[(((ci * m_ + mi) * kern[0] + kd) * kern[1] + kh) * kern[2] + kw];
+            }
+    return wt;
+  }
+
+  // A channels-last batch-1 volume runs over depth slabs of kSlabs-th of its sub-lattice planes
+  // (8, or the finer count a budget's plan stamped on the node, where the volume is deep enough
+  // for it): output planes s·q0 … s·(q0 + slab) − 1 take input planes q0 − halo_lo … q0 + slab −
+  // 1 + halo_hi alone (none beyond an up-sampling's own, kernel = stride; one more on either side
+  // for NeXtQSM's 3³/2 adjoints), and in channels-last a slab is contiguous on both sides, so the
+  // input can be read from, and the output written to, the spill file a slab at a time (xQSM's
+  // full-resolution up-samplings write 1.8 GB; NeXtQSM's last adjoint 648 MiB). Always in slabs,
+  // budget or not, so a budgeted run makes the same calls. 0: whole.
+  std::int64_t depth_slab(const graph::TNode& n, std::size_t sp, const std::int64_t* kern, const std::int64_t* pb) {
+    if (blk_ >= 0 || sp != 3 || n_ != 1 || n.in.empty()) return 0;
+    for (std::int64_t r = 0; r < stride_[0]; ++r) {
+      Residue res;
+      if (!residue_of(r, stride_[0], kern[0], pb[0], in_[0], out_[0], res)) return 0;
+      q_max_ = std::max(q_max_, res.q);
+      halo_lo_ = std::max(halo_lo_, res.pl);
+      halo_hi_ = std::max(halo_hi_, res.taps - 1 - res.pl);
+    }
     const std::int64_t finer = n.node.attrs.get_int("qsm_depth_slabs", graph::kDepthSlabs);
-    const std::int64_t kSlabs = finer > graph::kDepthSlabs && in_[0] >= 2 * finer ? finer : graph::kDepthSlabs;
-    if (blk_ >= 0 || sp != 3 || n_ != 1 || in_[0] < 2 * kSlabs || n.in.empty()) return 0;
-    for (int i = 0; i < 3; ++i)
-      if (kern[i] != stride_[i] || pb[i] != 0) return 0;
-    return (in_[0] + kSlabs - 1) / kSlabs;
+    const std::int64_t kSlabs = finer > graph::kDepthSlabs && q_max_ >= 2 * finer ? finer : graph::kDepthSlabs;
+    if (q_max_ < 2 * kSlabs) return 0;
+    return (q_max_ + kSlabs - 1) / kSlabs;
   }
   std::size_t in_plane() const { return static_cast<std::size_t>(in_[1] * in_[2] * c_); }
   std::size_t out_plane() const { return static_cast<std::size_t>(out_[1] * out_[2] * m_); }
@@ -329,18 +395,18 @@ class DeconvSubLatticeKernel final : public PrimitiveKernel {
     float* t = reinterpret_cast<float*>(ctx.scratch);
     const StreamedOperand* is = ctx.in_stream(0);
     const StreamedOperand* os = ctx.out_stream(0);
-    for (std::int64_t z0 = 0; z0 < in_[0]; z0 += slab_) {
-      const std::int64_t planes = std::min(slab_, in_[0] - z0);
-      const bool last = planes != slab_;
-      const std::size_t in_bytes = static_cast<std::size_t>(planes) * in_plane() * sizeof(float);
-      const std::size_t out_at = static_cast<std::size_t>(z0 * stride_[0]) * out_plane();
-      const std::size_t out_bytes = static_cast<std::size_t>(planes * stride_[0]) * out_plane() * sizeof(float);
+    std::optional<SlabReader> reader;
+    if (is) reader.emplace(*is, in_plane() * sizeof(float));
+    for (std::int64_t q0 = 0; q0 < q_max_; q0 += slab_) {
+      const auto [in_first, in_planes] = slab_input(q0);
+      const std::int64_t o0 = q0 * stride_[0], o1 = std::min((q0 + slab_) * stride_[0], out_[0]);
+      const std::size_t out_at = static_cast<std::size_t>(o0) * out_plane();
+      const std::size_t out_bytes = static_cast<std::size_t>(o1 - o0) * out_plane() * sizeof(float);
       const float* x;  // a streamed input has no place in the arena: no pointer into it is formed
-      if (is) {
-        is->read(is->staging, static_cast<std::size_t>(z0) * in_plane() * sizeof(float), in_bytes);
-        x = reinterpret_cast<const float*>(is->staging);
+      if (reader) {
+        x = reinterpret_cast<const float*>(reader->stage(in_first, in_planes));
       } else {
-        x = inputs[0].data<float>() + static_cast<std::size_t>(z0) * in_plane();
+        x = inputs[0].data<float>() + static_cast<std::size_t>(in_first) * in_plane();
       }
       float* y = os ? reinterpret_cast<float*>(os->staging) : outputs[0].data<float>() + out_at;
       if (sum_input_ >= 0) {  // the addend's planes go where the slab accumulates (there already when shared)
@@ -352,19 +418,23 @@ class DeconvSubLatticeKernel final : public PrimitiveKernel {
         }
       }
       for (const Sub& sub : subs_list_) {
-        if (sum_input_ >= 0) transfer_nxc(t, y, sub, /*to_y=*/false, planes);
+        const SlabCall call = slab_call(sub, q0);
+        if (call.qn == 0) continue;
+        const Variant& v = sub.variants.at(call.key());
+        if (sum_input_ >= 0) transfer_nxc(t, y, sub, /*to_y=*/false, call.qn);
+        const float* src = x + static_cast<std::size_t>(call.src_first - in_first) * in_plane();
         std::unordered_map<int, memory> args;
-        args.emplace(DNNL_ARG_SRC, memory(last ? last_src_md_ : slab_src_md_, engine(), const_cast<float*>(x)));
-        args.emplace(DNNL_ARG_DST, memory(last ? sub.t_last_md : sub.t_md, engine(), t));
-        args.emplace(DNNL_ARG_WEIGHTS, last && sub.own_last_weights ? sub.last_weights : sub.weights);
+        args.emplace(DNNL_ARG_SRC, memory(v.src_md, engine(), const_cast<float*>(src)));
+        args.emplace(DNNL_ARG_DST, memory(v.t_md, engine(), t));
+        args.emplace(DNNL_ARG_WEIGHTS, v.weights);
         args.emplace(DNNL_ARG_BIAS, bias_);
         if (conv_scratch_ > 0) {
           memory::desc smd({static_cast<memory::dim>(conv_scratch_)}, dt::u8, tag::a);
           args.emplace(DNNL_ARG_SCRATCHPAD, memory(smd, engine(), ctx.scratch + t_bytes_));
         }
-        (last ? sub.last_prim : sub.prim).execute(stream(), args);
+        v.prim.execute(stream(), args);
         stream().wait();
-        transfer_nxc(t, y, sub, /*to_y=*/true, planes);
+        transfer_nxc(t, y, sub, /*to_y=*/true, call.qn);
       }
       if (os) os->write(y, out_at * sizeof(float), out_bytes);
     }
@@ -434,8 +504,8 @@ class DeconvSubLatticeKernel final : public PrimitiveKernel {
   }
 
   std::optional<memory::desc> src_md_;
-  memory::desc slab_src_md_, last_src_md_;  // in slabs: a slab's input, the last one's
-  std::int64_t slab_ = 0;                   // input planes per slab; 0: the whole volume at once
+  std::int64_t slab_ = 0;                               // sub-lattice planes per slab; 0: the whole volume at once
+  std::int64_t q_max_ = 0, halo_lo_ = 0, halo_hi_ = 0;  // slabs: depth sub-lattice planes, taps' reach
   std::vector<Sub> subs_list_;
   memory bias_;
   std::size_t t_bytes_ = 0, conv_scratch_ = 0, y_bytes_ = 0;
