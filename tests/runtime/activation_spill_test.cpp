@@ -9,6 +9,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <set>
 
@@ -132,8 +133,11 @@ TEST_P(StreamedConvChain, TheLeastGoesBelowAChainsOwnOperandsAndTheRunIsBitForBi
     streamed_pools += op == "MaxPool" || op == "AveragePool" ? 1 : 0;
     streamed_avg_pools += op == "AveragePool" ? 1 : 0;
     streamed_ups += op == "ConvTranspose" ? 1 : 0;
-    EXPECT_TRUE(op == "qsm.ConvChain" || op == "MaxPool" || op == "AveragePool" || op == "ConvTranspose")
-        << op << ": only conv chains, pooling and up-sampling stream";
+    static const std::set<std::string> kStreaming = {"qsm.ConvChain", "MaxPool", "AveragePool", "ConvTranspose",
+                                                     "Conv",          "Relu",    "LeakyRelu",   "Add",
+                                                     "Mul",           "Where",   "Greater"};
+    EXPECT_TRUE(kStreaming.count(op)) << op << ": only conv chains, strided convs, pooling, up-sampling and "
+                                      << "elementwise steps stream";
     for (const auto& op : layout->streamed[s])
       EXPECT_EQ((op.output ? layout->out_offset : layout->in_offset)[s][op.slot], qsmcore::ArenaLayout::npos)
           << "a streamed operand has no place in the arena at its step";
@@ -357,3 +361,44 @@ TEST(ActivationSpillBatch, EachSetOfABatchSpillsIntoItsOwnRegion) {
 }
 
 }  // namespace
+
+// Elementwise steps stream too (kernels/element_chunks.h): NeXtQSM's VJP masks its gradient with
+// Greater and Where and applies Relu on full-resolution tensors, each of which a budget below
+// them could otherwise not hold. In the least layout every one of them that is large enough
+// runs on chunks through the spill file, and the run there is the unbudgeted run, bit for bit.
+TEST(StreamedElementwise, ReluGreaterAndWhereStreamAndTheRunIsBitForBit) {
+  const std::string dir = qsmtest::data_dir("QSM_TWINS_DIR");
+  QSM_REQUIRE_DATA(dir, "QSM_TWINS_DIR");
+  const auto cases = qsmtest::twin_cases();
+  const auto it = std::find_if(cases.begin(), cases.end(), [](const Case& x) { return x.file == "nextqsm-vjp.onnx"; });
+  ASSERT_NE(it, cases.end()) << "nextqsm-vjp.onnx is not in the twins' manifest";
+  Case c = *it;  // at 64³ its full-resolution tensors are several chunks long
+  for (auto& [name, shape] : c.inputs)
+    for (std::size_t i = 2; i < shape.size(); ++i) shape[i] = 64;
+  const auto in = qsmtest::twin_inputs(c, 5);
+  auto m = qsmcore::OnnxModel::load(dir + "/" + c.file, options());
+  const auto ref = m.run(in);
+  const qsmcore::Plan& plan = qsmcore::plan_for(m, shapes_of(c));
+  const auto layout = plan.layout_within(plan.min_arena_bytes());
+  ASSERT_TRUE(layout->fits);
+  std::map<std::string, int> streamed;
+  for (std::size_t s = 0; s < plan.steps().size(); ++s) {
+    if (layout->streamed[s].empty()) continue;
+    streamed[plan.steps()[s].op_type] += 1;
+    for (const auto& op : layout->streamed[s])
+      EXPECT_EQ((op.output ? layout->out_offset : layout->in_offset)[s][op.slot], qsmcore::ArenaLayout::npos)
+          << "a streamed operand has no place in the arena at its step";
+  }
+  for (const char* op : {"Relu", "Greater", "Where"}) EXPECT_GT(streamed[op], 0) << "no " << op << " streams";
+  const std::int64_t cap = m.min_run_bytes(shapes_of(c));
+  m.limit_run_bytes(cap);
+  const std::int64_t before = qsmcore::memory_current();
+  qsmcore::reset_memory_peak();
+  const auto out = m.run(in);
+  EXPECT_LE(qsmcore::memory_peak() - before, cap);
+  qsmtest::expect_bitwise(out, ref, "nextqsm-vjp streamed");
+  const qsmcore::PlanMemory pm = m.plan_memory(shapes_of(c), cap);
+  EXPECT_GT(m.last_spill().written, 0u);
+  EXPECT_EQ(m.last_spill().written, static_cast<std::uint64_t>(pm.spill_write_bytes));
+  EXPECT_EQ(m.last_spill().read, static_cast<std::uint64_t>(pm.spill_read_bytes));
+}

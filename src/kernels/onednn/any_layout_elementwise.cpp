@@ -11,6 +11,7 @@
 #include <array>
 #include <cstring>
 
+#include "kernels/element_chunks.h"
 #include "kernels/onednn/common.h"
 
 namespace qsmcore::kernels::onednn {
@@ -49,18 +50,34 @@ bool keeps_padding_zero(const graph::TypedGraph& g, const graph::TNode& n, const
                      [](std::byte c) { return c == std::byte{0}; });
 }
 
+// Streamed under a budget (issue #16), it runs on chunks of the buffers (kernels/element_chunks.h):
+// the reference function is scalar, so each element gets the same bits in any chunk.
 class AnyLayoutElementwiseKernel final : public Kernel {
  public:
-  AnyLayoutElementwiseKernel(const graph::TNode& n, std::vector<bool> full, std::int64_t elements)
-      : node_(n.node), op_(n.op), full_(std::move(full)), elements_(elements) {}
+  AnyLayoutElementwiseKernel(const graph::TNode& n, const graph::TypedGraph& g, std::vector<bool> full,
+                             std::int64_t elements)
+      : node_(n.node), op_(n.op), full_(std::move(full)), chunks_(ElementChunks::of(elements)) {
+    for (const int v : n.in) in_dtypes_.push_back(value(g, v).dtype);
+    out_dtype_ = value(g, n.out[0]).dtype;
+  }
 
-  void run(std::span<const Tensor> inputs, std::span<Tensor> outputs, ExecContext&) override {
-    std::vector<Tensor> in;
-    in.reserve(inputs.size());
-    for (std::size_t i = 0; i < inputs.size(); ++i)
-      in.push_back(Tensor::view(inputs[i].dtype(), {full_[i] ? elements_ : 1}, const_cast<void*>(inputs[i].raw())));
-    Tensor out = Tensor::view(outputs[0].dtype(), {elements_}, outputs[0].raw());
-    op_->ref(node_, in, std::span<Tensor>(&out, 1));
+  void run(std::span<const Tensor> inputs, std::span<Tensor> outputs, ExecContext& ctx) override {
+    std::vector<std::size_t> bytes;
+    for (const DType t : in_dtypes_) bytes.push_back(dtype_size(t));
+    ElementChunks c = chunks_;
+    if (ctx.streamed_in.empty() && ctx.streamed_out.empty()) c.per = 0;  // in memory: one call, whole
+    std::vector<Tensor> in(inputs.size());
+    walk_element_chunks(c, inputs, outputs, bytes, full_, dtype_size(out_dtype_), ctx, [&](const ElementChunk& ch) {
+      for (std::size_t i = 0; i < inputs.size(); ++i)
+        in[i] = Tensor::view(in_dtypes_[i], {full_[i] ? ch.count : 1}, const_cast<void*>(ch.in[i]));
+      Tensor out = Tensor::view(out_dtype_, {ch.count}, ch.out);
+      op_->ref(node_, in, std::span<Tensor>(&out, 1));
+    });
+  }
+  std::optional<StreamNeed> stream_need(bool output, std::size_t slot) const override {
+    if (output) return slot == 0 ? chunks_.need(dtype_size(out_dtype_), true) : std::nullopt;
+    if (slot >= full_.size() || !full_[slot]) return std::nullopt;
+    return chunks_.need(dtype_size(in_dtypes_[slot]), false);
   }
   // Each output element depends on the inputs' elements at its own offset only, so the output
   // may overwrite an input of its type: Where's X (a masked gradient), a unary op's input.
@@ -74,7 +91,9 @@ class AnyLayoutElementwiseKernel final : public Kernel {
   graph::Node node_;
   const graph::OpDef* op_;
   std::vector<bool> full_;
-  std::int64_t elements_;  // physical elements of a full-size buffer (padding lanes included)
+  ElementChunks chunks_;  // over the physical elements of a full-size buffer (padding lanes included)
+  std::vector<DType> in_dtypes_;
+  DType out_dtype_ = DType::F32;
 };
 
 }  // namespace
@@ -115,7 +134,7 @@ std::unique_ptr<Kernel> make_any_layout_elementwise(const graph::TypedGraph& g, 
   dec.outputs = {to_layout(with_type(*anchor, yt), y.shape)};
   // The buffers are walked whole, padding lanes included (zeros in, zeros out).
   const auto elements = static_cast<std::int64_t>(anchor->get_size() / dnnl_data_type_size(anchor->data.data_type));
-  return std::make_unique<AnyLayoutElementwiseKernel>(n, std::move(full), elements);
+  return std::make_unique<AnyLayoutElementwiseKernel>(n, g, std::move(full), elements);
 }
 
 }  // namespace qsmcore::kernels::onednn
