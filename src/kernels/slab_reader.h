@@ -5,12 +5,26 @@
 // shares with the staged one are moved to the block's front instead, so the file is read once
 // per plane and a run reads exactly the bytes its plan predicted.
 #pragma once
+#include <array>
 #include <cstddef>
 #include <cstdint>
 
 #include "kernels/kernel.h"
 
 namespace qsmcore::kernels {
+
+/// One depth-slab call of a convolution-like kernel (strided conv, deconvolution sub-lattice):
+/// `count` output planes from input planes [src_first, src_first + src_planes), the planes its
+/// taps reach cut at the volume's faces, where pad_l / pad_r zero planes stand in (the whole
+/// volume's own pads there, none inside).
+struct DepthSlabCall {
+  std::int64_t count = 0, src_first = 0, src_planes = 0, pad_l = 0, pad_r = 0;
+  /// What makes two calls need different primitives.
+  std::array<std::int64_t, 4> key() const { return {count, src_planes, pad_l, pad_r}; }
+};
+/// The call for `count` output planes whose taps reach input planes reach_lo … reach_hi
+/// (either may lie outside 0 … in_depth − 1).
+DepthSlabCall depth_slab_call(std::int64_t count, std::int64_t reach_lo, std::int64_t reach_hi, std::int64_t in_depth);
 
 class SlabReader {
  public:

@@ -100,12 +100,6 @@ class ConvKernel final : public ConvLikeKernel {
     bool has_bias;
     std::int64_t kernel, stride, pad_begin, dilation;  // in depth
   };
-  // One slab's call: output planes [z0, z0 + zn) from input planes [src_first, src_first +
-  // src_planes), with pad_l / pad_r zero planes where the taps reach past the volume's faces.
-  struct SlabCall {
-    std::int64_t zn = 0, src_first = 0, src_planes = 0, pad_l = 0, pad_r = 0;
-    std::array<std::int64_t, 4> key() const { return {zn, src_planes, pad_l, pad_r}; }
-  };
   struct Variant {
     memory::desc src_md, dst_md;
     memory weights;
@@ -113,17 +107,10 @@ class ConvKernel final : public ConvLikeKernel {
   };
   static std::size_t align64(std::size_t b) { return (b + 63) / 64 * 64; }
 
-  SlabCall slab_call(std::int64_t z0) const {
-    SlabCall c;
-    c.zn = std::min(slab_, out_d_ - z0);
-    const std::int64_t want_lo = z0 * stride_ - pad_begin_,
-                       want_hi = (z0 + c.zn - 1) * stride_ - pad_begin_ + kernel_ - 1;
-    c.src_first = std::max<std::int64_t>(0, want_lo);
-    const std::int64_t last = std::min(in_d_ - 1, want_hi);
-    c.src_planes = last - c.src_first + 1;
-    c.pad_l = c.src_first - want_lo;
-    c.pad_r = want_hi - last;
-    return c;
+  // Output planes z0 … z0 + n − 1 read input planes s·z0 − pb … s·(z0 + n − 1) − pb + k − 1.
+  DepthSlabCall slab_call(std::int64_t z0) const {
+    const std::int64_t n = std::min(slab_, out_d_ - z0);
+    return depth_slab_call(n, z0 * stride_ - pad_begin_, (z0 + n - 1) * stride_ - pad_begin_ + kernel_ - 1, in_d_);
   }
 
   void prepare_depth_slabs(const graph::TNode& n, const dnnl::convolution_forward::primitive_desc& pd,
@@ -152,12 +139,12 @@ class ConvKernel final : public ConvLikeKernel {
     const dnnl_convolution_desc_t& d = g.desc.data;
     std::size_t scratch = 0;
     for (std::int64_t z0 = 0; z0 < out_d_; z0 += slab_) {
-      const SlabCall c = slab_call(z0);
+      const DepthSlabCall c = slab_call(z0);
       if (variants_.count(c.key())) continue;
       memory::dims xs = x, ys = y, pl(d.padding[0], d.padding[0] + 3), pr(d.padding[1], d.padding[1] + 3);
       memory::dims strides(d.strides, d.strides + 3), dil(d.dilates, d.dilates + 3);
       xs[2] = c.src_planes;
-      ys[2] = c.zn;
+      ys[2] = c.count;
       pl[0] = c.pad_l;
       pr[0] = c.pad_r;
       Variant v;
@@ -199,7 +186,7 @@ class ConvKernel final : public ConvLikeKernel {
     std::optional<SlabReader> reader;
     if (is) reader.emplace(*is, in_plane_);
     for (std::int64_t z0 = 0; z0 < out_d_; z0 += slab_) {
-      const SlabCall c = slab_call(z0);
+      const DepthSlabCall c = slab_call(z0);
       const Variant& v = variants_.at(c.key());
       const std::size_t in_at = static_cast<std::size_t>(c.src_first) * in_plane_;
       const std::size_t out_at = static_cast<std::size_t>(z0) * out_plane_;
@@ -219,7 +206,7 @@ class ConvKernel final : public ConvLikeKernel {
       }
       v.prim.execute(stream(), args);
       stream().wait();
-      if (os) os->write(dst, out_at, static_cast<std::size_t>(c.zn) * out_plane_);
+      if (os) os->write(dst, out_at, static_cast<std::size_t>(c.count) * out_plane_);
     }
   }
 

@@ -212,11 +212,11 @@ class DeconvSubLatticeKernel final : public PrimitiveKernel {
       if (slab_ > 0) {
         // Every slab shape the run meets (see slab_call), made now: nothing is created while running.
         for (std::int64_t q0 = 0; q0 < q_max_; q0 += slab_) {
-          const SlabCall call = slab_call(sub, q0);
-          if (call.qn == 0 || sub.variants.count(call.key())) continue;
+          const DepthSlabCall call = slab_call(sub, q0);
+          if (call.count == 0 || sub.variants.count(call.key())) continue;
           memory::dims src_dims = to_dims(x.shape), tv = t_dims, l = pl, r = pr;
           src_dims[2] = call.src_planes;
-          tv[2] = call.qn;
+          tv[2] = call.count;
           l[0] = call.pad_l;
           r[0] = call.pad_r;
           Variant v;
@@ -304,13 +304,6 @@ class DeconvSubLatticeKernel final : public PrimitiveKernel {
   }
 
  private:
-  // In slabs, one call of a sub-lattice's conv: its planes q0 … q0 + qn − 1 of the slab starting
-  // at q0, from input planes src_first … src_first + src_planes − 1 (its taps' reach, cut at the
-  // volume's faces, where pad_l / pad_r zero planes stand in, as in the whole volume's conv).
-  struct SlabCall {
-    std::int64_t qn = 0, src_first = 0, src_planes = 0, pad_l = 0, pad_r = 0;
-    std::array<std::int64_t, 4> key() const { return {qn, src_planes, pad_l, pad_r}; }
-  };
   // A slab shape's primitive (the first, inner and last slabs may differ in planes and pads).
   struct Variant {
     memory::desc t_md, src_md;
@@ -323,24 +316,17 @@ class DeconvSubLatticeKernel final : public PrimitiveKernel {
     memory::desc t_md;                                // whole volume
     memory weights;
     dnnl::convolution_forward prim;
-    std::map<std::array<std::int64_t, 4>, Variant> variants;  // slabs, by SlabCall::key
+    std::map<std::array<std::int64_t, 4>, Variant> variants;  // slabs, by DepthSlabCall::key
     std::vector<std::pair<memory::desc, memory>> packed;      // its weights, per layout asked for
   };
 
   // Depth taps of residue r reach input planes q − pl … q + (T − 1 − pl) of output plane s·q + r.
-  SlabCall slab_call(const Sub& sub, std::int64_t q0) const {
-    SlabCall c;
+  // In slabs, a sub-lattice's planes q0 … q1 − 1 of the slab starting at q0 (none past its
+  // extent) read input planes q0 − pl … q1 − 1 + (T − 1 − pl).
+  DepthSlabCall slab_call(const Sub& sub, std::int64_t q0) const {
     const std::int64_t q1 = std::min(q0 + slab_, sub.depth.q);
-    if (q1 <= q0) return c;
-    c.qn = q1 - q0;
-    const std::int64_t reach_hi = sub.depth.taps - 1 - sub.depth.pl;
-    const std::int64_t want_lo = q0 - sub.depth.pl, want_hi = q1 - 1 + reach_hi;
-    c.src_first = std::max<std::int64_t>(0, want_lo);
-    const std::int64_t last = std::min(in_[0] - 1, want_hi);
-    c.src_planes = last - c.src_first + 1;
-    c.pad_l = c.src_first - want_lo;
-    c.pad_r = want_hi - last;
-    return c;
+    if (q1 <= q0) return {};
+    return depth_slab_call(q1 - q0, q0 - sub.depth.pl, q1 - 1 + sub.depth.taps - 1 - sub.depth.pl, in_[0]);
   }
   // The input planes a slab reads (every sub-lattice's reach): [first, first + planes).
   std::pair<std::int64_t, std::int64_t> slab_input(std::int64_t q0) const {
@@ -418,10 +404,10 @@ class DeconvSubLatticeKernel final : public PrimitiveKernel {
         }
       }
       for (const Sub& sub : subs_list_) {
-        const SlabCall call = slab_call(sub, q0);
-        if (call.qn == 0) continue;
+        const DepthSlabCall call = slab_call(sub, q0);
+        if (call.count == 0) continue;
         const Variant& v = sub.variants.at(call.key());
-        if (sum_input_ >= 0) transfer_nxc(t, y, sub, /*to_y=*/false, call.qn);
+        if (sum_input_ >= 0) transfer_nxc(t, y, sub, /*to_y=*/false, call.count);
         const float* src = x + static_cast<std::size_t>(call.src_first - in_first) * in_plane();
         std::unordered_map<int, memory> args;
         args.emplace(DNNL_ARG_SRC, memory(v.src_md, engine(), const_cast<float*>(src)));
@@ -434,7 +420,7 @@ class DeconvSubLatticeKernel final : public PrimitiveKernel {
         }
         v.prim.execute(stream(), args);
         stream().wait();
-        transfer_nxc(t, y, sub, /*to_y=*/true, call.qn);
+        transfer_nxc(t, y, sub, /*to_y=*/true, call.count);
       }
       if (os) os->write(y, out_at * sizeof(float), out_bytes);
     }
