@@ -33,9 +33,9 @@ struct MeasuredMemory {
 };
 
 inline constexpr std::array<MeasuredMemory, 21> kMeasuredMemory{{
-    // bfrnet: 4 shape(s), fit residual 0 B, onednn, 2 thread(s); wasm32: 4 shape(s), fit residual 1267400 B, 2 thread(s)
+    // bfrnet: 4 shape(s), fit residual 3907744 B, onednn, 2 thread(s); wasm32: 4 shape(s), fit residual 1267400 B, 2 thread(s)
     {"bfrnet", NetworkMemory{.resident_bytes = 112900ull, .load_peak_bytes = 112900ull,
-                   .inference_fixed_bytes = 83089100ull, .inference_bytes_per_voxel = 827ull,
+                   .inference_fixed_bytes = 88052428ull, .inference_bytes_per_voxel = 829ull,
                    .wasm_fixed_bytes = 100204544ull, .wasm_bytes_per_voxel = 817ull},
      std::nullopt},
     // xqsm: 4 shape(s), fit residual 0 B, onednn, 2 thread(s); wasm32: 4 shape(s), fit residual 402102 B, 2 thread(s)
@@ -43,14 +43,14 @@ inline constexpr std::array<MeasuredMemory, 21> kMeasuredMemory{{
                    .inference_fixed_bytes = 21905924ull, .inference_bytes_per_voxel = 424ull,
                    .wasm_fixed_bytes = 28573696ull, .wasm_bytes_per_voxel = 427ull},
      425ull},
-    // qsmnet: 4 shape(s), fit residual 2467781 B, onednn, 2 thread(s); wasm32: 4 shape(s), fit residual 9679334 B, 2 thread(s)
+    // qsmnet: 4 shape(s), fit residual 3585059 B, onednn, 2 thread(s); wasm32: 4 shape(s), fit residual 9679334 B, 2 thread(s)
     {"qsmnet", NetworkMemory{.resident_bytes = 60932ull, .load_peak_bytes = 60932ull,
-                   .inference_fixed_bytes = 404393332ull, .inference_bytes_per_voxel = 223ull,
+                   .inference_fixed_bytes = 403344756ull, .inference_bytes_per_voxel = 255ull,
                    .wasm_fixed_bytes = 501743616ull, .wasm_bytes_per_voxel = 235ull},
      245ull},
-    // qsmnet-plus: 4 shape(s), fit residual 2467781 B, onednn, 2 thread(s); wasm32: 4 shape(s), fit residual 6207037 B, 2 thread(s)
+    // qsmnet-plus: 4 shape(s), fit residual 3585059 B, onednn, 2 thread(s); wasm32: 4 shape(s), fit residual 6207037 B, 2 thread(s)
     {"qsmnet-plus", NetworkMemory{.resident_bytes = 60932ull, .load_peak_bytes = 60932ull,
-                   .inference_fixed_bytes = 404393332ull, .inference_bytes_per_voxel = 223ull,
+                   .inference_fixed_bytes = 403344756ull, .inference_bytes_per_voxel = 255ull,
                    .wasm_fixed_bytes = 501350400ull, .wasm_bytes_per_voxel = 188ull},
      245ull},
     // qsmgan: 1 shape(s), fit residual 0 B, onednn, 2 thread(s); wasm32: 1 shape(s), fit residual 0 B, 2 thread(s)
@@ -60,9 +60,9 @@ inline constexpr std::array<MeasuredMemory, 21> kMeasuredMemory{{
      std::nullopt},
     // lpcnn: 4 shape(s), fit residual 14 B, onednn, 2 thread(s); wasm32: 4 shape(s), fit residual 67758 B, 2 thread(s)
     {"lpcnn", NetworkMemory{.resident_bytes = 17284ull, .load_peak_bytes = 17284ull,
-                   .inference_fixed_bytes = 2880580ull, .inference_bytes_per_voxel = 179ull,
+                   .inference_fixed_bytes = 2880516ull, .inference_bytes_per_voxel = 179ull,
                    .wasm_fixed_bytes = 7405568ull, .wasm_bytes_per_voxel = 178ull},
-     180ull},
+     std::nullopt},
     // ir2qsm: 4 shape(s), fit residual 0 B, onednn, 2 thread(s); wasm32: 4 shape(s), fit residual 298800 B, 2 thread(s)
     {"ir2qsm", NetworkMemory{.resident_bytes = 100980ull, .load_peak_bytes = 100980ull,
                    .inference_fixed_bytes = 41229668ull, .inference_bytes_per_voxel = 165ull,
@@ -75,47 +75,47 @@ inline constexpr std::array<MeasuredMemory, 21> kMeasuredMemory{{
      std::nullopt},
     // iqsm: 4 shape(s), fit residual 0 B, onednn, 2 thread(s); wasm32: 4 shape(s), fit residual 928612 B, 2 thread(s)
     {"iqsm", NetworkMemory{.resident_bytes = 31284ull, .load_peak_bytes = 31284ull,
-                   .inference_fixed_bytes = 18264700ull, .inference_bytes_per_voxel = 204ull,
+                   .inference_fixed_bytes = 18261244ull, .inference_bytes_per_voxel = 204ull,
                    .wasm_fixed_bytes = 29425664ull, .wasm_bytes_per_voxel = 143ull},
      std::nullopt},
     // iqsm-plus: 4 shape(s), fit residual 0 B, onednn, 2 thread(s); wasm32: 4 shape(s), fit residual 510959 B, 2 thread(s)
     {"iqsm-plus", NetworkMemory{.resident_bytes = 63924ull, .load_peak_bytes = 63924ull,
-                   .inference_fixed_bytes = 18532220ull, .inference_bytes_per_voxel = 212ull,
+                   .inference_fixed_bytes = 18526396ull, .inference_bytes_per_voxel = 204ull,
                    .wasm_fixed_bytes = 24772608ull, .wasm_bytes_per_voxel = 211ull},
      std::nullopt},
     // iqfm: 4 shape(s), fit residual 0 B, onednn, 2 thread(s); wasm32: 4 shape(s), fit residual 929723 B, 2 thread(s)
     {"iqfm", NetworkMemory{.resident_bytes = 31284ull, .load_peak_bytes = 31284ull,
-                   .inference_fixed_bytes = 18264700ull, .inference_bytes_per_voxel = 204ull,
+                   .inference_fixed_bytes = 18261244ull, .inference_bytes_per_voxel = 204ull,
                    .wasm_fixed_bytes = 29556736ull, .wasm_bytes_per_voxel = 142ull},
      std::nullopt},
     // nextqsm: 4 shape(s), fit residual 0 B, onednn, 2 thread(s); wasm32: 4 shape(s), fit residual 2639676 B, 2 thread(s)
     {"nextqsm", NetworkMemory{.resident_bytes = 36540ull, .load_peak_bytes = 36540ull,
                    .inference_fixed_bytes = 113078900ull, .inference_bytes_per_voxel = 242ull,
                    .wasm_fixed_bytes = 135987200ull, .wasm_bytes_per_voxel = 297ull},
-     242ull},
+     std::nullopt},
     // modl-qsm: 4 shape(s), fit residual 14 B, onednn, 2 thread(s); wasm32: 4 shape(s), fit residual 58871 B, 2 thread(s)
     {"modl-qsm", NetworkMemory{.resident_bytes = 10376ull, .load_peak_bytes = 10376ull,
-                   .inference_fixed_bytes = 2884040ull, .inference_bytes_per_voxel = 195ull,
+                   .inference_fixed_bytes = 2883976ull, .inference_bytes_per_voxel = 195ull,
                    .wasm_fixed_bytes = 7143424ull, .wasm_bytes_per_voxel = 186ull},
-     196ull},
+     std::nullopt},
     // susep-net: 4 shape(s), fit residual 14 B, onednn, 2 thread(s); wasm32: 4 shape(s), fit residual 1562867 B, 2 thread(s)
     {"susep-net", NetworkMemory{.resident_bytes = 124040ull, .load_peak_bytes = 124040ull,
-                   .inference_fixed_bytes = 211487672ull, .inference_bytes_per_voxel = 508ull,
+                   .inference_fixed_bytes = 211487608ull, .inference_bytes_per_voxel = 508ull,
                    .wasm_fixed_bytes = 243531776ull, .wasm_bytes_per_voxel = 499ull},
      std::nullopt},
     // r2primenet: 4 shape(s), fit residual 14 B, onednn, 2 thread(s); wasm32: 4 shape(s), fit residual 88862 B, 2 thread(s)
     {"r2primenet", NetworkMemory{.resident_bytes = 17284ull, .load_peak_bytes = 17284ull,
-                   .inference_fixed_bytes = 91342636ull, .inference_bytes_per_voxel = 238ull,
+                   .inference_fixed_bytes = 91342572ull, .inference_bytes_per_voxel = 238ull,
                    .wasm_fixed_bytes = 115212288ull, .wasm_bytes_per_voxel = 229ull},
      std::nullopt},
     // chi-sepnet: 4 shape(s), fit residual 14 B, onednn, 2 thread(s); wasm32: 4 shape(s), fit residual 68868 B, 2 thread(s)
     {"chi-sepnet", NetworkMemory{.resident_bytes = 13960ull, .load_peak_bytes = 13960ull,
-                   .inference_fixed_bytes = 91349552ull, .inference_bytes_per_voxel = 258ull,
+                   .inference_fixed_bytes = 91349488ull, .inference_bytes_per_voxel = 258ull,
                    .wasm_fixed_bytes = 115277824ull, .wasm_bytes_per_voxel = 229ull},
      std::nullopt},
     // hd-bet: 4 shape(s), fit residual 37754 B, onednn, 2 thread(s); wasm32: 4 shape(s), fit residual 84419 B, 2 thread(s)
     {"hd-bet", NetworkMemory{.resident_bytes = 53000ull, .load_peak_bytes = 53000ull,
-                   .inference_fixed_bytes = 124136968ull, .inference_bytes_per_voxel = 397ull,
+                   .inference_fixed_bytes = 124136968ull, .inference_bytes_per_voxel = 301ull,
                    .wasm_fixed_bytes = 181469184ull, .wasm_bytes_per_voxel = 384ull},
      std::nullopt},
     // rs2-net: 1 shape(s), fit residual 0 B, onednn, 2 thread(s); wasm32: 1 shape(s), fit residual 0 B, 2 thread(s)
@@ -135,9 +135,9 @@ inline constexpr std::array<MeasuredMemory, 21> kMeasuredMemory{{
      std::nullopt},
     // qsmcore-invnet: 4 shape(s), fit residual 14 B, onednn, 2 thread(s); wasm32: 4 shape(s), fit residual 76644 B, 2 thread(s)
     {"qsmcore-invnet", NetworkMemory{.resident_bytes = 1588ull, .load_peak_bytes = 1588ull,
-                   .inference_fixed_bytes = 2398964ull, .inference_bytes_per_voxel = 135ull,
+                   .inference_fixed_bytes = 2411700ull, .inference_bytes_per_voxel = 135ull,
                    .wasm_fixed_bytes = 5373952ull, .wasm_bytes_per_voxel = 135ull},
-     135ull},
+     136ull},
 }};
 
 constexpr const MeasuredMemory* find_measured_memory(std::string_view id) {
