@@ -163,89 +163,13 @@ class DeconvSubLatticeKernel final : public PrimitiveKernel {
     mp_ = blk_ > 0 ? (m_ + blk_ - 1) / blk_ * blk_ : m_;
     const std::int64_t subs = stride_[0] * stride_[1] * stride_[2];
 
-    const float* wsrc = w.constant->data<float>();  // [C, M, kd, kh, kw]
     const float* bsrc = n.in.size() > 2 && n.in[2] >= 0 ? value(g, n.in[2]).constant->data<float>() : nullptr;
     std::vector<float> tb(static_cast<std::size_t>(mp_), 0.0f);
     for (std::int64_t mi = 0; mi < m_; ++mi) tb[static_cast<std::size_t>(mi)] = bsrc ? bsrc[mi] : 0.0f;
     const memory::desc b_md({mp_}, dt::f32, tag::a);
     bias_ = pack(Tensor::view(DType::F32, {mp_}, tb.data()), b_md, b_md);
-    std::size_t conv_scratch = 0;
-    for (std::int64_t si = 0; si < subs; ++si) {
-      const std::int64_t r[3] = {si / (stride_[1] * stride_[2]), (si / stride_[2]) % stride_[1], si % stride_[2]};
-      Sub sub;
-      Residue res[3];
-      for (int i = 0; i < 3; ++i) {
-        const bool ok = residue_of(r[i], stride_[i], kern[i], pb[i], in_[i], out_[i], res[i]);
-        QSM_ASSERT(ok, "deconvolution sub-lattice outside the supported geometry");
-        sub.r[i] = r[i];
-        sub.q[i] = res[i].q;
-      }
-      sub.depth = res[3 - sp];
-      // The conv over spatial dims of the original rank (the padded leading ones dropped).
-      memory::dims t_dims{n_, mp_}, w_dims{mp_, c_}, pl, pr;
-      for (std::size_t i = 3 - sp; i < 3; ++i) {
-        t_dims.push_back(res[i].q);
-        w_dims.push_back(res[i].taps);
-        pl.push_back(res[i].pl);
-        pr.push_back(res[i].pr);
-      }
-      const memory::dims ones(sp, 1), zeros(sp, 0);
-      auto make_pd = [&](const memory::desc& src_md, const memory::desc& t_md, const memory::dims& l,
-                         const memory::dims& r) {
-        dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
-                                          src_md, memory::desc(w_dims, dt::f32, tag::any), b_md, t_md, ones, zeros, l,
-                                          r);
-        dnnl::convolution_forward::primitive_desc pd(d, make_attr(n.post), engine());
-        conv_scratch = std::max(conv_scratch, pd.scratchpad_desc().get_size());
-        return pd;
-      };
-      // W'[m, ci, t'] = W[ci, m, k0 + s·(T − 1 − t')] per axis, zero rows for the padding channels.
-      const std::vector<float> wt = sub_weights(wsrc, kern, res);
-      Shape w_shape(w_dims.begin(), w_dims.end());
-      auto weights_for = [&](const memory::desc& want) {
-        for (const auto& [md, mem] : sub.packed)
-          if (md == want) return mem;
-        memory mem = pack(Tensor::view(DType::F32, w_shape, const_cast<float*>(wt.data())), plain_desc(w_shape), want);
-        sub.packed.emplace_back(want, mem);
-        return mem;
-      };
-      if (slab_ > 0) {
-        // Every slab shape the run meets (see slab_call), made now: nothing is created while running.
-        for (std::int64_t q0 = 0; q0 < q_max_; q0 += slab_) {
-          const DepthSlabCall call = slab_call(sub, q0);
-          if (call.count == 0 || sub.variants.count(call.key())) continue;
-          memory::dims src_dims = to_dims(x.shape), tv = t_dims, l = pl, r = pr;
-          src_dims[2] = call.src_planes;
-          tv[2] = call.count;
-          l[0] = call.pad_l;
-          r[0] = call.pad_r;
-          Variant v;
-          v.t_md = memory::desc(tv, dt::f32, layout_tag(rank, blk_));
-          v.src_md = memory::desc(src_dims, dt::f32, layout_tag(rank, blk_));
-          const auto pd = make_pd(v.src_md, v.t_md, l, r);
-          v.prim = dnnl::convolution_forward(pd);
-          v.weights = weights_for(pd.weights_desc());
-          t_bytes_ = std::max(t_bytes_, align_up(v.t_md.get_size()));
-          if (impl_.empty()) impl_ = std::string("qsm:deconv_sublattice_slabs+") + pd.impl_info_str();
-          sub.variants.emplace(call.key(), std::move(v));
-        }
-        if (!src_md_) src_md_ = memory::desc(to_dims(x.shape), dt::f32, layout_tag(rank, blk_));
-        subs_list_.push_back(std::move(sub));
-        continue;
-      }
-      sub.t_md = memory::desc(t_dims, dt::f32, layout_tag(rank, blk_));
-      const memory::desc src_md = src_md_ ? *src_md_ : memory::desc(to_dims(x.shape), dt::f32, tag::any);
-      dnnl::convolution_forward::primitive_desc pd = make_pd(src_md, sub.t_md, pl, pr);
-      if (!src_md_) {
-        src_md_ = pd.src_desc();
-        impl_ = std::string("qsm:deconv_sublattice+") + pd.impl_info_str();
-      }
-      t_bytes_ = std::max(t_bytes_, align_up(sub.t_md.get_size()));
-      sub.weights = weights_for(pd.weights_desc());
-      sub.prim = dnnl::convolution_forward(pd);
-      subs_list_.push_back(std::move(sub));
-    }
-    conv_scratch_ = conv_scratch;
+    SubContext sc{n, to_dims(x.shape), rank, sp, kern, pb, w.constant->data<float>(), b_md};
+    for (std::int64_t si = 0; si < subs; ++si) subs_list_.push_back(make_sub(si, sc));
     scratch_bytes_ = t_bytes_ + conv_scratch_;
     in_binds_.assign(n.in.size(), Bind{-1, {}});  // weights and bias were packed above
     in_binds_[0] = {DNNL_ARG_SRC, *src_md_};
@@ -333,6 +257,94 @@ class DeconvSubLatticeKernel final : public PrimitiveKernel {
     const std::int64_t first = std::max<std::int64_t>(0, q0 - halo_lo_);
     const std::int64_t end = std::min(in_[0], q0 + slab_ + halo_hi_);
     return {first, end - first};
+  }
+
+  // What building each sub-lattice's primitives needs of the node.
+  struct SubContext {
+    const graph::TNode& n;
+    memory::dims x_dims;
+    std::size_t rank, sp;
+    const std::int64_t* kern;  // per padded axis (d, h, w)
+    const std::int64_t* pb;
+    const float* wsrc;  // [C, M, kd, kh, kw]
+    const memory::desc& b_md;
+  };
+
+  // Sub-lattice si (residues a, b, c): its taps' weights, packed for each primitive it runs —
+  // the whole volume's, or in slabs one per slab shape the run meets (see slab_call), all made
+  // now so that nothing is created while running.
+  Sub make_sub(std::int64_t si, const SubContext& sc) {
+    const std::int64_t r[3] = {si / (stride_[1] * stride_[2]), (si / stride_[2]) % stride_[1], si % stride_[2]};
+    Sub sub;
+    Residue res[3];
+    for (int i = 0; i < 3; ++i) {
+      const bool ok = residue_of(r[i], stride_[i], sc.kern[i], sc.pb[i], in_[i], out_[i], res[i]);
+      QSM_ASSERT(ok, "deconvolution sub-lattice outside the supported geometry");
+      sub.r[i] = r[i];
+      sub.q[i] = res[i].q;
+    }
+    sub.depth = res[3 - sc.sp];
+    // The conv over spatial dims of the original rank (the padded leading ones dropped).
+    memory::dims t_dims{n_, mp_}, w_dims{mp_, c_}, pl, pr;
+    for (std::size_t i = 3 - sc.sp; i < 3; ++i) {
+      t_dims.push_back(res[i].q);
+      w_dims.push_back(res[i].taps);
+      pl.push_back(res[i].pl);
+      pr.push_back(res[i].pr);
+    }
+    const memory::dims ones(sc.sp, 1), zeros(sc.sp, 0);
+    auto make_pd = [&](const memory::desc& src_md, const memory::desc& t_md, const memory::dims& l,
+                       const memory::dims& rr) {
+      dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, src_md,
+                                        memory::desc(w_dims, dt::f32, tag::any), sc.b_md, t_md, ones, zeros, l, rr);
+      dnnl::convolution_forward::primitive_desc pd(d, make_attr(sc.n.post), engine());
+      conv_scratch_ = std::max(conv_scratch_, pd.scratchpad_desc().get_size());
+      return pd;
+    };
+    // W'[m, ci, t'] = W[ci, m, k0 + s·(T − 1 − t')] per axis, zero rows for the padding channels.
+    const std::vector<float> wt = sub_weights(sc.wsrc, sc.kern, res);
+    const Shape w_shape(w_dims.begin(), w_dims.end());
+    auto weights_for = [&](const memory::desc& want) {
+      for (const auto& [md, mem] : sub.packed)
+        if (md == want) return mem;
+      memory mem = pack(Tensor::view(DType::F32, w_shape, const_cast<float*>(wt.data())), plain_desc(w_shape), want);
+      sub.packed.emplace_back(want, mem);
+      return mem;
+    };
+    const tag lt = layout_tag(sc.rank, blk_);
+    if (slab_ > 0) {
+      for (std::int64_t q0 = 0; q0 < q_max_; q0 += slab_) {
+        const DepthSlabCall call = slab_call(sub, q0);
+        if (call.count == 0 || sub.variants.count(call.key())) continue;
+        memory::dims src_dims = sc.x_dims, tv = t_dims, l = pl, rr = pr;
+        src_dims[2] = call.src_planes;
+        tv[2] = call.count;
+        l[0] = call.pad_l;
+        rr[0] = call.pad_r;
+        Variant v;
+        v.t_md = memory::desc(tv, dt::f32, lt);
+        v.src_md = memory::desc(src_dims, dt::f32, lt);
+        const auto pd = make_pd(v.src_md, v.t_md, l, rr);
+        v.prim = dnnl::convolution_forward(pd);
+        v.weights = weights_for(pd.weights_desc());
+        t_bytes_ = std::max(t_bytes_, align_up(v.t_md.get_size()));
+        if (impl_.empty()) impl_ = std::string("qsm:deconv_sublattice_slabs+") + pd.impl_info_str();
+        sub.variants.emplace(call.key(), std::move(v));
+      }
+      if (!src_md_) src_md_ = memory::desc(sc.x_dims, dt::f32, lt);
+      return sub;
+    }
+    sub.t_md = memory::desc(t_dims, dt::f32, lt);
+    const memory::desc src_md = src_md_ ? *src_md_ : memory::desc(sc.x_dims, dt::f32, tag::any);
+    dnnl::convolution_forward::primitive_desc pd = make_pd(src_md, sub.t_md, pl, pr);
+    if (!src_md_) {
+      src_md_ = pd.src_desc();
+      impl_ = std::string("qsm:deconv_sublattice+") + pd.impl_info_str();
+    }
+    t_bytes_ = std::max(t_bytes_, align_up(sub.t_md.get_size()));
+    sub.weights = weights_for(pd.weights_desc());
+    sub.prim = dnnl::convolution_forward(pd);
+    return sub;
   }
 
   std::vector<float> sub_weights(const float* wsrc, const std::int64_t* kern, const Residue* res) const {
