@@ -133,7 +133,7 @@ std::int64_t Context::reserve(const Reservation& r, const std::vector<std::size_
     // One run over the budget: its graphs' activations spill into what the rest leaves.
     if (baseline_ + predict(n) > budget && opts.model.spill_activations)
       fit_by_spilling(r, model_of, held, window, run_peak);
-    if (baseline_ + predict(n) > budget) refuse(r, held, run_peak, predict(1));
+    if (baseline_ + predict(n) > budget) refuse(r, held, window, run_peak, predict(1));
   }
   run.predicted_peak_bytes = predict(n);
   run.tiles = r.tiles;
@@ -198,7 +198,10 @@ void Context::fit_by_spilling(const Reservation& r, const std::vector<std::size_
   run_peak = spilled_peak;
 }
 
-void Context::refuse(const Reservation& r, std::int64_t held, std::int64_t run_peak, std::int64_t peak) {
+// The figures add up to the predicted peak (unless loading's own peak was the larger): the
+// streamed weight window is held once beside the run, and a tile has to fit beside it too.
+void Context::refuse(const Reservation& r, std::int64_t held, std::int64_t window, std::int64_t run_peak,
+                     std::int64_t peak) {
   const std::int64_t budget = budget_;
   // Figures in the budget's own terms: a budget on the whole process counts what it holds
   // outside the engine (ModelOptions::mem_budget_outside) as held.
@@ -206,13 +209,14 @@ void Context::refuse(const Reservation& r, std::int64_t held, std::int64_t run_p
   std::string msg = id() + ": predicted peak " + std::to_string(before + peak) + " bytes (" +
                     (outside_ > 0 ? "the process outside the engine " + std::to_string(outside_) + " + " : "") +
                     "already allocated " + std::to_string(baseline_) + " + model and plans " + std::to_string(held) +
-                    " + one run " + std::to_string(run_peak) + " + wrapper buffers " +
+                    (window > 0 ? " + weight window " + std::to_string(window) : std::string()) + " + one run " +
+                    std::to_string(run_peak) + " + wrapper buffers " +
                     std::to_string(r.wrapper_fixed + r.wrapper_per_tile) + ") is above the budget of " +
                     std::to_string(outside_ + budget) + " bytes" + budget_from();
   if (least_run_ > 0 && least_run_ < run_peak)
     msg += "; with its activations spilled to disk one run needs at least " + std::to_string(least_run_) +
            " bytes, the whole run " + std::to_string(before + peak - run_peak + least_run_);
-  const std::int64_t room = budget - baseline_ - held - r.wrapper_fixed;
+  const std::int64_t room = budget - baseline_ - held - window - r.wrapper_fixed;
   std::int64_t patch_voxels = 1;
   for (const auto& s : r.shapes.front())
     if (s.size() >= 3) {

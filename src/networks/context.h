@@ -94,7 +94,8 @@ class Context {
   void retune_threads(std::int64_t in_flight, const std::function<bool()>& fits, const std::function<void()>& measure);
   void fit_by_spilling(const Reservation& r, const std::vector<std::size_t>& model_of, std::int64_t held,
                        std::int64_t window, std::int64_t& run_peak);
-  [[noreturn]] void refuse(const Reservation& r, std::int64_t held, std::int64_t run_peak, std::int64_t peak);
+  [[noreturn]] void refuse(const Reservation& r, std::int64_t held, std::int64_t window, std::int64_t run_peak,
+                           std::int64_t peak);
 
   int pool_ = 1;
   int threads_ = 1;  // each model's intra-op threads (load, then reserve)
