@@ -47,6 +47,9 @@ ChainSchedule::ChainSchedule(const graph::TypedGraph& g, const graph::TNode& n) 
       const auto geo = graph::conv_transpose_geometry(c.node, x.shape, wt.shape);
       ChainSource src;
       src.node = &c;
+      // After the layers: it adds onto the last layer's output (graph/passes/stream_conv_chains.cpp).
+      src.addend = !layers.empty();
+      if (src.addend) layers.back().addend_source = static_cast<int>(sources.size());
       src.input_pos = pos(c.in[0]);
       src.cin = x.shape[1];
       src.m = wt.shape[1];

@@ -34,12 +34,16 @@ struct ChainLayer {
   std::int64_t m = 0;            // output channels
   std::int64_t pf = 0, pb = 0;   // depth pads (front, back) = reach behind / ahead
   std::int64_t cap = 0;          // planes its window holds (sized by the dry walk)
+  int addend_source = -1;        // the last layer: an up-sampling whose planes it adds onto (index)
 };
 
 /// An up-sampling ConvTranspose (kernel = stride) feeding a first-layer part, run a few
-/// low-resolution planes at a time into its own window.
+/// low-resolution planes at a time into its own window; or (`addend`) adding onto the last
+/// layer's output, made by each of its slabs where that layer accumulates (no window: the last
+/// layer's slabs are then whole sub-lattice planes).
 struct ChainSource {
   const graph::TNode* node = nullptr;
+  bool addend = false;
   int input_pos = -1;
   std::int64_t cin = 0, m = 0, s[3] = {1, 1, 1}, ld = 0, lh = 0, lw = 0;  // strides, low-res extent
   std::int64_t cap = 0;
@@ -105,7 +109,12 @@ void ChainSchedule::walk(Conv&& conv, Shift&& shift, Src&& source, SrcShift&& so
     for (std::size_t j = 1; j <= nl; ++j) {
       ChainLayer& l = layers[j - 1];
       const std::int64_t limit = hi[j - 1] == d ? d : hi[j - 1] - l.pb;
-      const std::int64_t target = std::min({limit, hi[j] + slab, d});
+      std::int64_t target = std::min({limit, hi[j] + slab, d});
+      // A last layer adding an up-sampling's planes computes whole sub-lattice planes of it.
+      if (j == nl && l.addend_source >= 0 && target < d) {
+        const std::int64_t s = sources[static_cast<std::size_t>(l.addend_source)].s[0];
+        target = target / s * s;
+      }
       if (target <= hi[j]) continue;
       const std::int64_t in_lo = std::max<std::int64_t>(0, hi[j] - l.pf);
       const std::int64_t in_hi = std::min(d, target + l.pb);
@@ -113,6 +122,7 @@ void ChainSchedule::walk(Conv&& conv, Shift&& shift, Src&& source, SrcShift&& so
       if (j == 1) {
         for (std::size_t si = 0; si < sources.size(); ++si) {
           ChainSource& so = sources[si];
+          if (so.addend) continue;  // made by the last layer's slabs themselves
           // Planes before in_lo are never read again; new planes in whole low-res planes.
           const std::int64_t keep = std::min(shi[si], std::max(slo[si], in_lo));
           if (keep > slo[si] && shi[si] > keep) source_shift(si, keep - slo[si], shi[si] - keep);

@@ -148,6 +148,7 @@ struct OnnxModel::Impl {
     if (opts.backend == Backend::Simd128) po.chain_filter = &kernels::simd128_runs_conv_chain;
     po.max_conv_weight_bytes = opts.max_unit_weight_bytes;
     po.chain_window_share = share;
+    po.chain_upsampled_addends = opts.backend == Backend::OneDnn;  // the SIMD128 chain does not run them
     graph::run_passes(tg, po);
     return tg;
   }

@@ -57,13 +57,17 @@ int order_for_memory(TypedGraph& g);
 /// next kernel's reach): kChainWindowShare by default; a budget that needs less memory asks for
 /// finer slabs (kernels/onednn/conv_chain.cpp computes each plane the same way, whatever slab
 /// it falls in).
+/// With `upsampled_addends` (oneDNN), a chain whose output only feeds an up-sampling
+/// ConvTranspose (kernel = stride) adding onto it (an octave convolution's high-frequency sum,
+/// xQSM) makes that up-sampling's planes too and adds them where its last layer accumulates:
+/// the full-resolution sum's addend is never whole, and a spilled run neither writes nor reads it.
 using ChainFilter = std::function<bool(const TypedGraph&, const TNode& chain)>;
 constexpr std::int64_t kChainWindowShare = 6;
 /// Depth slabs of a pooling or up-sampling that runs in slabs, at the default share; finer shares
 /// stamp kDepthSlabs · share / kChainWindowShare on the node as "qsm_depth_slabs".
 constexpr std::int64_t kDepthSlabs = 8;
 int stream_conv_chains(TypedGraph& g, std::uint64_t max_weight_bytes, const ChainFilter& accept = {},
-                       std::int64_t window_share = kChainWindowShare);
+                       std::int64_t window_share = kChainWindowShare, bool upsampled_addends = false);
 
 /// Marks nodes dead whose outputs nobody reads and that are not graph outputs.
 int remove_dead_nodes(TypedGraph& g);
@@ -72,12 +76,13 @@ struct PassOptions {
   bool fold_bn = true;
   bool fuse = true;
   bool split_concat = true;
-  std::uint64_t max_conv_weight_bytes = 0;  // split_heavy_convs bound; 0 = off
-  bool reorder = true;                      // order_for_memory
-  bool recompute = true;                    // recompute_late_values
-  bool stream_chains = false;               // stream_conv_chains (the backend must run them)
-  ChainFilter chain_filter;                 // what of them the backend runs
+  std::uint64_t max_conv_weight_bytes = 0;              // split_heavy_convs bound; 0 = off
+  bool reorder = true;                                  // order_for_memory
+  bool recompute = true;                                // recompute_late_values
+  bool stream_chains = false;                           // stream_conv_chains (the backend must run them)
+  ChainFilter chain_filter;                             // what of them the backend runs
   std::int64_t chain_window_share = kChainWindowShare;  // their slabs' fineness
+  bool chain_upsampled_addends = false;                 // chains absorb up-samplings adding onto them
 };
 
 /// The standard pipeline.

@@ -10,7 +10,8 @@
 // chain (one conv per concatenated input, from split_concat_convs) reading several full
 // tensors; l(j+1) reads l(j)'s output, which nothing else reads, and may add a residual computed
 // before the chain (LPCNN's and ResNet-style blocks: conv, conv + block input). A pooling over
-// disjoint windows may end a chain (a U-Net's down-sampling).
+// disjoint windows may end a chain (a U-Net's down-sampling), or, on oneDNN, an up-sampling
+// adding onto the last layer's output (an octave convolution's sum, xQSM).
 //
 // Every other such convolution is a chain of one part, whose Sum (a split concatenation's
 // partial sum) is then a residual read plane by plane. In memory it holds what a whole-volume
@@ -83,6 +84,23 @@ bool slab_upsampling(const TypedGraph& g, const TNode& n) {
   return true;
 }
 
+// An up-sampling (as above, but adding onto `y` as its first post-op) the chain making `y` can
+// run too: it makes the up-sampled planes of a slab and adds them where its last layer
+// accumulates (an octave convolution's high-frequency output, xQSM's conv + up-sampled sum).
+bool slab_upsampling_onto(const TypedGraph& g, const TNode& n, int y) {
+  if (n.post.empty() || n.post.front().kind != PostOp::Kind::Sum || n.in[0] == y ||
+      n.in[static_cast<std::size_t>(n.post.front().sum_input)] != y)
+    return false;
+  TNode bare = n;  // the other post-ops follow the sum; the chain's last layer applies them
+  bare.post.erase(bare.post.begin());
+  return slab_upsampling(g, bare);
+}
+
+// A layer output a following sum may take: no activation between the convolution and the sum.
+bool no_activation(const TNode& n) {
+  return std::all_of(n.post.begin(), n.post.end(), [](const PostOp& p) { return p.kind == PostOp::Kind::Sum; });
+}
+
 // A pooling over whole, disjoint windows (kernel = stride, no pads, dividing the volume) of a
 // batch-1 f32 3-D volume: a chain ending in it pools each group of planes as soon as the last
 // layer has made it, so the full-resolution map before a U-Net's down-sampling is never whole.
@@ -112,7 +130,7 @@ std::int64_t weight_bytes(const TypedGraph& g, const TNode& n) {
 }  // namespace
 
 int stream_conv_chains(TypedGraph& g, std::uint64_t max_weight_bytes, const ChainFilter& accept,
-                       std::int64_t window_share) {
+                       std::int64_t window_share, bool upsampled_addends) {
   const std::int64_t share = std::max<std::int64_t>(window_share, 1);
   const std::size_t n_nodes = g.nodes.size();
   std::vector<int> producer(g.values.size(), -1);
@@ -153,6 +171,7 @@ int stream_conv_chains(TypedGraph& g, std::uint64_t max_weight_bytes, const Chai
   int chains = 0;
   std::vector<bool> taken(n_nodes, false);
   std::vector<std::vector<TNode>> replacement(n_nodes);
+  std::vector<std::pair<int, TNode>> late;  // chains placed after the other chains at their place
   // Chain from node i (a convolution): its layer and the ones it feeds; with `single`, node i
   // alone (and a pooling after it).
   auto try_chain = [&](std::size_t i, bool single) {
@@ -193,7 +212,18 @@ int stream_conv_chains(TypedGraph& g, std::uint64_t max_weight_bytes, const Chai
         if (!g.nodes[j].dead && !g.nodes[j].in.empty() && g.nodes[j].in[0] == y && !taken[j] &&
             slab_pooling(g, g.nodes[j]))
           pool = static_cast<int>(j);
-    if (rest.empty() && pool < 0 && !single) return;
+    // Or an up-sampling adding onto it ends the chain (the chain's output is then the sum).
+    int addend_up = -1;
+    if (const int y = g.nodes[static_cast<std::size_t>(tail)].out[0];
+        upsampled_addends && pool < 0 && single_use(y) && no_activation(g.nodes[static_cast<std::size_t>(tail)]))
+      for (std::size_t j = static_cast<std::size_t>(tail) + 1; j < n_nodes && addend_up < 0; ++j)
+        if (!g.nodes[j].dead && !taken[j] && slab_upsampling_onto(g, g.nodes[j], y)) {
+          const std::int64_t wb = weight_bytes(g, g.nodes[j]);
+          if (max_weight_bytes > 0 && static_cast<std::uint64_t>(wbytes + wb) > max_weight_bytes) break;
+          wbytes += wb;
+          addend_up = static_cast<int>(j);
+        }
+    if (rest.empty() && pool < 0 && addend_up < 0 && !single) return;
     // First-layer inputs made by an up-sampling only for this layer are made inside the chain,
     // a few planes at a time (a U-Net decoder then holds its skip and the half-resolution
     // tensor, not the up-sampled one).
@@ -239,7 +269,18 @@ int stream_conv_chains(TypedGraph& g, std::uint64_t max_weight_bytes, const Chai
                             g.values[static_cast<std::size_t>(g.nodes[static_cast<std::size_t>(pool)].in[0])].shape)
                       .kernel[0] -
                   1;
-    const std::int64_t reach = std::max(kmax - 1, pool_back) + (smax - 1);
+    // An added up-sampling's planes go straight where the last layer accumulates, one
+    // low-resolution plane per call: no window, that plane's scratch; the last layer's slabs
+    // are whole sub-lattice planes of it.
+    std::int64_t addend_stride = 1, addend_scratch = 0;
+    if (addend_up >= 0) {
+      const TValue& up = g.values[static_cast<std::size_t>(g.nodes[static_cast<std::size_t>(addend_up)].out[0])];
+      const TValue& low = g.values[static_cast<std::size_t>(g.nodes[static_cast<std::size_t>(addend_up)].in[0])];
+      addend_stride = up.shape[2] / low.shape[2];
+      addend_scratch = up.shape[1] * low.shape[3] * low.shape[4] * static_cast<std::int64_t>(sizeof(float)) + 64;
+    }
+    // Those slabs lag the previous layer's by up to a stride − 1 planes more.
+    const std::int64_t reach = std::max(kmax - 1, pool_back) + (smax - 1) + (addend_stride - 1);
     std::int64_t slab = depth / share - reach;
     // Finer slabs than the default never cost a chain: one too thin for them takes 2 planes
     // (when the default's slab would have been at least that), its windows a larger share.
@@ -249,6 +290,10 @@ int stream_conv_chains(TypedGraph& g, std::uint64_t max_weight_bytes, const Chai
       window_share = depth / (slab + reach);
     }
     if (slab < 2) return;
+    if (slab < addend_stride) {  // too thin for whole sub-lattice planes: the up-sampling runs alone
+      if (rest.empty() && pool < 0 && !single) return;
+      addend_up = -1;
+    }
 
     TNode chain;
     chain.node.name = g.nodes[static_cast<std::size_t>(tail)].node.name + "/chain";
@@ -265,7 +310,8 @@ int stream_conv_chains(TypedGraph& g, std::uint64_t max_weight_bytes, const Chai
     // The windows' reservation: the share of the intermediates (+ 64 B alignment per window).
     int_attr("window_bytes",
              saved / window_share + source_low / window_share +
-                 64 * static_cast<std::int64_t>(layers_end.size() - (pool < 0 ? 1 : 0) + 2 * sources.size()));
+                 64 * static_cast<std::int64_t>(layers_end.size() - (pool < 0 ? 1 : 0) + 2 * sources.size()) +
+                 (addend_up >= 0 ? addend_scratch : 0));
     auto add_in = [&](int v) {
       if (v >= 0 && std::find(chain.in.begin(), chain.in.end(), v) == chain.in.end()) chain.in.push_back(v);
     };
@@ -280,11 +326,13 @@ int stream_conv_chains(TypedGraph& g, std::uint64_t max_weight_bytes, const Chai
               ? v
               : g.nodes[static_cast<std::size_t>(sources[static_cast<std::size_t>(it - source_outs.begin())])].in[0]);
     }
+    if (addend_up >= 0) add_in(g.nodes[static_cast<std::size_t>(addend_up)].in[0]);
     std::vector<int> all = sources;  // sources first: the kernel reads them before the layers
     all.insert(all.end(), first.begin(), first.end());
     all.insert(all.end(), rest.begin(), rest.end());
-    if (pool >= 0) all.push_back(pool);  // the pooling last
-    std::vector<int> inside;             // values the chain computes itself (partial sums, intermediates)
+    if (pool >= 0) all.push_back(pool);            // the pooling last
+    if (addend_up >= 0) all.push_back(addend_up);  // or the up-sampling adding onto the last layer
+    std::vector<int> inside;                       // values the chain computes itself (partial sums, intermediates)
     inside.reserve(all.size());
     for (int p : all) inside.push_back(g.nodes[static_cast<std::size_t>(p)].out[0]);
     for (int p : all) {
@@ -293,7 +341,7 @@ int stream_conv_chains(TypedGraph& g, std::uint64_t max_weight_bytes, const Chai
         if (std::find(inside.begin(), inside.end(), n.in[k]) == inside.end()) add_in(n.in[k]);
       chain.chain.push_back(n);
     }
-    const int end = pool >= 0 ? pool : tail;
+    const int end = addend_up >= 0 ? addend_up : pool >= 0 ? pool : tail;
     chain.out = {g.nodes[static_cast<std::size_t>(end)].out[0]};
     chain.dead = false;
     if (accept && !accept(g, chain)) return;
@@ -301,7 +349,16 @@ int stream_conv_chains(TypedGraph& g, std::uint64_t max_weight_bytes, const Chai
       taken[static_cast<std::size_t>(p)] = true;
       g.nodes[static_cast<std::size_t>(p)].dead = true;
     }
-    replacement[static_cast<std::size_t>(end)].push_back(std::move(chain));
+    // The chain runs where its last input is ready: an absorbed up-sampling's low-resolution
+    // input may be made well before the up-sampling ran, and holding the chain's other inputs
+    // until then would cost what the up-sampling's absorption saves.
+    // (After whatever else takes that place: the input's producer may become a chain itself.)
+    if (addend_up >= 0) {
+      const int low = g.nodes[static_cast<std::size_t>(addend_up)].in[0];
+      late.emplace_back(std::max(tail, producer[static_cast<std::size_t>(low)]), std::move(chain));
+    } else {
+      replacement[static_cast<std::size_t>(end)].push_back(std::move(chain));
+    }
     ++chains;
   };
   // Longer chains first: a convolution that is one part of a later layer (a split
@@ -311,6 +368,7 @@ int stream_conv_chains(TypedGraph& g, std::uint64_t max_weight_bytes, const Chai
   // onto, in place), not all of the concatenation's inputs at once.
   for (std::size_t i = 0; i < n_nodes; ++i) try_chain(i, false);
   for (std::size_t i = 0; i < n_nodes; ++i) try_chain(i, true);
+  for (auto& [at, chain] : late) replacement[static_cast<std::size_t>(at)].push_back(std::move(chain));
   // The kernels that run poolings, up-samplings and strided convs in depth slabs (kDepthSlabs)
   // take as many more as the chains' slabs are finer.
   if (share > kChainWindowShare)

@@ -6,6 +6,12 @@
 // instead. Consumed planes are dropped by moving the rest to the window's front. The dry walk at
 // construction creates every primitive shape the run meets, so nothing is created or allocated
 // while running.
+//
+// An up-sampling added onto the last layer (an octave convolution's sum: xQSM's conv of the
+// high-frequency part + the up-sampled low-frequency one) is made by the last layer's slabs: its
+// planes are written (or added onto a residual's) where the conv then accumulates with a sum
+// post-op, so the conv's own output is never a whole volume. Under a budget that saves writing
+// it to the spill file and reading it back (xQSM at 1/4 of its peak: 19.5 → 10.7 GB written).
 #include <omp.h>
 
 #include <algorithm>
@@ -39,14 +45,16 @@ struct Part {
 
 struct Layer {
   std::vector<Part> parts;
+  int addend_source = -1;      // an up-sampling whose planes are added where the layer accumulates
   std::int64_t m = 0;          // output channels
   std::size_t plane = 0;       // floats per output plane (H·W·M)
   std::size_t window_off = 0;  // byte offset of the plane window in scratch
 };
 
-/// An up-sampling ConvTranspose (kernel = stride) feeding a first-layer part: its output is made
-/// a few planes at a time from the low-resolution input, one 1x1 conv per output sub-lattice
-/// (as in deconv.cpp) into `t`, scattered into the source's own plane window.
+/// An up-sampling ConvTranspose (kernel = stride) feeding a first-layer part, or adding onto the
+/// last layer's output: its output is made a few planes at a time from the low-resolution input,
+/// one 1x1 conv per output sub-lattice (as in deconv.cpp) into `t`, scattered into the source's
+/// own plane window. An addend's own post-ops after its sum are the last layer's.
 struct Source {
   int input_pos = -1;
   std::int64_t cin = 0, m = 0, s[3] = {1, 1, 1}, ld = 0, lh = 0, lw = 0;  // strides, low-res extent
@@ -91,7 +99,7 @@ class ConvChainKernel final : public Kernel {
       src.w = value(g, c.in[1]).constant.get();
       src.b = c.in.size() > 2 && c.in[2] >= 0 ? value(g, c.in[2]).constant.get() : nullptr;
       QSM_ASSERT(src.w != nullptr, "a streamed up-sampling without its weights");
-      src.post = c.post;
+      src.post = cso.addend ? std::vector<PostOp>{} : c.post;
       src.plane = static_cast<std::size_t>(h_ * w_ * src.m);
       sources_.push_back(std::move(src));
     }
@@ -113,6 +121,8 @@ class ConvChainKernel final : public Kernel {
         p.ph0 = geo.pads_begin[1], p.ph1 = geo.pads_end[1], p.pw0 = geo.pads_begin[2], p.pw1 = geo.pads_end[2];
         l.parts.push_back(std::move(p));
       }
+      l.addend_source = cl.addend_source;
+      if (cl.addend_source >= 0) add_upsampled_addend(l, *cs_.sources[static_cast<std::size_t>(cl.addend_source)].node);
     }
     if (cs_.pool) {
       Pool pl;
@@ -128,6 +138,7 @@ class ConvChainKernel final : public Kernel {
     cs_.walk(
         [&](const ChainSchedule::Slab& sl) {
           prepare_call(sl.layer, sl.n_in, sl.n_out, sl.pad_f, sl.pad_b);
+          if (const int si = layers_[sl.layer].addend_source; si >= 0) prepare_source(static_cast<std::size_t>(si), 1);
           if (sl.layer == 0) in_planes_ = std::max(in_planes_, sl.n_in);
           if (!pool_ && sl.layer + 1 == layers_.size()) out_planes_ = std::max(out_planes_, sl.n_out);
         },
@@ -180,7 +191,9 @@ class ConvChainKernel final : public Kernel {
     const auto& y = value(g, n.out[0]);
     dec.outputs = {to_layout(memory::desc(to_dims(y.shape), dt::f32, tag::ndhwc), y.shape)};
     inplace_ = cs_.shareable_input();
-    impl_ = "qsm:conv_chain(" + std::to_string(layers_.size()) + ")+" + impl_;
+    // "+up": an up-sampling added onto the last layer is made inside.
+    impl_ = "qsm:conv_chain(" + std::to_string(layers_.size()) + (layers_.back().addend_source >= 0 ? "+up" : "") +
+            ")+" + impl_;
   }
 
   std::size_t scratch_bytes() const override { return scratch_bytes_; }
@@ -262,6 +275,15 @@ class ConvChainKernel final : public Kernel {
               if (from != dst) std::memcpy(dst, from, slab_bytes);
             }
           }
+          if (l.addend_source >= 0) {
+            // The up-sampled planes go there too (onto the residual's, when there is one), one
+            // low-resolution plane at a time.
+            const auto si = static_cast<std::size_t>(l.addend_source);
+            const std::int64_t s0 = sources_[si].s[0];
+            for (std::int64_t z = 0; z < n_out; z += s0)
+              run_source(si, inputs, ctx, (abs_plane + z) / s0, 1, dst + static_cast<std::size_t>(z) * l.plane,
+                         l.parts.front().addend_pos >= 0);
+          }
           for (std::size_t k = 0; k < l.parts.size(); ++k) {
             const Part& p = l.parts[k];
             const float* src;
@@ -301,7 +323,9 @@ class ConvChainKernel final : public Kernel {
                        static_cast<std::size_t>(planes) * layers_[j].plane * sizeof(float));
         },
         [&](std::size_t si, std::int64_t low0, std::int64_t n_low, std::int64_t dst_plane) {
-          run_source(si, inputs, ctx, low0, n_low, dst_plane);
+          float* win = reinterpret_cast<float*>(ctx.scratch + sources_[si].window_off);
+          run_source(si, inputs, ctx, low0, n_low, win + static_cast<std::size_t>(dst_plane) * sources_[si].plane,
+                     false);
         },
         [&](std::size_t si, std::int64_t from, std::int64_t planes) {
           const Source& so = sources_[si];
@@ -357,6 +381,16 @@ class ConvChainKernel final : public Kernel {
       return base;
     }
   };
+
+  // The layer adds an up-sampling's output (node `up`, whose first post-op is that sum) onto
+  // its own: its first part accumulates onto planes holding the up-sampled ones, and its last
+  // applies what `up` applied after the sum. The pass took only layers without activations.
+  static void add_upsampled_addend(Layer& l, const graph::TNode& up) {
+    auto& front = l.parts.front().post;
+    if (l.parts.front().addend_pos < 0) front.insert(front.begin(), PostOp{PostOp::Kind::Sum, 0.0f, 0.0f, -1});
+    auto& last = l.parts.back().post;
+    last.insert(last.end(), up.post.begin() + 1, up.post.end());
+  }
 
   // A slab call's shape: input planes, output planes, depth pads.
   using CallKey = std::array<std::int64_t, 4>;
@@ -471,12 +505,12 @@ class ConvChainKernel final : public Kernel {
     so.bias.push_back(pack(bias, b_md, b_md));
   }
 
-  // Output planes [dst, …) of the source's window from low-res planes [low0, low0 + n_low).
+  // The up-sampled planes of low-res planes [low0, low0 + n_low), written (or, with `add`,
+  // added) from `out` on: its window's planes, or where the last layer accumulates.
   void run_source(std::size_t si, std::span<const Tensor> inputs, ExecContext& ctx, std::int64_t low0,
-                  std::int64_t n_low, std::int64_t dst_plane) const {
+                  std::int64_t n_low, float* out, bool add) const {
     const Source& so = sources_[si];
     float* t = reinterpret_cast<float*>(ctx.scratch + so.t_off);
-    float* win = reinterpret_cast<float*>(ctx.scratch + so.window_off);
     const auto low_at = static_cast<std::size_t>(low0 * so.lh * so.lw * so.cin);
     const float* x;
     if (const StreamedOperand* xs = ctx.in_stream(static_cast<std::size_t>(so.input_pos))) {
@@ -510,9 +544,15 @@ class ConvChainKernel final : public Kernel {
       for (std::int64_t r = 0; r < n_low * so.lh; ++r) {
         const std::int64_t z = r / so.lh, y = r % so.lh;
         const float* trow = t + static_cast<std::size_t>(r * so.lw * so.m);
-        float* wrow =
-            win + static_cast<std::size_t>(((dst_plane + z * so.s[0] + a) * h_ + y * so.s[1] + b) * w_ * so.m);
-        for (std::int64_t xx = 0; xx < so.lw; ++xx) std::memcpy(wrow + (xx * so.s[2] + c) * so.m, trow + xx * so.m, px);
+        float* wrow = out + static_cast<std::size_t>(((z * so.s[0] + a) * h_ + y * so.s[1] + b) * w_ * so.m);
+        for (std::int64_t xx = 0; xx < so.lw; ++xx) {
+          float* to = wrow + (xx * so.s[2] + c) * so.m;
+          const float* from = trow + xx * so.m;
+          if (add)
+            for (std::int64_t k = 0; k < so.m; ++k) to[k] += from[k];
+          else
+            std::memcpy(to, from, px);
+        }
       }
     }
   }

@@ -179,7 +179,11 @@ class ConvChainKernel final : public Kernel {
 bool can_run_conv_chain(const graph::TypedGraph& g, const graph::TNode& n) {
   // One convolution alone gains only the streaming of its operands under a budget (issue #16),
   // which this backend does not do: it runs on the whole volume.
-  if (const ChainSchedule cs(g, n); cs.layers.size() == 1 && !cs.pool) return false;
+  const ChainSchedule cs(g, n);
+  if (cs.layers.size() == 1 && !cs.pool) return false;
+  // An up-sampling added onto the last layer (the pass makes those for oneDNN only).
+  for (const auto& so : cs.sources)
+    if (so.addend) return false;
   for (const auto& c : n.chain) {
     if (c.node.op_type == "Conv") {
       if (!conv_planes_supported(g, c)) return false;
