@@ -43,7 +43,10 @@ class Context {
     std::vector<std::vector<Shape>> shapes;  // per run kind: the input shapes (each builds a plan)
     std::int64_t wrapper_fixed = 0;          // wrapper buffers held during the run (bytes)
     std::int64_t wrapper_per_tile = 0;       // wrapper buffers per tile in flight (bytes)
-    std::int64_t in_flight = 1;              // wanted; reduced to what the budget allows
+    // Wrapper buffers held only while no graph runs (an unrolled network's FFT step), in the
+    // place of a run's memory: the peak takes the larger of the two.
+    std::int64_t wrapper_between = 0;
+    std::int64_t in_flight = 1;  // wanted; reduced to what the budget allows
     std::int64_t tiles = 1;
     bool tileable = false;  // the refusal suggests a tile (generic tiler / windows)
     std::int64_t halo = 0;

@@ -16,13 +16,28 @@ DipoleOp::DipoleOp(const Dims3& dims, const Vec3& voxel_mm, const Vec3& b0_dir, 
       options_(o),
       fft_(std::make_unique<physics::RealFft3<double>>(dims)) {}
 
+std::int64_t DipoleOp::fft_bytes(const Dims3& d) {
+  const std::int64_t half = (d[0] / 2 + 1) * d[1] * d[2];
+  return d[0] * d[1] * d[2] * 8 + half * 16 + 2 * 64;
+}
+
+double* DipoleOp::buffer() {
+  if (!fft_) fft_ = std::make_unique<physics::RealFft3<double>>(dims_);
+  return fft_->real();
+}
+
+void DipoleOp::release() {
+  fft_.reset();
+  kernel_squared_ = DipoleKernel();
+}
+
 std::int64_t DipoleOp::bytes(const Dims3& d) {
   const std::int64_t half = (d[0] / 2 + 1) * d[1] * d[2];
   return d[0] * d[1] * d[2] * 8 + half * 16 + 2 * half * 8 + 3 * 64;  // two kernels: D, D²
 }
 
 void DipoleOp::apply(const double* in, double* out) {
-  double* r = fft_->real();
+  double* r = buffer();
   const std::int64_t n = count();
   for (std::int64_t i = 0; i < n; ++i) r[i] = in[i];
   fft_->forward();
@@ -32,7 +47,7 @@ void DipoleOp::apply(const double* in, double* out) {
 }
 
 void DipoleOp::apply_squared(const double* in, double* out) {
-  double* r = fft_->real();
+  double* r = buffer();
   const std::int64_t n = count();
   for (std::int64_t i = 0; i < n; ++i) r[i] = in[i];
   fft_->forward();
@@ -86,25 +101,29 @@ void modl_step(DipoleOp& d, double alpha, std::span<const double> y0, std::span<
   }
 }
 
-void nextqsm_step(DipoleOp& d, double lambda, std::span<const double> bf, std::span<const double> grad_r,
-                  std::span<const double> mask, std::span<double> x) {
+double nextqsm_data_term(DipoleOp& d, std::span<const double> bf, std::span<const double> x) {
   const std::size_t n = x.size();
-  Buffer b(2 * n * sizeof(double), MemCategory::Other);
-  double* dx = reinterpret_cast<double*>(b.data());
-  double* t = dx + n;
-  d.apply(x.data(), dx);
+  // dx and dx − bf in the FFT's own buffer: the step holds no volume of its own.
+  double* t = d.buffer();
+  d.apply(x.data(), t);
   double nbf = 0.0, nu = 0.0;
   for (std::size_t k = 0; k < n; ++k) {
     nbf += bf[k] * bf[k];
-    const double u = bf[k] - dx[k];
+    const double u = bf[k] - t[k];
     nu += u * u;
-    t[k] = dx[k] - bf[k];
+    t[k] = t[k] - bf[k];
   }
   nbf = std::sqrt(nbf);
   nu = std::sqrt(nu);
-  const double scale = (nbf == 0.0 || nu == 0.0) ? 0.0 : 100.0 / (nbf * nu);
   d.apply(t, t);
-  for (std::size_t k = 0; k < n; ++k) x[k] = (x[k] - (lambda * scale * t[k] + grad_r[k])) * mask[k];
+  return (nbf == 0.0 || nu == 0.0) ? 0.0 : 100.0 / (nbf * nu);
+}
+
+void nextqsm_step(DipoleOp& d, double lambda, std::span<const double> bf, std::span<const double> grad_r,
+                  std::span<const double> mask, std::span<double> x) {
+  const double scale = nextqsm_data_term(d, bf, x);
+  const double* t = d.buffer();
+  for (std::size_t k = 0; k < x.size(); ++k) x[k] = nextqsm_update(x[k], lambda * scale, t[k], grad_r[k], mask[k]);
 }
 
 }  // namespace qsmcore::networks

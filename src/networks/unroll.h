@@ -25,6 +25,14 @@ class DipoleOp {
   void apply_squared(const double* in, double* out);
   /// Bytes of its buffers (FFT real + half spectrum + the kernels of D and D²), for budgets.
   static std::int64_t bytes(const Dims3& dims);
+  /// Of those, the FFT's (real + half spectrum): made by the first apply after a release().
+  static std::int64_t fft_bytes(const Dims3& dims);
+  /// The FFT's real buffer (count() doubles; made if released): room a caller may use between
+  /// applies, and pass to apply() as its input or output.
+  double* buffer();
+  /// Frees the FFT's buffers and D² until the next apply (an unrolled network's graph runs
+  /// while they are not needed: NeXtQSM's budget counts them between its runs only).
+  void release();
 
  private:
   Dims3 dims_;
@@ -63,5 +71,12 @@ inline constexpr double kNextqsmLambdas[6] = {15.141516, 15.005543, 16.733437, 1
 /// x ← (x − (λ·scale·D(dx − bf) + grad_r))·mask, with grad_r = VJP(x)/N already divided.
 void nextqsm_step(DipoleOp& d, double lambda, std::span<const double> bf, std::span<const double> grad_r,
                   std::span<const double> mask, std::span<double> x);
+/// The step's data term, so a caller can apply the update as it reads grad_r: D(dx − bf) into
+/// d.buffer(), and returns scale.
+double nextqsm_data_term(DipoleOp& d, std::span<const double> bf, std::span<const double> x);
+/// The step's update of one voxel: `lambda_scale` = λ·scale, `t` = D(dx − bf) there.
+inline double nextqsm_update(double x, double lambda_scale, double t, double grad_r, double mask) {
+  return (x - (lambda_scale * t + grad_r)) * mask;
+}
 
 }  // namespace qsmcore::networks

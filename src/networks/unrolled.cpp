@@ -130,49 +130,60 @@ void run_nextqsm(Context& c) {
   const std::int64_t m = std::max<std::int64_t>(c.spec.pad_multiple[0], 1);
   // The odd padding voxel goes before the volume, as NeXtQSM's authors centre it (#19 item 6).
   const Box frame = tiling::pad_frame(dims, {m, m, m}, tiling::PadRule::CentredCeil);
-  const std::int64_t N = frame.voxels();
+  const std::int64_t N = frame.voxels(), V = grid.voxels();
   const Shape shape{1, 1, frame.size[0], frame.size[1], frame.size[2]};
   c.load(c.pool());
   Context::Reservation res;
   res.shapes = {{shape}, {shape}};
-  res.wrapper_fixed = 2 * grid.voxels() * 8 + 6 * N * 8 + DipoleOp::bytes(frame.size) + 2 * N * 4 + 8192;
+  // Held through the graph runs: the padded mask (0/1 as floats), bf and x (doubles), D's kernel,
+  // and a run's input and output (floats). Only between the runs (issue #16: they do not sit
+  // beside a run's activations): the field in ppm before the first, then each step's FFT
+  // buffers (released before the next run), then χ.
+  const std::int64_t kernel_bytes = DipoleOp::bytes(frame.size) - DipoleOp::fft_bytes(frame.size);
+  res.wrapper_fixed = N * 4 + 2 * N * 8 + kernel_bytes + 2 * N * 4 + 8192;
+  res.wrapper_between = std::max(V * 8, DipoleOp::fft_bytes(frame.size)) + 4096;
   c.reserve(res, {0, 1});
   axial_check(c, grid);
   c.stage("prepare");
   const Volume* mask = c.in.mask;
-  Volume f = field_ppm(c.in);
   Vec3 b = c.in.b0_dir ? *c.in.b0_dir : b0_dir_from_affine(grid.affine());  // used as given (not renormalised)
   DipoleOp d(frame.size, grid.voxel_mm(), b, KernelOptions::nextqsm());
-  Volume mpad = Volume::zeros(frame.size, grid.geometry()), bf = Volume::zeros(frame.size, grid.geometry()),
-         x = Volume::zeros(frame.size, grid.geometry()), grad = Volume::zeros(frame.size, grid.geometry());
+  d.release();  // its FFT's buffers come with the first step
+  Buffer mpad_bytes(static_cast<std::size_t>(N) * sizeof(float), MemCategory::Other);
+  float* mpad = reinterpret_cast<float*>(mpad_bytes.data());
   const Box all{{0, 0, 0}, frame.size};
-  // The padded mask, from a tensor of the frame (row-major) back into a column-major frame volume.
+  Tensor t = f32_tensor(shape);
   {
-    Tensor t = f32_tensor(shape);
+    Volume f = field_ppm(c.in);
+    // The padded mask, from a tensor of the frame (row-major) back into a column-major frame.
     tiling::pack_box(f.data(), dims, frame, tiling::kXYZ, tiling::Fill::Zero, t.data<float>(),
                      [&](double, std::int64_t k) { return inside(mask, k) ? 1.0 : 0.0; });
     tiling::unpack_box(t.data<float>(), frame.size, all, tiling::kXYZ, all,
-                       [&](std::int64_t k, double v, std::int64_t) { mpad.data()[k] = v; });
-  }
-  c.stage("background");
-  {
-    Tensor t = f32_tensor(shape);
+                       [&](std::int64_t k, double v, std::int64_t) { mpad[k] = static_cast<float>(v); });
     tiling::pack_box(f.data(), dims, frame, tiling::kXYZ, tiling::Fill::Zero, t.data<float>(),
                      [&](double v, std::int64_t k) { return inside(mask, k) ? v : 0.0; });
+  }
+  c.stage("background");
+  Volume bf = Volume::zeros(frame.size, grid.geometry()), x = Volume::zeros(frame.size, grid.geometry());
+  {
     std::vector<Tensor> o = c.run_model(0, {t});
     tiling::unpack_box(o.at(0).data<float>(), frame.size, all, tiling::kXYZ, all,
-                       [&](std::int64_t k, double v, std::int64_t) { bf.data()[k] = v * mpad.data()[k]; });
+                       [&](std::int64_t k, double v, std::int64_t) { bf.data()[k] = v * mpad[k]; });
   }
   std::copy(bf.values().begin(), bf.values().end(), x.values().begin());
   c.stage("iterations");
   const int iters = static_cast<int>(std::size(kNextqsmLambdas));
   for (int i = 0; i < iters; ++i) {
-    Tensor t = f32_tensor(shape);
     tiling::pack_box(x.data(), frame.size, all, tiling::kXYZ, tiling::Fill::Zero, t.data<float>());
     std::vector<Tensor> o = c.run_model(1, {t});
-    tiling::unpack_box(o.at(0).data<float>(), frame.size, all, tiling::kXYZ, all,
-                       [&](std::int64_t k, double v, std::int64_t) { grad.data()[k] = v / static_cast<double>(N); });
-    nextqsm_step(d, kNextqsmLambdas[i], bf.values(), grad.values(), mpad.values(), x.values());
+    // The step's update as the VJP is read (grad_r = VJP/N): no gradient volume is held.
+    const double lambda_scale = kNextqsmLambdas[i] * nextqsm_data_term(d, bf.values(), x.values());
+    const double* dt = d.buffer();
+    tiling::unpack_box(
+        o.at(0).data<float>(), frame.size, all, tiling::kXYZ, all, [&](std::int64_t k, double v, std::int64_t) {
+          x.data()[k] = nextqsm_update(x.data()[k], lambda_scale, dt[k], v / static_cast<double>(N), mpad[k]);
+        });
+    d.release();
     c.progress((i + 1) / static_cast<double>(iters), "iterations");
   }
   Volume out = make_like(grid);
