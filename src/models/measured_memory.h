@@ -33,16 +33,16 @@ struct MeasuredMemory {
 };
 
 inline constexpr std::array<MeasuredMemory, 21> kMeasuredMemory{{
-    // bfrnet: 4 shape(s), fit residual 3907744 B, onednn, 2 thread(s); wasm32: 4 shape(s), fit residual 1267400 B, 2 thread(s)
+    // bfrnet: 4 shape(s), fit residual 15707 B, onednn, 2 thread(s); wasm32: 4 shape(s), fit residual 1267400 B, 2 thread(s)
     {"bfrnet", NetworkMemory{.resident_bytes = 112900ull, .load_peak_bytes = 112900ull,
-                   .inference_fixed_bytes = 88052428ull, .inference_bytes_per_voxel = 829ull,
+                   .inference_fixed_bytes = 83104524ull, .inference_bytes_per_voxel = 860ull,
                    .wasm_fixed_bytes = 100204544ull, .wasm_bytes_per_voxel = 817ull},
      std::nullopt},
-    // xqsm: 4 shape(s), fit residual 0 B, onednn, 2 thread(s); wasm32: 4 shape(s), fit residual 402102 B, 2 thread(s)
+    // xqsm: 4 shape(s), fit residual 7978 B, onednn, 2 thread(s); wasm32: 4 shape(s), fit residual 402102 B, 2 thread(s)
     {"xqsm", NetworkMemory{.resident_bytes = 64260ull, .load_peak_bytes = 64260ull,
-                   .inference_fixed_bytes = 21905924ull, .inference_bytes_per_voxel = 424ull,
+                   .inference_fixed_bytes = 21905988ull, .inference_bytes_per_voxel = 441ull,
                    .wasm_fixed_bytes = 28573696ull, .wasm_bytes_per_voxel = 427ull},
-     425ull},
+     442ull},
     // qsmnet: 4 shape(s), fit residual 3585059 B, onednn, 2 thread(s); wasm32: 4 shape(s), fit residual 9679334 B, 2 thread(s)
     {"qsmnet", NetworkMemory{.resident_bytes = 60932ull, .load_peak_bytes = 60932ull,
                    .inference_fixed_bytes = 403344756ull, .inference_bytes_per_voxel = 255ull,
