@@ -106,6 +106,7 @@ class Context {
   std::string budget_source_;
   std::int64_t baseline_ = 0;
   std::int64_t outside_ = 0;  // of a budget on the whole process, what it leaves outside the engine
+  bool take_outside_as_measured();
   std::int64_t least_run_ = 0;
   std::optional<TileRequest> fitting_tile_;  // one graph run's least bytes, spilled (set when spilling cannot fit)
   std::string stage_;
