@@ -18,7 +18,7 @@ DipoleOp::DipoleOp(const Dims3& dims, const Vec3& voxel_mm, const Vec3& b0_dir, 
 
 std::int64_t DipoleOp::fft_bytes(const Dims3& d) {
   const std::int64_t half = (d[0] / 2 + 1) * d[1] * d[2];
-  return d[0] * d[1] * d[2] * 8 + half * 16 + 2 * 64;
+  return d[0] * d[1] * d[2] * 8 + half * 16 + 2 * std::int64_t{64};  // two 64-byte alignments
 }
 
 double* DipoleOp::buffer() {
@@ -33,7 +33,7 @@ void DipoleOp::release() {
 
 std::int64_t DipoleOp::bytes(const Dims3& d) {
   const std::int64_t half = (d[0] / 2 + 1) * d[1] * d[2];
-  return d[0] * d[1] * d[2] * 8 + half * 16 + 2 * half * 8 + 3 * 64;  // two kernels: D, D²
+  return d[0] * d[1] * d[2] * 8 + half * 16 + 2 * half * 8 + 3 * std::int64_t{64};  // two kernels: D, D²
 }
 
 void DipoleOp::apply(const double* in, double* out) {
