@@ -133,8 +133,7 @@ struct OnnxModel::Impl {
   // spills, as that is where a smaller least matters.
   std::vector<std::int64_t> window_shares() const {
     if (opts.spill_activations && opts.stream_conv_chains && opts.backend == Backend::OneDnn)
-      return {graph::kChainWindowShare, 2 * graph::kChainWindowShare, 4 * graph::kChainWindowShare,
-              8 * graph::kChainWindowShare};
+      return {graph::kChainWindowShare, 2 * graph::kChainWindowShare, 4 * graph::kChainWindowShare};
     return {graph::kChainWindowShare};
   }
 

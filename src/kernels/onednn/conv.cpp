@@ -7,7 +7,6 @@
 // z0 … z1 − 1 read input planes s·z0 − pb … s·(z1 − 1) − pb + k − 1 alone, contiguous in
 // channels-last. The slab's conv has the whole volume's pads at the faces and reads real planes
 // inside. Always in slabs, budget or not, so a budgeted run makes the same calls.
-#include <algorithm>
 #include <array>
 #include <cstring>
 #include <map>
@@ -127,8 +126,7 @@ class ConvKernel final : public ConvLikeKernel {
     for (const auto& p : n.post)
       if (p.kind == PostOp::Kind::Sum) return;  // an addend would have to stream as well
     const std::int64_t finer = n.node.attrs.get_int("qsm_depth_slabs", graph::kDepthSlabs);
-    const std::int64_t slabs =  // a finer share: as many as asked, or as make slabs of 2 planes
-        finer > graph::kDepthSlabs ? std::max(graph::kDepthSlabs, std::min(finer, y[2] / 2)) : graph::kDepthSlabs;
+    const std::int64_t slabs = finer > graph::kDepthSlabs && y[2] >= 2 * finer ? finer : graph::kDepthSlabs;
     if (y[2] < 2 * slabs) return;
     in_d_ = x[2];
     out_d_ = y[2];

@@ -7,7 +7,6 @@
 // activations and Sum.
 #include <omp.h>
 
-#include <algorithm>
 #include <array>
 #include <cstring>
 #include <map>
@@ -383,10 +382,7 @@ class DeconvSubLatticeKernel final : public PrimitiveKernel {
       halo_hi_ = std::max(halo_hi_, res.taps - 1 - res.pl);
     }
     const std::int64_t finer = n.node.attrs.get_int("qsm_depth_slabs", graph::kDepthSlabs);
-    // A finer share than the default: as many slabs as asked, or as make slabs of 2 planes
-    // (xQSM's 4³/4 up-sampling has 46 low-resolution planes: 23 slabs where 32 were asked).
-    const std::int64_t kSlabs =
-        finer > graph::kDepthSlabs ? std::max(graph::kDepthSlabs, std::min(finer, q_max_ / 2)) : graph::kDepthSlabs;
+    const std::int64_t kSlabs = finer > graph::kDepthSlabs && q_max_ >= 2 * finer ? finer : graph::kDepthSlabs;
     if (q_max_ < 2 * kSlabs) return 0;
     return (q_max_ + kSlabs - 1) / kSlabs;
   }
