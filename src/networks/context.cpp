@@ -122,8 +122,9 @@ std::int64_t Context::reserve(const Reservation& r, const std::vector<std::size_
   measure();
   const std::int64_t load_peak = memory_peak() - baseline_;
   auto predict = [&](std::int64_t n) {
+    // The streamed weight window is held while a run is (the executor trims it after each).
     return std::max(load_peak,
-                    held + window + r.wrapper_fixed + std::max(n * (run_peak + r.wrapper_per_tile), r.wrapper_between));
+                    held + r.wrapper_fixed + std::max(window + n * (run_peak + r.wrapper_per_tile), r.wrapper_between));
   };
   std::int64_t n = std::max<std::int64_t>(1, std::min(r.in_flight, r.tiles));
   if (budget_ > 0) {
@@ -231,20 +232,22 @@ void Context::refuse(const Reservation& r, std::int64_t held, std::int64_t windo
   // Figures in the budget's own terms: a budget on the whole process counts what it holds
   // outside the engine (ModelOptions::mem_budget_outside) as held.
   const std::int64_t before = outside_ + baseline_;
-  // Between graph runs the wrapper may hold more than a run does (then that is the term).
-  const bool between = r.wrapper_between > run_peak + r.wrapper_per_tile;
+  // Between graph runs the wrapper may hold more than a run and its weight window do (then
+  // that is the term).
+  const bool between = r.wrapper_between > window + run_peak + r.wrapper_per_tile;
   std::string msg = id() + ": predicted peak " + std::to_string(before + peak) + " bytes (" +
                     (outside_ > 0 ? "the process outside the engine " + std::to_string(outside_) + " + " : "") +
                     "already allocated " + std::to_string(baseline_) + " + model and plans " + std::to_string(held) +
-                    (window > 0 ? " + weight window " + std::to_string(window) : std::string()) +
                     (between ? " + wrapper buffers between graph runs " + std::to_string(r.wrapper_between) +
-                                   " (more than one run, " + std::to_string(run_peak) + ")"
-                             : " + one run " + std::to_string(run_peak)) +
+                                   " (more than one run, " + std::to_string(run_peak) +
+                                   (window > 0 ? ", with its weight window, " + std::to_string(window) : "") + ")"
+                             : (window > 0 ? " + weight window " + std::to_string(window) : std::string()) +
+                                   " + one run " + std::to_string(run_peak)) +
                     " + wrapper buffers " + std::to_string(r.wrapper_fixed + r.wrapper_per_tile) +
                     ") is above the budget of " + std::to_string(outside_ + budget) + " bytes" + budget_from();
   if (least_run_ > 0 && least_run_ < run_peak) {
-    const std::int64_t run_term = std::max(run_peak + r.wrapper_per_tile, r.wrapper_between);
-    const std::int64_t least_term = std::max(least_run_ + r.wrapper_per_tile, r.wrapper_between);
+    const std::int64_t run_term = std::max(window + run_peak + r.wrapper_per_tile, r.wrapper_between);
+    const std::int64_t least_term = std::max(window + least_run_ + r.wrapper_per_tile, r.wrapper_between);
     msg += "; with its activations spilled to disk one run needs at least " + std::to_string(least_run_) +
            " bytes, the whole run " + std::to_string(before + peak - run_term + least_term);
   }

@@ -60,11 +60,15 @@ std::vector<std::string> twin_paths(const std::string& dir, const ModelSpec& spe
   return p;
 }
 
+// The figure a refusal names after `key`, or `missing`.
+std::int64_t figure_after(const std::string& msg, const std::string& key, std::int64_t missing = -1) {
+  const auto at = msg.find(key);
+  return at == std::string::npos ? missing : std::stoll(msg.substr(at + key.size()));
+}
+
 // The least whole-run figure a refusal names ("... the whole run N"), or -1.
 std::int64_t least_named(const std::string& msg) {
-  const std::string key = "the whole run ";
-  const auto at = msg.find(key);
-  return at == std::string::npos ? -1 : std::stoll(msg.substr(at + key.size()));
+  return figure_after(msg, "the whole run ");
 }
 
 class SpillBudget : public testing::TestWithParam<std::string> {};
@@ -148,10 +152,7 @@ TEST(SpillBudgetTiles, BelowTheLeastATileableNetworkRunsAsTilesThatFit) {
       run_network(spec, twin_paths(dir, spec), in, probe);
     } catch (const Error& e) {
       const std::string m = e.what();
-      const auto number_after = [&](const std::string& key) -> std::int64_t {
-        const auto at = m.find(key);
-        return at == std::string::npos ? 0 : std::stoll(m.substr(at + key.size()));
-      };
+      const auto number_after = [&](const std::string& key) { return figure_after(m, key, 0); };
       run_least = number_after("one run needs at least ");
       whole_least = number_after("bytes, the whole run ");
     }
@@ -253,10 +254,7 @@ TEST(SpillBudgetTiles, ARefusalsFiguresAddUpToItsPredictedPeakWithStreamedWeight
     FAIL() << "half the peak fit in memory";
   } catch (const Error& e) {
     const std::string m = e.what();
-    const auto number_after = [&](const std::string& key) -> std::int64_t {
-      const auto at = m.find(key);
-      return at == std::string::npos ? -1 : std::stoll(m.substr(at + key.size()));
-    };
+    const auto number_after = [&](const std::string& key) { return figure_after(m, key); };
     const std::int64_t peak = number_after("predicted peak ");
     const std::int64_t window = number_after(" + weight window ");
     ASSERT_GT(window, 0) << "no weight window named: " << m;
@@ -295,10 +293,7 @@ TEST(SpillBudgetTiles, AnUnrolledNetworksFftBuffersTakeTheRunsPlaceNotRoomBeside
   } catch (const Error& e) {
     m = e.what();
   }
-  const auto number_after = [&](const std::string& key) -> std::int64_t {
-    const auto at = m.find(key);
-    return at == std::string::npos ? -1 : std::stoll(m.substr(at + key.size()));
-  };
+  const auto number_after = [&](const std::string& key) { return figure_after(m, key); };
   const std::int64_t least_run = number_after("one run needs at least ");
   const std::int64_t least = least_named(m);
   ASSERT_GT(least_run, 0) << m;
@@ -348,10 +343,7 @@ TEST(SpillBudgetTiles, WhatTheProcessHoldsOutsideTheEngineIsCountedAsMeasured) {
     ASSERT_EQ(e.kind(), ErrorKind::OutOfBudget) << e.what();
     m = e.what();
   }
-  const auto number_after = [&](const std::string& key) -> std::int64_t {
-    const auto at = m.find(key);
-    return at == std::string::npos ? -1 : std::stoll(m.substr(at + key.size()));
-  };
+  const auto number_after = [&](const std::string& key) { return figure_after(m, key); };
   const std::int64_t outside = number_after("the process outside the engine ");
   EXPECT_GT(outside, share) << m;
   std::int64_t sum = outside;
