@@ -267,7 +267,8 @@ void Context::refuse(const Reservation& r, std::int64_t held, std::int64_t windo
     msg += "; with its activations spilled to disk one run needs at least " + std::to_string(least_run_) +
            " bytes, the whole run " + std::to_string(before + peak - run_term + least_term);
   }
-  const std::int64_t room = budget - baseline_ - held - window - r.wrapper_fixed;
+  const std::int64_t tiled_fixed = std::max(r.wrapper_fixed, r.wrapper_fixed_tiled);
+  const std::int64_t room = budget - baseline_ - held - window - tiled_fixed;
   std::int64_t patch_voxels = 1;
   for (const auto& s : r.shapes.front())
     if (s.size() >= 3) {

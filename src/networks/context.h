@@ -46,6 +46,10 @@ class Context {
     // Wrapper buffers held only while no graph runs (an unrolled network's FFT step), in the
     // place of a run's memory: the peak takes the larger of the two.
     std::int64_t wrapper_between = 0;
+    // What wrapper_fixed becomes when the run is cut into tiles, where it differs (a whole-volume
+    // run may make its output only between graph runs; tiles fill it while others run): the
+    // room a refusal sizes its suggested tile in. 0: wrapper_fixed.
+    std::int64_t wrapper_fixed_tiled = 0;
     std::int64_t in_flight = 1;  // wanted; reduced to what the budget allows
     std::int64_t tiles = 1;
     bool tileable = false;  // the refusal suggests a tile (generic tiler / windows)

@@ -95,11 +95,21 @@ void run_field_net(Context& c, const FieldRecipe& r) {
   const Box patch = tiles.empty() ? frame : tiles.front().patch;
   Context::Reservation res;
   res.shapes = {{{1, r.tkd_prior ? 3 : 1, patch.size[0], patch.size[1], patch.size[2]}}};
-  // field + output; with the TKD prior also the prior and, while it is made, TKD's masked copy,
-  // FFT buffer, spectrum and kernel (≤ 4 more volumes of f64).
-  res.wrapper_fixed = (r.tkd_prior ? 7 : 2) * grid.voxels() * 8 + 4096;
+  // The field in ppm when it is a copy; with the TKD prior also the prior and, while it is made,
+  // the field's copy it is made from, TKD's masked copy, FFT buffer, spectrum and kernel (≤ 6
+  // more volumes of f64).
+  const std::int64_t volume_bytes = grid.voxels() * 8;
+  res.wrapper_fixed = FieldPpm::own_bytes(c.in) + (r.tkd_prior ? 6 : 0) * volume_bytes + 4096;
   const std::int64_t channels = r.tkd_prior ? 3 : 1;
   res.wrapper_per_tile = channels * patch.voxels() * 4 + 4096;
+  // The output volume: beside the tiles in flight, or, for one whole-volume run, made once the
+  // run has returned its memory (then beside the graph's output only).
+  const bool whole = tiles.size() == 1;
+  res.wrapper_fixed_tiled = res.wrapper_fixed + volume_bytes;
+  if (whole)
+    res.wrapper_between = volume_bytes + patch.voxels() * 4 + 4096;
+  else
+    res.wrapper_fixed = res.wrapper_fixed_tiled;
   res.in_flight = workers;
   res.tiles = std::max<std::int64_t>(n, 1);
   res.tileable = r.tiled;
@@ -109,9 +119,9 @@ void run_field_net(Context& c, const FieldRecipe& r) {
   axial_check(c, grid);
 
   c.stage("prepare");
-  Volume f = field_ppm(c.in);
-  const Volume prior = r.tkd_prior ? tkd_prior(c, f, *mask) : Volume{};
-  Volume out = make_like(grid);
+  const FieldPpm f(c.in);
+  const Volume prior = r.tkd_prior ? tkd_prior(c, field_ppm(c.in), *mask) : Volume{};
+  Volume out = whole ? Volume{} : make_like(grid);
   c.stage(tiled ? "tiles" : "inference");
   std::int64_t finished = 0;
   c.run_tiles(
@@ -135,6 +145,7 @@ void run_field_net(Context& c, const FieldRecipe& r) {
       },
       [&](std::int64_t t, std::vector<Tensor>& y) {
         const auto& tile = tiles[static_cast<std::size_t>(t)];
+        if (whole) out = make_like(grid);
         tiling::unpack_box(y.at(0).data<float>(), dims, tile.patch, tiling::kXYZ, tile.core,
                            [&](std::int64_t i, double v, std::int64_t) {
                              if (!inside(mask, i)) return;

@@ -53,13 +53,13 @@ void run_qsmgan(Context& c) {
       }
   Context::Reservation res;
   res.shapes = {{{1, 1, P[0], P[1], P[2]}}};
-  res.wrapper_fixed = 2 * grid.voxels() * 8 + 4096;
+  res.wrapper_fixed = FieldPpm::own_bytes(c.in) + grid.voxels() * 8 + 4096;  // the field in ppm, the output
   res.wrapper_per_tile = P[0] * P[1] * P[2] * 4 + 4096;
   res.tiles = static_cast<std::int64_t>(tiles.size());
   const std::int64_t in_flight = c.reserve(res);
   axial_check(c, grid);
   c.stage("prepare");
-  Volume f = field_ppm(c.in);
+  const FieldPpm f(c.in);
   Volume out = make_like(grid);
   const Volume* mask = c.in.mask;
   c.stage("tiles");
@@ -139,13 +139,13 @@ void run_autoqsm(Context& c) {
   const std::int64_t qv = Q[0] * Q[1] * Q[2];
   Context::Reservation res;
   res.shapes = {{{1, 1, P[0], P[1], P[2]}}};
-  res.wrapper_fixed = 2 * grid.voxels() * 8 + fv * 8 + (nij + 1) * qv * 8 + 8192;
+  res.wrapper_fixed = FieldPpm::own_bytes(c.in) + grid.voxels() * 8 + fv * 8 + (nij + 1) * qv * 8 + 8192;
   res.wrapper_per_tile = P[0] * P[1] * P[2] * 4 + 4096;
   res.tiles = static_cast<std::int64_t>(tiles.size());
   c.reserve(res);
   axial_check(c, grid);
   c.stage("prepare");
-  Volume f = field_ppm(c.in);
+  const FieldPpm f(c.in);
   Volume acc = Volume::zeros(frame, grid.geometry());
   Volume r = Volume::zeros(Q, grid.geometry());
   std::vector<Volume> kept(static_cast<std::size_t>(nij));

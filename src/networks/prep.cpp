@@ -122,6 +122,24 @@ Volume field_ppm(const NetworkInputs& in) {
   return out;
 }
 
+bool FieldPpm::reads_input(const NetworkInputs& in) {
+  // Multiplying by 1 changes no bit, so reading the input is the converted copy's values.
+  return field_to_ppm_factor(in.field_unit, in.b0_tesla, in.te_s) == 1.0;
+}
+
+std::int64_t FieldPpm::own_bytes(const NetworkInputs& in) {
+  return reads_input(in) ? 0 : in.field->voxels() * static_cast<std::int64_t>(sizeof(double));
+}
+
+FieldPpm::FieldPpm(const NetworkInputs& in) {
+  if (reads_input(in)) {
+    data_ = in.field->frame(0).data();
+    return;
+  }
+  converted_ = field_ppm(in);
+  data_ = converted_.data();
+}
+
 Vec3 b0_direction(const NetworkInputs& in, const Volume& grid) {
   if (!in.b0_dir) return b0_dir_from_affine(grid.affine());
   Vec3 b = *in.b0_dir;
