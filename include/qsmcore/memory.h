@@ -78,4 +78,10 @@ std::int64_t process_hwm_bytes();
 /// Resets VmHWM (writes 5 to /proc/self/clear_refs); false if not permitted.
 bool reset_process_hwm();
 
+/// What the process holds resident beyond the engine's accounted bytes and `share` (the part of
+/// a budget left to what lies outside the engine: binary, libraries, thread stacks, generated
+/// kernels); 0 when it holds no more, where the resident set is unknown, or under
+/// AddressSanitizer (whose shadow memory is resident too, and not the process's own).
+std::int64_t resident_outside_beyond(std::int64_t share);
+
 }  // namespace qsmcore

@@ -183,6 +183,12 @@ class OnnxModel {
   /// the least that would do when even spilling every activation does not fit, or when
   /// spill_activations is off and the run does not fit as planned.
   PlanMemory plan_memory(const std::vector<Shape>& input_shapes, std::int64_t run_bytes);
+  /// The engine's budget and the share of a budget on the whole process left to what it holds
+  /// outside the engine, as measured so far: once a plan is built, what the process holds
+  /// beyond mem_budget_outside (the plans' generated kernels among it) comes out of the
+  /// engine's budget (only where mem_budget_outside > 0).
+  std::int64_t engine_budget() const;
+  std::int64_t outside_share() const;
   /// The least bytes one run at these shapes needs above the model, every activation that can
   /// leave memory between its uses spilled (on finer conv-chain slabs where that is less).
   /// `enough`: a caller that only asks whether a run fits in this many bytes gets the first

@@ -114,7 +114,7 @@ const char* const kThreadsHelp =
 
 const char* const kMemBudgetHelp =
     "keep this process's memory within this (2GiB, 500MB, bytes; none = no budget; natively 48 MiB of it is "
-    "left to what the process holds outside the engine, or with qsm run what it is measured to hold once "
+    "left to what the process holds outside the engine, or what it is measured to hold once "
     "planned, if more): activations that do not "
     "fit are spilled to disk and read back exactly (--spill-dir, --no-spill); a run that cannot fit even so is "
     "refused before allocating. Default: what this process may use (cgroup memory limit, SLURM_MEM_PER_NODE or "

@@ -128,7 +128,7 @@ std::map<std::string, Tensor> run_model(const OnnxRunArgs& a, OnnxModel& model, 
     f.plan_bytes = memory_current() - before_plan;
     // Over the budget, one run spills its activations to fit: predict that run.
     const ModelOptions& o = model.options();
-    const std::int64_t room = o.mem_budget > 0 ? o.mem_budget - memory_current() : 0;
+    const std::int64_t room = o.mem_budget > 0 ? model.engine_budget() - memory_current() : 0;
     if (a.batch <= 1 && room > 0 && f.planned.run_peak_bytes() > room && o.spill_activations) {
       try {
         f.planned = model.plan_memory(shapes, room);
@@ -207,9 +207,13 @@ void print_summary(const OnnxRunArgs& a, OnnxModel& model, const std::map<std::s
     const std::string budget =
         opts.mem_budget > 0
             ? ", budget " + mib(opts.mem_budget + opts.mem_budget_outside) + " from " + opts.mem_budget_source +
-                  (opts.mem_budget_outside > 0
-                       ? " (" + mib(opts.mem_budget_outside) + " of it left to the process outside the engine)"
-                       : "")
+                  (opts.mem_budget_outside > 0 ? " (" + mib(model.outside_share()) +
+                                                     " of it left to the process outside the engine" +
+                                                     (model.outside_share() > opts.mem_budget_outside
+                                                          ? ", as measured once planned"
+                                                          : "") +
+                                                     ")"
+                                               : "")
             : "";
     std::printf("peak memory: predicted %s, measured %s (accounted)%s; process peak RSS %s\n",
                 mib(f.predicted_peak).c_str(), mib(f.measured_peak).c_str(), budget.c_str(),
@@ -227,7 +231,8 @@ nlohmann::json report_json(const OnnxRunArgs& a, const OnnxModel& model, const R
   j["kernel_threads"] = {{"created", kt.created}, {"run", kt.run}};
   // The budget as given (on the process) and the engine's share of it.
   j["mem_budget_bytes"] = opts.mem_budget + opts.mem_budget_outside;
-  j["mem_budget_engine_bytes"] = opts.mem_budget;
+  j["mem_budget_engine_bytes"] = opts.mem_budget > 0 ? model.engine_budget() : 0;
+  j["mem_budget_outside_bytes"] = opts.mem_budget > 0 ? model.outside_share() : 0;
   j["mem_budget_source"] = opts.mem_budget_source;
   j["batch"] = a.batch;
   j["load_seconds"] = f.load_s;

@@ -281,4 +281,25 @@ bool reset_process_hwm() {
 
 #endif
 
+namespace {
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool kAddressSanitizer = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+constexpr bool kAddressSanitizer = true;
+#else
+constexpr bool kAddressSanitizer = false;
+#endif
+#else
+constexpr bool kAddressSanitizer = false;
+#endif
+}  // namespace
+
+std::int64_t resident_outside_beyond(std::int64_t share) {
+  if (kAddressSanitizer) return 0;
+  const std::int64_t rss = process_rss_bytes();
+  if (rss < 0) return 0;
+  return std::max<std::int64_t>(rss - memory_current() - share, 0);
+}
+
 }  // namespace qsmcore

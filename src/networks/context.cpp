@@ -11,22 +11,6 @@
 #include "tiling/tiles.h"
 
 namespace qsmcore::networks {
-namespace {
-
-#if defined(__SANITIZE_ADDRESS__)
-constexpr bool kAddressSanitizer = true;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-constexpr bool kAddressSanitizer = true;
-#else
-constexpr bool kAddressSanitizer = false;
-#endif
-#else
-constexpr bool kAddressSanitizer = false;
-#endif
-
-}  // namespace
-
 Context::Context(const ModelSpec& s, const std::vector<std::string>& paths, const NetworkInputs& i,
                  const NetworkOptions& o, NetworkRun& r)
     : spec(s), in(i), opts(o), run(r), paths_(paths) {
@@ -174,11 +158,8 @@ std::int64_t Context::reserve(const Reservation& r, const std::vector<std::size_
 // the process's peak RSS passed the budget by 26 MB). Where it holds more than its share, the
 // engine's share shrinks by the difference. True when it did.
 bool Context::take_outside_as_measured() {
-  if (kAddressSanitizer) return false;  // its shadow memory is resident too: not the process's own
   if (outside_ <= 0 || budget_ <= 0) return false;
-  const std::int64_t rss = process_rss_bytes();
-  if (rss < 0) return false;
-  const std::int64_t excess = rss - memory_current() - outside_;
+  const std::int64_t excess = resident_outside_beyond(outside_);
   if (excess <= 0) return false;
   outside_ += excess;
   budget_ -= excess;

@@ -181,6 +181,7 @@ struct OnnxModel::Impl {
       plans.push_back(
           std::make_shared<Plan>(std::move(tg), opts.backend, opts.threads, reader ? &leaf : nullptr, true));
       plans.back()->set_window_share(share);
+      take_outside_as_measured();
       const std::size_t keep = static_cast<std::size_t>(std::max(opts.max_cached_plans, 1));
       if (plans.size() > keep) plans.erase(plans.begin(), plans.end() - static_cast<std::ptrdiff_t>(keep));
       return plans.back();
@@ -196,6 +197,7 @@ struct OnnxModel::Impl {
       p->set_weight_window_bytes(static_cast<std::int64_t>(executors[p.get()]->forward_weight_bytes()));
     }
     plans.push_back(std::move(p));
+    take_outside_as_measured();
     return plans.back();
   }
 
@@ -213,9 +215,9 @@ struct OnnxModel::Impl {
       const DryFigures f = dry_figures(shapes, dtypes, sets, share);
       if (share == graph::kChainWindowShare) held = f.held, run = f.run;
       least = std::min(least, f.least);
-      if (f.held + f.least <= opts.mem_budget || !opts.spill_activations) break;
+      if (f.held + f.least <= budget() || !opts.spill_activations) break;
     }
-    if (held + least > opts.mem_budget) throw Error(ErrorKind::OutOfBudget, refusal(shapes[0], held, run, least));
+    if (held + least > budget()) throw Error(ErrorKind::OutOfBudget, refusal(shapes[0], held, run, least));
   }
 
   struct DryFigures {
@@ -234,7 +236,7 @@ struct OnnxModel::Impl {
       f.held = memory_current() + packed->dry_new_bytes;
       f.run = (dry.memory().arena_bytes + dry.memory().io_bytes) * sets;
       f.least = f.run;
-      if (f.held + f.run > opts.mem_budget && opts.spill_activations)
+      if (f.held + f.run > budget() && opts.spill_activations)
         f.least = (static_cast<std::int64_t>(dry.min_arena_bytes()) + dry.memory().io_bytes) * sets;
     } catch (...) {
       packed->dry = false;
@@ -244,11 +246,30 @@ struct OnnxModel::Impl {
     return f;
   }
 
+  // A budget on the whole process leaves opts.mem_budget_outside to what the process holds
+  // outside the engine. Measured once a run's plans are built (their generated kernels are among
+  // it), the excess over that share comes out of the engine's, as Context does for `qsm run`;
+  // each plan built measures again.
+  std::atomic<std::int64_t> outside_excess{0};
+  // The engine's budget, less what the process was measured to hold outside it beyond its share.
+  std::int64_t budget() const {
+    return opts.mem_budget > 0 ? std::max<std::int64_t>(opts.mem_budget - outside_excess, 1) : 0;
+  }
+  std::int64_t outside() const { return opts.mem_budget_outside + outside_excess; }
+  // True when the process held more outside the engine than its share (the budget shrank).
+  bool take_outside_as_measured() {
+    if (opts.mem_budget <= 0 || opts.mem_budget_outside <= 0) return false;
+    const std::int64_t excess = resident_outside_beyond(outside());
+    if (excess <= 0) return false;
+    outside_excess += excess;
+    return true;
+  }
+
   // The bytes a run may take above what is held now: the budget's room and the cap a wrapper
   // set, whichever is less.
   std::int64_t run_room(std::int64_t held) const {
     std::int64_t room = std::numeric_limits<std::int64_t>::max();
-    if (opts.mem_budget > 0) room = opts.mem_budget - held;
+    if (opts.mem_budget > 0) room = budget() - held;
     if (run_cap > 0) room = std::min<std::int64_t>(room, run_cap);
     return room;
   }
@@ -370,17 +391,17 @@ struct OnnxModel::Impl {
   std::string refusal(const Shape& shape, std::int64_t held, std::int64_t run, std::int64_t least) const {
     // In the budget's own terms: a budget on the whole process counts what it holds outside the
     // engine as held.
-    const std::int64_t outside = opts.mem_budget_outside;
+    const std::int64_t outside = this->outside();
     const std::string outside_part =
         outside > 0 ? "the process outside the engine " + std::to_string(outside) + " + " : "";
     std::string s = model.path + ": a run at input shape " + shape_to_string(shape) + " needs " +
                     std::to_string(outside + held + run) + " bytes (" + outside_part + "model and plans " +
                     std::to_string(held) + " + run " + std::to_string(run) + "), above the budget of " +
-                    std::to_string(outside + opts.mem_budget) + " bytes" +
+                    std::to_string(outside + budget()) + " bytes" +
                     (opts.mem_budget_source.empty() ? "" : " from " + opts.mem_budget_source);
     if (least < run)
       s += "; with its activations spilled to disk it would need " + std::to_string(outside + held + least);
-    const std::int64_t room = opts.mem_budget - held;
+    const std::int64_t room = budget() - held;
     if (room <= 0) return s + "; nothing would fit: the loaded model and plans alone fill the budget";
     const double fraction = static_cast<double>(room) / static_cast<double>(least);
     const double voxels = fraction * static_cast<double>(numel(shape));
@@ -582,6 +603,14 @@ PlanMemory OnnxModel::plan_memory(const std::vector<Shape>& input_shapes, std::i
   pm.spill_write_bytes = static_cast<std::int64_t>(c.layout->write_bytes);
   pm.spill_read_bytes = static_cast<std::int64_t>(c.layout->read_bytes);
   return pm;
+}
+
+std::int64_t OnnxModel::engine_budget() const {
+  return impl_->budget();
+}
+
+std::int64_t OnnxModel::outside_share() const {
+  return impl_->outside();
 }
 
 std::int64_t OnnxModel::min_run_bytes(const std::vector<Shape>& input_shapes, std::int64_t enough) {

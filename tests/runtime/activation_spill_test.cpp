@@ -331,6 +331,66 @@ TEST(ActivationSpillBudget, TheProcessBudgetSpillsRefusesBelowTheLeastAndNamesIt
   }
 }
 
+// A budget on the whole process (`qsm onnx run --mem-budget`) leaves a share to what the process
+// holds outside the engine. Once the plan is built, what it holds beyond that share is measured
+// and comes out of the engine's budget: a run that fits the engine's nominal share exactly runs in
+// memory with no share given, and with a share smaller than what this process holds outside the
+// engine (any process with oneDNN loaded holds more than 1 MiB) it no longer runs as if it fitted.
+TEST(ActivationSpillBudget, WhatTheProcessHoldsOutsideTheEngineComesOutOfTheEnginesBudget) {
+  const std::string dir = qsmtest::data_dir("QSM_TWINS_DIR");
+  QSM_REQUIRE_DATA(dir, "QSM_TWINS_DIR");
+  if (qsmcore::process_rss_bytes() < 0) GTEST_SKIP() << "no resident set to measure here";
+#if defined(__SANITIZE_ADDRESS__)
+  GTEST_SKIP() << "under AddressSanitizer the outside share is not measured (its shadow memory is resident)";
+#endif
+  const std::string path = dir + "/xqsm.onnx";
+  const qsmcore::Shape shape{1, 1, 16, 16, 16};
+  const std::vector<qsmcore::Tensor> in = {qsmtest::random_tensor(shape, 3)};
+  std::vector<qsmcore::Tensor> ref;
+  std::int64_t full = 0, plan_bytes = 0, resident = 0;
+  {
+    const std::int64_t loaded = qsmcore::memory_current();
+    auto m = qsmcore::OnnxModel::load(path, options());
+    const std::int64_t before = qsmcore::memory_current();
+    resident = before - loaded;
+    full = m.plan_memory({shape}).run_peak_bytes();
+    plan_bytes = qsmcore::memory_current() - before;
+    ref = m.run(in);
+  }
+  const std::int64_t engine = qsmcore::memory_current() + resident + plan_bytes + full;
+  {
+    qsmcore::ModelOptions o = options();
+    o.mem_budget = engine;
+    auto m = qsmcore::OnnxModel::load(path, o);
+    qsmtest::expect_bitwise(m.run(in), ref, "no share outside the engine");
+    EXPECT_EQ(m.last_spill().read, 0u) << "the run did not fit as accounted";
+    EXPECT_EQ(m.outside_share(), 0);
+    EXPECT_EQ(m.engine_budget(), engine);
+  }
+  const std::int64_t share = std::int64_t{1} << 20;
+  qsmcore::ModelOptions o = options();
+  o.mem_budget = engine;
+  o.mem_budget_outside = share;
+  auto m = qsmcore::OnnxModel::load(path, o);
+  qsmcore::reset_memory_peak();
+  try {
+    const auto out = m.run(in);
+    qsmtest::expect_bitwise(out, ref, "the engine's budget less the measured excess");
+    EXPECT_GT(m.last_spill().read, 0u) << "ran in memory as if the share outside the engine were what it holds";
+    EXPECT_LE(qsmcore::memory_peak(), m.engine_budget());
+  } catch (const qsmcore::Error& e) {
+    ASSERT_EQ(e.kind(), qsmcore::ErrorKind::OutOfBudget) << e.what();
+    const std::string msg = e.what();
+    const auto at = msg.find("the process outside the engine ");
+    ASSERT_NE(at, std::string::npos) << msg;
+    EXPECT_EQ(std::stoll(msg.substr(at + 31)), m.outside_share()) << msg;
+  }
+  EXPECT_GT(m.outside_share(), share);
+  // The budget on the process is still the one given: the excess moved from the engine's share
+  // (which keeps a byte: a budget of 0 would mean none).
+  EXPECT_EQ(m.engine_budget(), std::max<std::int64_t>(engine + share - m.outside_share(), 1));
+}
+
 }  // namespace
 
 namespace {
