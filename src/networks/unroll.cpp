@@ -31,6 +31,10 @@ void DipoleOp::release() {
   kernel_squared_ = DipoleKernel();
 }
 
+std::int64_t DipoleOp::kernel_bytes(const Dims3& d) {
+  return (d[0] / 2 + 1) * d[1] * d[2] * 8 + std::int64_t{64};
+}
+
 std::int64_t DipoleOp::bytes(const Dims3& d) {
   const std::int64_t half = (d[0] / 2 + 1) * d[1] * d[2];
   return d[0] * d[1] * d[2] * 8 + half * 16 + 2 * half * 8 + 3 * std::int64_t{64};  // two kernels: D, D²
@@ -101,17 +105,18 @@ void modl_step(DipoleOp& d, double alpha, std::span<const double> y0, std::span<
   }
 }
 
-double nextqsm_data_term(DipoleOp& d, std::span<const double> bf, std::span<const double> x) {
+double nextqsm_data_term(DipoleOp& d, std::span<const float> bf, std::span<const double> x) {
   const std::size_t n = x.size();
   // dx and dx − bf in the FFT's own buffer: the step holds no volume of its own.
   double* t = d.buffer();
   d.apply(x.data(), t);
   double nbf = 0.0, nu = 0.0;
   for (std::size_t k = 0; k < n; ++k) {
-    nbf += bf[k] * bf[k];
-    const double u = bf[k] - t[k];
+    const double b = bf[k];  // in double, as the sums are
+    nbf += b * b;
+    const double u = b - t[k];
     nu += u * u;
-    t[k] = t[k] - bf[k];
+    t[k] = t[k] - b;
   }
   nbf = std::sqrt(nbf);
   nu = std::sqrt(nu);
@@ -119,7 +124,7 @@ double nextqsm_data_term(DipoleOp& d, std::span<const double> bf, std::span<cons
   return (nbf == 0.0 || nu == 0.0) ? 0.0 : 100.0 / (nbf * nu);
 }
 
-void nextqsm_step(DipoleOp& d, double lambda, std::span<const double> bf, std::span<const double> grad_r,
+void nextqsm_step(DipoleOp& d, double lambda, std::span<const float> bf, std::span<const double> grad_r,
                   std::span<const double> mask, std::span<double> x) {
   const double scale = nextqsm_data_term(d, bf, x);
   const double* t = d.buffer();

@@ -27,6 +27,8 @@ class DipoleOp {
   static std::int64_t bytes(const Dims3& dims);
   /// Of those, the FFT's (real + half spectrum): made by the first apply after a release().
   static std::int64_t fft_bytes(const Dims3& dims);
+  /// Of those, D's kernel: held from construction (D² is made only by apply_squared).
+  static std::int64_t kernel_bytes(const Dims3& dims);
   /// The FFT's real buffer (count() doubles; made if released): room a caller may use between
   /// applies, and pass to apply() as its input or output.
   double* buffer();
@@ -69,11 +71,12 @@ void modl_step(DipoleOp& d, double alpha, std::span<const double> y0, std::span<
 inline constexpr double kNextqsmLambdas[6] = {15.141516, 15.005543, 16.733437, 14.574243, 7.072418, 0.7588475};
 /// One gradient step: dx = D(x); u = bf − dx; scale = 100/(‖bf‖·‖u‖) (0 if either is 0);
 /// x ← (x − (λ·scale·D(dx − bf) + grad_r))·mask, with grad_r = VJP(x)/N already divided.
-void nextqsm_step(DipoleOp& d, double lambda, std::span<const double> bf, std::span<const double> grad_r,
+/// bf is the background network's output (masked): floats, held as such.
+void nextqsm_step(DipoleOp& d, double lambda, std::span<const float> bf, std::span<const double> grad_r,
                   std::span<const double> mask, std::span<double> x);
 /// The step's data term, so a caller can apply the update as it reads grad_r: D(dx − bf) into
 /// d.buffer(), and returns scale.
-double nextqsm_data_term(DipoleOp& d, std::span<const double> bf, std::span<const double> x);
+double nextqsm_data_term(DipoleOp& d, std::span<const float> bf, std::span<const double> x);
 /// The step's update of one voxel: `lambda_scale` = λ·scale, `t` = D(dx − bf) there.
 inline double nextqsm_update(double x, double lambda_scale, double t, double grad_r, double mask) {
   return (x - (lambda_scale * t + grad_r)) * mask;

@@ -135,13 +135,13 @@ void run_nextqsm(Context& c) {
   c.load(c.pool());
   Context::Reservation res;
   res.shapes = {{shape}, {shape}};
-  // Held through the graph runs: the padded mask (0/1 as floats), bf and x (doubles), D's kernel,
-  // and a run's input and output (floats). Only between the runs (issue #16: they do not sit
-  // beside a run's activations): the field in ppm before the first, then each step's FFT
-  // buffers (released before the next run), then χ.
-  const std::int64_t kernel_bytes = DipoleOp::bytes(frame.size) - DipoleOp::fft_bytes(frame.size);
-  res.wrapper_fixed = N * 4 + 2 * N * 8 + kernel_bytes + 2 * N * 4 + 8192;
-  res.wrapper_between = std::max(V * 8, DipoleOp::fft_bytes(frame.size)) + 4096;
+  // Held through the graph runs: the padded mask (a byte a voxel), bf (floats: the background
+  // network's output times 0 or 1, so exact), x (doubles), D's kernel and a run's input (floats;
+  // its output is the run's own). Only between the runs (issue #16: they do not sit beside a
+  // run's activations): a field to convert to ppm before the first, each step's FFT buffers with
+  // the VJP's output they are read beside (released before the next run), then χ.
+  res.wrapper_fixed = N + N * 4 + N * 8 + DipoleOp::kernel_bytes(frame.size) + N * 4 + 8192;
+  res.wrapper_between = std::max(V * 8, DipoleOp::fft_bytes(frame.size) + N * 4) + 4096;
   c.reserve(res, {0, 1});
   axial_check(c, grid);
   c.stage("prepare");
@@ -149,35 +149,39 @@ void run_nextqsm(Context& c) {
   Vec3 b = c.in.b0_dir ? *c.in.b0_dir : b0_dir_from_affine(grid.affine());  // used as given (not renormalised)
   DipoleOp d(frame.size, grid.voxel_mm(), b, KernelOptions::nextqsm());
   d.release();  // its FFT's buffers come with the first step
-  Buffer mpad_bytes(static_cast<std::size_t>(N) * sizeof(float), MemCategory::Other);
-  float* mpad = reinterpret_cast<float*>(mpad_bytes.data());
+  Buffer mpad_bytes(static_cast<std::size_t>(N), MemCategory::Other);
+  auto* mpad = reinterpret_cast<std::uint8_t*>(mpad_bytes.data());
   const Box all{{0, 0, 0}, frame.size};
   Tensor t = f32_tensor(shape);
   {
-    Volume f = field_ppm(c.in);
+    const FieldPpm f(c.in);
     // The padded mask, from a tensor of the frame (row-major) back into a column-major frame.
     tiling::pack_box(f.data(), dims, frame, tiling::kXYZ, tiling::Fill::Zero, t.data<float>(),
                      [&](double, std::int64_t k) { return inside(mask, k) ? 1.0 : 0.0; });
     tiling::unpack_box(t.data<float>(), frame.size, all, tiling::kXYZ, all,
-                       [&](std::int64_t k, double v, std::int64_t) { mpad[k] = static_cast<float>(v); });
+                       [&](std::int64_t k, double v, std::int64_t) { mpad[k] = v != 0.0 ? 1 : 0; });
     tiling::pack_box(f.data(), dims, frame, tiling::kXYZ, tiling::Fill::Zero, t.data<float>(),
                      [&](double v, std::int64_t k) { return inside(mask, k) ? v : 0.0; });
   }
   c.stage("background");
-  Volume bf = Volume::zeros(frame.size, grid.geometry()), x = Volume::zeros(frame.size, grid.geometry());
+  Buffer bf_bytes(static_cast<std::size_t>(N) * sizeof(float), MemCategory::Other);
+  const std::span<float> bf(reinterpret_cast<float*>(bf_bytes.data()), static_cast<std::size_t>(N));
+  Volume x = Volume::zeros(frame.size, grid.geometry());
   {
     std::vector<Tensor> o = c.run_model(0, {t});
     tiling::unpack_box(o.at(0).data<float>(), frame.size, all, tiling::kXYZ, all,
-                       [&](std::int64_t k, double v, std::int64_t) { bf.data()[k] = v * mpad[k]; });
+                       [&](std::int64_t k, double v, std::int64_t) {
+                         bf[static_cast<std::size_t>(k)] = static_cast<float>(v) * static_cast<float>(mpad[k]);
+                       });
   }
-  std::copy(bf.values().begin(), bf.values().end(), x.values().begin());
+  std::copy(bf.begin(), bf.end(), x.values().begin());
   c.stage("iterations");
   const int iters = static_cast<int>(std::size(kNextqsmLambdas));
   for (int i = 0; i < iters; ++i) {
     tiling::pack_box(x.data(), frame.size, all, tiling::kXYZ, tiling::Fill::Zero, t.data<float>());
     std::vector<Tensor> o = c.run_model(1, {t});
     // The step's update as the VJP is read (grad_r = VJP/N): no gradient volume is held.
-    const double lambda_scale = kNextqsmLambdas[i] * nextqsm_data_term(d, bf.values(), x.values());
+    const double lambda_scale = kNextqsmLambdas[i] * nextqsm_data_term(d, bf, x.values());
     const double* dt = d.buffer();
     tiling::unpack_box(
         o.at(0).data<float>(), frame.size, all, tiling::kXYZ, all, [&](std::int64_t k, double v, std::int64_t) {

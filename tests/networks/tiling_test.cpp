@@ -305,11 +305,14 @@ TEST(Unroll, LpcnnModlNextqsmStepsMatchTheirFormulas) {
     ASSERT_NEAR(o1[i], x1[i] - networks::kModlAlpha * ax[i] + y1[i], 1e-11);
   }
   // NeXtQSM: x ← (x − (λ·scale·D(Dx − bf) + g))·mask, scale = 100/(‖bf‖·‖bf − Dx‖).
-  const auto bf = rand_vec(n, 13), g = rand_vec(n, 14);
+  // bf is a network's output, held as floats.
+  const auto bf64 = rand_vec(n, 13), g = rand_vec(n, 14);
+  const std::vector<float> bf32(bf64.begin(), bf64.end());
+  const std::vector<double> bf(bf32.begin(), bf32.end());
   std::vector<double> mask(n);
   for (std::int64_t i = 0; i < n; ++i) mask[i] = i % 3 ? 1.0 : 0.0;
   std::vector<double> x = rand_vec(n, 15), x_ref = x;
-  networks::nextqsm_step(op, 7.0, bf, g, mask, x);
+  networks::nextqsm_step(op, 7.0, bf32, g, mask, x);
   const auto dx = D(x_ref);
   double nb = 0, nu = 0;
   std::vector<double> t(n);
