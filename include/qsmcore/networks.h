@@ -103,6 +103,9 @@ struct NetworkRun {
   /// (predicted) and what its graphs wrote and read back, and the seconds they waited for it.
   std::int64_t spill_file_bytes = 0, spill_written_bytes = 0, spill_read_bytes = 0;
   double spill_seconds = 0;
+  /// The finest conv-chain window share its graphs ran with (kChainWindowShare unless a budget
+  /// chose finer slabs, which hold less for more, smaller kernel calls); 0 when none ran.
+  std::int64_t chain_window_share = 0;
   std::vector<std::string> warnings;  // e.g. the oblique warning
   /// Per ONNX file, the weight-residency report (OnnxModel::residency_report_json).
   std::vector<std::string> residency_reports;
