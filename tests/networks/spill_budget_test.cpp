@@ -108,6 +108,10 @@ TEST_P(SpillBudget, WholeVolumeWithinTheLeastBudgetIsTheUnbudgetedRunBitForBit) 
   EXPECT_LE(held + spilled.predicted_peak_bytes, o.model.mem_budget);
   EXPECT_LE(held + spilled.measured_peak_bytes, o.model.mem_budget) << "the accounted high-water passed the budget";
   EXPECT_EQ(spilled.tiles, 1);
+  // The slabs each ran on, as the report names them: the default unbudgeted, as fine or finer
+  // under the budget.
+  EXPECT_GT(whole.chain_window_share, 0);
+  EXPECT_GE(spilled.chain_window_share, whole.chain_window_share);
   ASSERT_EQ(spilled.outputs.size(), whole.outputs.size());
   for (std::size_t k = 0; k < whole.outputs.size(); ++k) {
     const Volume& a = spilled.outputs[k].volume;
