@@ -260,6 +260,25 @@ TEST(FinerSlabs, TheLeastARefusalNamesIsABudgetThatRuns) {
 
 namespace {
 
+// A model's unbudgeted figures at one shape, measured on a copy loaded and dropped here: what
+// it holds resident, its plan, one run's peak and least, and the run's outputs.
+struct Unbudgeted {
+  std::vector<qsmcore::Tensor> outputs;
+  std::int64_t full = 0, least = 0, plan_bytes = 0, resident = 0;
+};
+Unbudgeted unbudgeted(const std::string& path, const qsmcore::Shape& shape, const std::vector<qsmcore::Tensor>& in) {
+  Unbudgeted u;
+  const std::int64_t loaded = qsmcore::memory_current();
+  auto m = qsmcore::OnnxModel::load(path, options());
+  const std::int64_t before = qsmcore::memory_current();
+  u.resident = before - loaded;
+  u.full = m.plan_memory({shape}).run_peak_bytes();
+  u.plan_bytes = qsmcore::memory_current() - before;
+  u.least = m.min_run_bytes({shape});
+  u.outputs = m.run(in);
+  return u;
+}
+
 // The process budget (ModelOptions::mem_budget) spills the same way: between the least and
 // the unbudgeted peak a run spills and fits; below the least the refusal names it; with
 // spilling off the run is refused as before. The spill directory must exist.
@@ -269,18 +288,9 @@ TEST(ActivationSpillBudget, TheProcessBudgetSpillsRefusesBelowTheLeastAndNamesIt
   const std::string path = dir + "/xqsm.onnx";
   const qsmcore::Shape shape{1, 1, 16, 16, 16};
   const std::vector<qsmcore::Tensor> in = {qsmtest::random_tensor(shape, 3)};
-  std::vector<qsmcore::Tensor> ref;
-  std::int64_t full = 0, least = 0, plan_bytes = 0, resident = 0;
-  {
-    const std::int64_t loaded = qsmcore::memory_current();
-    auto m = qsmcore::OnnxModel::load(path, options());
-    const std::int64_t before = qsmcore::memory_current();
-    resident = before - loaded;
-    full = m.plan_memory({shape}).run_peak_bytes();
-    plan_bytes = qsmcore::memory_current() - before;
-    least = m.min_run_bytes({shape});
-    ref = m.run(in);
-  }
+  const Unbudgeted u = unbudgeted(path, shape, in);
+  const std::vector<qsmcore::Tensor>& ref = u.outputs;
+  const std::int64_t full = u.full, least = u.least, plan_bytes = u.plan_bytes, resident = u.resident;
   ASSERT_LT(least, full);
   auto load = [&](std::int64_t run_bytes, bool spill, const std::string& spill_dir = "") {
     qsmcore::ModelOptions o = options();
@@ -346,18 +356,9 @@ TEST(ActivationSpillBudget, WhatTheProcessHoldsOutsideTheEngineComesOutOfTheEngi
   const std::string path = dir + "/xqsm.onnx";
   const qsmcore::Shape shape{1, 1, 16, 16, 16};
   const std::vector<qsmcore::Tensor> in = {qsmtest::random_tensor(shape, 3)};
-  std::vector<qsmcore::Tensor> ref;
-  std::int64_t full = 0, plan_bytes = 0, resident = 0;
-  {
-    const std::int64_t loaded = qsmcore::memory_current();
-    auto m = qsmcore::OnnxModel::load(path, options());
-    const std::int64_t before = qsmcore::memory_current();
-    resident = before - loaded;
-    full = m.plan_memory({shape}).run_peak_bytes();
-    plan_bytes = qsmcore::memory_current() - before;
-    ref = m.run(in);
-  }
-  const std::int64_t engine = qsmcore::memory_current() + resident + plan_bytes + full;
+  const Unbudgeted u = unbudgeted(path, shape, in);
+  const std::vector<qsmcore::Tensor>& ref = u.outputs;
+  const std::int64_t engine = qsmcore::memory_current() + u.resident + u.plan_bytes + u.full;
   {
     qsmcore::ModelOptions o = options();
     o.mem_budget = engine;
