@@ -95,21 +95,24 @@ void run_field_net(Context& c, const FieldRecipe& r) {
   const Box patch = tiles.empty() ? frame : tiles.front().patch;
   Context::Reservation res;
   res.shapes = {{{1, r.tkd_prior ? 3 : 1, patch.size[0], patch.size[1], patch.size[2]}}};
-  // The field in ppm when it is a copy; with the TKD prior also the prior and, while it is made,
-  // the field's copy it is made from, TKD's masked copy, FFT buffer, spectrum and kernel (≤ 6
-  // more volumes of f64).
+  // The field in ppm when it is a copy; with the TKD prior also the prior. Before any graph
+  // runs, TKD makes the prior from a copy of the field with its masked copy, FFT buffer,
+  // spectrum and kernel (≤ 5 volumes of f64 beside the prior).
   const std::int64_t volume_bytes = grid.voxels() * 8;
-  res.wrapper_fixed = FieldPpm::own_bytes(c.in) + (r.tkd_prior ? 6 : 0) * volume_bytes + 4096;
+  res.wrapper_fixed = FieldPpm::own_bytes(c.in) + (r.tkd_prior ? 1 : 0) * volume_bytes + 4096;
+  const std::int64_t tkd_bytes = (r.tkd_prior ? 5 : 0) * volume_bytes;
   const std::int64_t channels = r.tkd_prior ? 3 : 1;
   res.wrapper_per_tile = channels * patch.voxels() * 4 + 4096;
   // The output volume: beside the tiles in flight, or, for one whole-volume run, made once the
   // run has returned its memory (then beside the graph's output only).
   const bool whole = tiles.size() == 1;
   res.wrapper_fixed_tiled = res.wrapper_fixed + volume_bytes;
-  if (whole)
-    res.wrapper_between = volume_bytes + patch.voxels() * 4 + 4096;
-  else
+  if (whole) {
+    res.wrapper_between = std::max(tkd_bytes, volume_bytes + patch.voxels() * 4 + 4096);
+  } else {
     res.wrapper_fixed = res.wrapper_fixed_tiled;
+    res.wrapper_between = tkd_bytes;
+  }
   res.in_flight = workers;
   res.tiles = std::max<std::int64_t>(n, 1);
   res.tileable = r.tiled;
