@@ -102,6 +102,7 @@ struct NetworkRun {
   /// Activation residency: when the run only fit the budget by spilling, the spill file's size
   /// (predicted) and what its graphs wrote and read back, and the seconds they waited for it.
   std::int64_t spill_file_bytes = 0, spill_written_bytes = 0, spill_read_bytes = 0;
+  std::int64_t spill_direct_bytes = 0;  // of those, slabs streamed with direct I/O (SpillReport::direct)
   double spill_seconds = 0;
   /// The finest conv-chain window share its graphs ran with (kChainWindowShare unless a budget
   /// chose finer slabs, which hold less for more, smaller kernel calls); 0 when none ran.

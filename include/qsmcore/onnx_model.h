@@ -130,6 +130,9 @@ struct PlanMemory {
 /// read back, seconds the spill worker spent in I/O and seconds the kernels waited for it.
 struct SpillReport {
   std::uint64_t file_bytes = 0, written = 0, read = 0;
+  /// Of those, the bytes kernels streamed slab by slab with direct I/O (no page cache); the
+  /// rest went through the page cache (whole values, or a file system without direct I/O).
+  std::uint64_t direct = 0;
   double io_seconds = 0, wait_seconds = 0;
   /// Conv chains' slabs: windows of at most 1/share of an intermediate (6 unless the budget
   /// needed finer slabs; the output is the same bits either way). 0 before a run.

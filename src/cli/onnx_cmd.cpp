@@ -250,6 +250,8 @@ nlohmann::json report_json(const OnnxRunArgs& a, const OnnxModel& model, const R
   j["spill"]["planned_read_bytes"] = f.planned.spill_read_bytes;
   // The conv chains' slabs the run took: finer than the default (6) when the budget needed them.
   j["spill"]["chain_window_share"] = f.spill.chain_window_share;
+  // Slabs kernels streamed with direct I/O (through the page cache where the file system has none).
+  j["spill"]["direct_bytes"] = f.spill.direct;
   return j;
 }
 
@@ -380,7 +382,7 @@ void print_held_at(const Plan& p, const ArenaLayout& l, int at) {
   for (const auto& st : l.streamed[s]) {
     const int v = (st.output ? steps[s].out : steps[s].in)[st.slot];
     rows.push_back({"staging:" + p.values()[static_cast<std::size_t>(v)].name,
-                    shape_to_string(p.values()[static_cast<std::size_t>(v)].shape), st.staging_bytes,
+                    shape_to_string(p.values()[static_cast<std::size_t>(v)].shape), st.staging_bytes + st.io_bytes,
                     st.output ? "writes" : "reads"});
   }
   if (l.scratch_slot[s] > 0) rows.push_back({"scratch", "-", l.scratch_slot[s], std::to_string(at)});

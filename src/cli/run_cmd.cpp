@@ -351,6 +351,7 @@ std::string report_text(const RunRecord& r) {
                               ? residency::SpillFile::resolve_dir(r.setup.opts.model.spill_dir)
                               : std::string());
   j["spill"]["chain_window_share"] = r.result.chain_window_share;
+  j["spill"]["direct_bytes"] = r.result.spill_direct_bytes;
   j["outputs"] = r.outputs;
   j["preview"] = r.a.preview.empty() ? nlohmann::json(nullptr) : nlohmann::json(fs::absolute(r.a.preview).string());
   return j.dump(2) + "\n";

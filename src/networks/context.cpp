@@ -303,6 +303,7 @@ void Context::finish() {
     const SpillReport sr = m.last_spill();
     run.spill_written_bytes += static_cast<std::int64_t>(sr.written);
     run.spill_read_bytes += static_cast<std::int64_t>(sr.read);
+    run.spill_direct_bytes += static_cast<std::int64_t>(sr.direct);
     run.spill_seconds += sr.wait_seconds;
     run.chain_window_share = std::max<std::int64_t>(run.chain_window_share, sr.chain_window_share);
   }

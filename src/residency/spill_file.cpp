@@ -47,18 +47,70 @@ SpillFile::SpillFile(const std::string& dir, std::uint64_t bytes) : dir_(resolve
   if (fd_ < 0)
     throw Error(ErrorKind::Io, "cannot create an activation spill file in '" + dir_ + "': " + sys_error(errno) +
                                    " (set --spill-dir or TMPDIR to a writable directory)");
+#if defined(O_DIRECT) && !defined(__EMSCRIPTEN__)
+  direct_fd_ = ::open(name.data(), O_RDWR | O_DIRECT | O_CLOEXEC);
+#endif
   ::unlink(name.data());
   const int e = bytes > 0 ? ::posix_fallocate(fd_, 0, static_cast<off_t>(bytes)) : 0;
   if (e != 0) {
     ::close(fd_);
-    fd_ = -1;
+    if (direct_fd_ >= 0) ::close(direct_fd_);
+    fd_ = direct_fd_ = -1;
     throw Error(ErrorKind::Io, "cannot reserve " + std::to_string(bytes) + " bytes for spilled activations in '" +
                                    dir_ + "': " + sys_error(e));
   }
+  probe_direct();
 }
 
 SpillFile::~SpillFile() {
   if (fd_ >= 0) ::close(fd_);
+  if (direct_fd_ >= 0) ::close(direct_fd_);
+}
+
+// Some file systems open O_DIRECT and refuse the I/O itself (EINVAL): one block is read to
+// find out, and the page-cache path stays where it fails.
+void SpillFile::probe_direct() {
+  if (direct_fd_ < 0) return;
+  void* block = std::aligned_alloc(kBlock, kBlock);
+  const bool ok = block && ::pread(direct_fd_, block, kBlock, 0) >= 0;
+  std::free(block);
+  if (!ok) {
+    ::close(direct_fd_);
+    direct_fd_ = -1;
+  }
+}
+
+std::size_t SpillFile::stream_io_bytes(std::size_t staging) {
+#ifdef __EMSCRIPTEN__
+  (void)staging;
+  return 0;
+#else
+  return static_cast<std::size_t>((staging + kBlock - 1) / kBlock * kBlock + 2 * kBlock);
+#endif
+}
+
+// Whole blocks to and from the O_DIRECT descriptor; a short transfer (a signal) continues.
+// Reading past the end of the file is an error: the file's regions are whole blocks.
+void SpillFile::read_direct(void* dst, std::uint64_t bytes, std::uint64_t offset) const {
+  auto* p = static_cast<char*>(dst);
+  for (std::uint64_t done = 0; done < bytes;) {
+    const ssize_t n = ::pread(direct_fd_, p + done, bytes - done, static_cast<off_t>(offset + done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0)
+      throw Error(ErrorKind::Io, "reading spilled activations back from '" + dir_ + "' failed: " +
+                                     (n == 0 ? std::string("unexpected end of file") : sys_error(errno)));
+    done += static_cast<std::uint64_t>(n);
+  }
+}
+
+void SpillFile::write_direct(const void* src, std::uint64_t bytes, std::uint64_t offset) const {
+  const auto* p = static_cast<const char*>(src);
+  for (std::uint64_t done = 0; done < bytes;) {
+    const ssize_t n = ::pwrite(direct_fd_, p + done, bytes - done, static_cast<off_t>(offset + done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) throw Error(ErrorKind::Io, "writing spilled activations to '" + dir_ + "' failed: " + sys_error(errno));
+    done += static_cast<std::uint64_t>(n);
+  }
 }
 
 void SpillFile::write(const void* src, std::uint64_t bytes, std::uint64_t offset) const {

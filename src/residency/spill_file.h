@@ -34,6 +34,20 @@ class SpillFile {
   void read_ahead(std::uint64_t bytes, std::uint64_t offset) const;
   void forget(std::uint64_t bytes, std::uint64_t offset) const;
   const std::string& dir() const { return dir_; }
+
+  // Direct I/O (O_DIRECT): the bytes go between the caller's memory and the disk without the
+  // page cache, so a streamed slab costs no system time copying it there and dropping it
+  // again (2 GB on this machine's ext4: 5 s of system time through the page cache, 0.3 s
+  // direct). Blocks only: memory, length and offset are multiples of kBlock.
+  static constexpr std::uint64_t kBlock = 4096;
+  /// Whether the file takes direct I/O; false where the file system refuses it (and in wasm).
+  bool direct() const { return direct_fd_ >= 0; }
+  void read_direct(void* dst, std::uint64_t bytes, std::uint64_t offset) const;
+  void write_direct(const void* src, std::uint64_t bytes, std::uint64_t offset) const;
+  /// The io block a streamed operand with `staging` bytes of staging moves its direct I/O
+  /// through (runtime/spill_direct_operand.h): the staging's blocks, one block more for a
+  /// slab starting inside one, and one to align it. 0 where there is no direct I/O (wasm32).
+  static std::size_t stream_io_bytes(std::size_t staging);
   /// The descriptor, for tests that look at what of the file is in the page cache (mincore).
   int fd() const { return fd_; }
 
@@ -41,7 +55,10 @@ class SpillFile {
   static std::string resolve_dir(const std::string& dir);
 
  private:
+  void probe_direct();
+
   int fd_ = -1;
+  int direct_fd_ = -1;  // the same file opened O_DIRECT, or -1
   std::string dir_;
 };
 

@@ -86,6 +86,9 @@ struct ArenaLayout {
     std::uint64_t file_offset = 0;
     std::size_t staging_offset = 0, staging_bytes = 0;
     std::size_t operand_bytes = 0;  // the operand's whole size (its region of the file)
+    // The block its direct I/O passes through (residency::SpillFile::stream_io_bytes), after
+    // the staging; 0 bytes where there is no direct I/O.
+    std::size_t io_offset = 0, io_bytes = 0;
   };
   std::vector<std::vector<Streamed>> streamed;
   // Each resident stretch: the value (root of its in-place group) held in the arena over steps
@@ -161,14 +164,18 @@ class Plan {
 
   /// The plan's own layout: every arena value resident from its first write to its last read.
   const ArenaLayout& layout() const { return *layout_; }
+  /// How a spilled layout's streamed operands move: through an io block each beside their
+  /// staging, by direct I/O overlapped with the kernel (runtime/spill_direct_operand.h), or
+  /// Lean, through the page cache with no io block (the least arena; slower: system time).
+  enum class Streams { Direct, Lean };
   /// A layout whose arena fits `arena_limit` bytes, spilling values between their uses when
   /// the plan's own does not; fits = false when even spilling every gap does not (the smallest
   /// arena there is, then). Cached per limit; thread-safe.
-  std::shared_ptr<const ArenaLayout> layout_within(std::size_t arena_limit) const;
+  std::shared_ptr<const ArenaLayout> layout_within(std::size_t arena_limit, Streams streams = Streams::Lean) const;
   /// The smallest arena this plan can run in, every spillable gap spilled (computed once).
-  std::size_t min_arena_bytes() const;
+  std::size_t min_arena_bytes(Streams streams = Streams::Lean) const;
   /// The layout of that smallest arena: what sets the least budget (computed once).
-  std::shared_ptr<const ArenaLayout> least_layout() const;
+  std::shared_ptr<const ArenaLayout> least_layout(Streams streams = Streams::Lean) const;
   /// Arena bytes a layout holds while step s runs: resident values, staging blocks and the
   /// step's scratch. The busiest step is what keeps the arena from being smaller.
   std::vector<std::size_t> held_bytes(const ArenaLayout& l) const;
@@ -216,7 +223,7 @@ class Plan {
   void check_inputs(const std::vector<Tensor>& inputs) const;
   void assign_offsets();
   void check_pieces();
-  std::shared_ptr<const ArenaLayout> build_layout(const memory::SpillLayout& sl) const;
+  std::shared_ptr<const ArenaLayout> build_layout(const memory::SpillLayout& sl, Streams streams) const;
   static std::optional<kernels::StreamNeed> stream_slot(const Step& st, bool output, std::size_t slot);
 
   Backend backend_;
@@ -233,14 +240,21 @@ class Plan {
   // Activation residency: one buffer per in-place group of arena values (what may spill), the
   // kernels' scratchpads (never spilled) and the step of each.
   std::vector<memory::SpillBuffer> buffers_;
-  std::vector<int> buffer_of_;  // value -> buffer, or -1 outside the arena
+  std::vector<memory::SpillBuffer> direct_buffers_;  // the same, streaming with io blocks (Streams::Direct)
+  std::vector<int> buffer_of_;                       // value -> buffer, or -1 outside the arena
   std::vector<memory::Lifetime> scratch_;
   std::vector<int> scratch_step_;
   std::shared_ptr<const ArenaLayout> layout_;
   mutable std::mutex layout_mu_;
-  mutable std::vector<std::pair<std::size_t, std::shared_ptr<const ArenaLayout>>> spilled_layouts_;
-  mutable std::shared_ptr<const ArenaLayout> least_;
-  std::size_t piece_ = 0;  // the arena piece when the plan was made: the platform's, or a smaller one that packs tighter
+  struct KeptLayout {
+    std::size_t limit;
+    Streams streams;
+    std::shared_ptr<const ArenaLayout> layout;
+  };
+  mutable std::vector<KeptLayout> spilled_layouts_;
+  mutable std::shared_ptr<const ArenaLayout> least_, least_direct_;
+  // The arena piece when the plan was made: the platform's, or a smaller one that packs tighter.
+  std::size_t piece_ = 0;
   PlanMemory memory_;
   std::vector<WeightUnit> units_;
   // Kept only when the plan has units: the typed graph (deferred constants unset) and the

@@ -5,6 +5,7 @@
 
 #include "memory/arena_piece.h"
 #include "qsmcore/error.h"
+#include "residency/spill_file.h"
 #include "runtime/plan.h"
 
 namespace qsmcore {
@@ -12,6 +13,10 @@ namespace {
 // Arena blocks start on 64 bytes (memory/offset_planner.h): a staging block takes its size so.
 std::size_t aligned64(std::size_t b) {
   return (b + 63) / 64 * 64;
+}
+// What streaming one operand holds in the arena: its staging and the io block after it.
+std::size_t stream_block(std::size_t staging) {
+  return aligned64(staging) + aligned64(residency::SpillFile::stream_io_bytes(staging));
 }
 }  // namespace
 
@@ -63,28 +68,39 @@ void Plan::assign_offsets() {
       buffer_of_[v] = buffer_of_[static_cast<std::size_t>(root(static_cast<int>(v)))];
   // An event can stream when the step can stream every slot of the buffer it has: its staging
   // is then the sum of theirs (kernels/kernel.h stream_bytes).
+  // Direct streaming holds an io block beside each staging block (direct_buffers_).
+  direct_buffers_ = buffers_;
   for (int s = 0; s < n_steps; ++s) {
     const Step& st = steps_[static_cast<std::size_t>(s)];
     auto note = [&](int v, bool write, const std::optional<kernels::StreamNeed>& stream) {
       if (v < 0 || buffer_of_[static_cast<std::size_t>(v)] < 0) return;
       auto& b = buffers_[static_cast<std::size_t>(buffer_of_[static_cast<std::size_t>(v)])];
+      auto& d = direct_buffers_[static_cast<std::size_t>(buffer_of_[static_cast<std::size_t>(v)])];
       if (b.events.empty() || b.events.back() != s) {
         b.events.push_back(s);
         b.writes.push_back(false);
         b.reads.push_back(0);
         b.stream_bytes.push_back(0);
+        d.stream_bytes.push_back(0);
       }
       if (write) b.writes.back() = true;
       std::size_t& sb = b.stream_bytes.back();
+      std::size_t& db = d.stream_bytes.back();
       if (!stream || sb == memory::SpillBuffer::kNoStream) {
-        sb = memory::SpillBuffer::kNoStream;
+        sb = db = memory::SpillBuffer::kNoStream;
         return;
       }
       sb += aligned64(stream->staging);
+      db += stream_block(stream->staging);
       b.reads.back() += stream->reads;
     };
     for (std::size_t i = 0; i < st.in.size(); ++i) note(st.in[i], false, stream_slot(st, false, i));
     for (std::size_t i = 0; i < st.out.size(); ++i) note(st.out[i], true, stream_slot(st, true, i));
+  }
+  for (std::size_t b = 0; b < buffers_.size(); ++b) {
+    const auto stream_bytes = std::move(direct_buffers_[b].stream_bytes);
+    direct_buffers_[b] = buffers_[b];
+    direct_buffers_[b].stream_bytes = stream_bytes;
   }
   // A kernel's scratchpad is one more arena buffer, live during its step only: the run's peak
   // is the largest live set plus the scratch of the step where it occurs, not the largest live
@@ -123,7 +139,7 @@ void Plan::assign_offsets() {
   }
   if (own.arena == std::numeric_limits<std::size_t>::max())
     throw Error(ErrorKind::OutOfBudget, "the arena's layout needs more bytes than this platform can address");
-  layout_ = build_layout(own);
+  layout_ = build_layout(own, Streams::Lean);  // streams nothing
   memory_.arena_bytes = static_cast<std::int64_t>(layout_->arena_bytes);
   // Unspilled, each buffer is one segment: Value::offset is where its value lives (tools and
   // tests read it; runs take the layout's per-step offsets).
@@ -157,7 +173,7 @@ void Plan::check_pieces() {
     if (l.bytes > piece_) refuse(l.bytes, "the scratchpad of step " + std::to_string(l.first));
 }
 
-std::shared_ptr<const ArenaLayout> Plan::build_layout(const memory::SpillLayout& sl) const {
+std::shared_ptr<const ArenaLayout> Plan::build_layout(const memory::SpillLayout& sl, Streams streams) const {
   auto l = std::make_shared<ArenaLayout>();
   l->arena_bytes = sl.arena;
   l->piece_bytes = piece_;
@@ -194,10 +210,13 @@ std::shared_ptr<const ArenaLayout> Plan::build_layout(const memory::SpillLayout&
     auto add = [&](bool output, const std::vector<int>& vals) {
       for (std::size_t i = 0; i < vals.size(); ++i) {
         if (vals[i] < 0 || buffer_of_[static_cast<std::size_t>(vals[i])] != str.buffer) continue;
-        const std::size_t bytes = aligned64(stream_slot(steps_[s], output, i)->staging);
+        const std::size_t staging = stream_slot(steps_[s], output, i)->staging;
+        const std::size_t bytes = aligned64(staging);
+        const std::size_t io =
+            streams == Streams::Direct ? aligned64(residency::SpillFile::stream_io_bytes(staging)) : 0;
         l->streamed[s].push_back({output, i, sl.file_offset[static_cast<std::size_t>(str.buffer)], at, bytes,
-                                  buffers_[static_cast<std::size_t>(str.buffer)].bytes});
-        at += bytes;
+                                  buffers_[static_cast<std::size_t>(str.buffer)].bytes, at + bytes, io});
+        at += bytes + io;
       }
     };
     add(false, steps_[s].in);
@@ -227,27 +246,31 @@ std::optional<kernels::StreamNeed> Plan::stream_slot(const Step& st, bool output
   return slot < v.size() ? v[slot] : std::nullopt;
 }
 
-std::shared_ptr<const ArenaLayout> Plan::layout_within(std::size_t arena_limit) const {
+std::shared_ptr<const ArenaLayout> Plan::layout_within(std::size_t arena_limit, Streams streams) const {
   if (arena_limit == 0 || layout_->arena_bytes <= arena_limit) return layout_;
   std::lock_guard<std::mutex> lock(layout_mu_);
-  for (const auto& [limit, l] : spilled_layouts_)
-    if (limit == arena_limit) return l;
-  auto l = build_layout(memory::plan_spills(buffers_, scratch_, arena_limit, piece_));
+  for (const auto& k : spilled_layouts_)
+    if (k.limit == arena_limit && k.streams == streams) return k.layout;
+  const auto& buffers = streams == Streams::Direct ? direct_buffers_ : buffers_;
+  auto l = build_layout(memory::plan_spills(buffers, scratch_, arena_limit, piece_), streams);
   // A few limits are kept: a wrapper asks for the same one at planning and at run time.
   constexpr std::size_t kKept = 4;
   if (spilled_layouts_.size() >= kKept) spilled_layouts_.erase(spilled_layouts_.begin());
-  spilled_layouts_.emplace_back(arena_limit, l);
+  spilled_layouts_.push_back({arena_limit, streams, l});
   return l;
 }
 
-std::size_t Plan::min_arena_bytes() const {
-  return least_layout()->arena_bytes;
+std::size_t Plan::min_arena_bytes(Streams streams) const {
+  return least_layout(streams)->arena_bytes;
 }
 
-std::shared_ptr<const ArenaLayout> Plan::least_layout() const {
+std::shared_ptr<const ArenaLayout> Plan::least_layout(Streams streams) const {
   std::lock_guard<std::mutex> lock(layout_mu_);
-  if (!least_) least_ = build_layout(memory::plan_all_spilled(buffers_, scratch_, piece_));
-  return least_;
+  auto& least = streams == Streams::Direct ? least_direct_ : least_;
+  if (!least)
+    least = build_layout(
+        memory::plan_all_spilled(streams == Streams::Direct ? direct_buffers_ : buffers_, scratch_, piece_), streams);
+  return least;
 }
 
 std::vector<std::size_t> Plan::held_bytes(const ArenaLayout& l) const {
@@ -256,7 +279,7 @@ std::vector<std::size_t> Plan::held_bytes(const ArenaLayout& l) const {
     for (int s = r.first; s <= r.last; ++s)
       held[static_cast<std::size_t>(s)] += aligned64(values_[static_cast<std::size_t>(r.value)].bytes);
   for (std::size_t s = 0; s < steps_.size(); ++s) {
-    for (const auto& st : l.streamed[s]) held[s] += st.staging_bytes;
+    for (const auto& st : l.streamed[s]) held[s] += st.staging_bytes + st.io_bytes;
     held[s] += aligned64(l.scratch_slot[s]);
   }
   return held;

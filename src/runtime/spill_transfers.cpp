@@ -2,6 +2,8 @@
 
 #include <chrono>
 
+#include "runtime/spill_direct_operand.h"
+
 namespace qsmcore {
 namespace {
 using Clock = std::chrono::steady_clock;
@@ -13,7 +15,7 @@ constexpr std::size_t kQueue = 256;
 }  // namespace
 
 SpillTransfers::SpillTransfers(const ArenaLayout& layout, std::size_t sets, const std::string& dir)
-    : layout_(layout), file_(dir, layout.file_bytes * sets), worker_(kQueue) {
+    : layout_(layout), file_(dir, layout.file_bytes * sets), worker_(kQueue), stream_worker_(kQueue) {
   stats_.file_bytes = layout.file_bytes * sets;
   stats_.dir = file_.dir();
 }
@@ -44,6 +46,7 @@ void SpillTransfers::start(std::size_t step, ArenaLayout::When when, const std::
 }
 
 void SpillTransfers::finish() {
+  settle_operands();
   if (pending_.empty()) return;
   const auto t0 = Clock::now();
   std::vector<std::string> keys;
@@ -118,8 +121,7 @@ void SpillTransfers::stream_io(bool write, const void* src, void* dst, std::size
   (write ? stats_.written : stats_.read) += bytes;
 }
 
-template <typename F>
-void SpillTransfers::timed(F&& io) const {
+void SpillTransfers::timed(const std::function<void()>& io) const {
   const auto t0 = Clock::now();
   io();
   const double s = since(t0);
@@ -137,18 +139,31 @@ void SpillTransfers::bind(std::size_t step, std::size_t set, const ArenaPieces& 
                           std::size_t n_out, kernels::ExecContext& ctx) {
   ctx.streamed_in.clear();
   ctx.streamed_out.clear();
+  settle_operands();
   operands_.clear();
   const auto& list = layout_.streamed[step];
   if (list.empty()) return;
   ctx.streamed_in.assign(n_in, nullptr);
   ctx.streamed_out.assign(n_out, nullptr);
   for (const auto& s : list) {
-    auto op = std::make_unique<FileOperand>(*this, s.file_offset + layout_.file_bytes * set, s.operand_bytes);
+    const std::uint64_t base = s.file_offset + layout_.file_bytes * set;
+    std::unique_ptr<kernels::StreamedOperand> op;
+    if (file_.direct() && s.io_bytes > 0)
+      op = std::make_unique<DirectOperand>(*this, base, s.operand_bytes, arena.at(s.io_offset), s.io_bytes);
+    else
+      op = std::make_unique<FileOperand>(*this, base, s.operand_bytes);
     op->staging = s.staging_bytes > 0 ? arena.at(s.staging_offset) : nullptr;
     op->staging_bytes = s.staging_bytes;
     (s.output ? ctx.streamed_out : ctx.streamed_in)[s.slot] = op.get();
     operands_.push_back(std::move(op));
   }
+}
+
+// Direct operands hold written bytes and transfers in flight until settled; page-cache ones
+// settle as they go (their last write-back is waited for when they are dropped).
+void SpillTransfers::settle_operands() {
+  for (const auto& op : operands_)
+    if (const auto* d = dynamic_cast<const DirectOperand*>(op.get())) d->settle();
 }
 
 SpillReport SpillTransfers::stats() const {
