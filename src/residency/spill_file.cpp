@@ -31,6 +31,30 @@ void drop_cached(int fd, std::uint64_t offset, std::uint64_t bytes, bool written
   ::posix_fadvise(fd, static_cast<off_t>(offset), static_cast<off_t>(bytes), POSIX_FADV_DONTNEED);
 }
 
+// Every byte of a positioned transfer, continuing after a short one (a signal); the direct
+// descriptor and the page-cache one alike.
+void read_all(int fd, void* dst, std::uint64_t bytes, std::uint64_t offset, const std::string& dir) {
+  auto* p = static_cast<char*>(dst);
+  for (std::uint64_t done = 0; done < bytes;) {
+    const ssize_t n = sysio::pread(fd, p + done, bytes - done, static_cast<off_t>(offset + done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0)
+      throw Error(ErrorKind::Io, "reading spilled activations back from '" + dir + "' failed: " +
+                                     (n == 0 ? std::string("unexpected end of file") : sys_error(errno)));
+    done += static_cast<std::uint64_t>(n);
+  }
+}
+
+void write_all(int fd, const void* src, std::uint64_t bytes, std::uint64_t offset, const std::string& dir) {
+  const auto* p = static_cast<const char*>(src);
+  for (std::uint64_t done = 0; done < bytes;) {
+    const ssize_t n = sysio::pwrite(fd, p + done, bytes - done, static_cast<off_t>(offset + done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) throw Error(ErrorKind::Io, "writing spilled activations to '" + dir + "' failed: " + sys_error(errno));
+    done += static_cast<std::uint64_t>(n);
+  }
+}
+
 }  // namespace
 
 std::string SpillFile::resolve_dir(const std::string& dir) {
@@ -89,28 +113,14 @@ std::size_t SpillFile::stream_io_bytes(std::size_t staging) {
 #endif
 }
 
-// Whole blocks to and from the O_DIRECT descriptor; a short transfer (a signal) continues.
-// Reading past the end of the file is an error: the file's regions are whole blocks.
+// Whole blocks to and from the O_DIRECT descriptor. Reading past the end of the file is an
+// error: the file's regions are whole blocks.
 void SpillFile::read_direct(void* dst, std::uint64_t bytes, std::uint64_t offset) const {
-  auto* p = static_cast<char*>(dst);
-  for (std::uint64_t done = 0; done < bytes;) {
-    const ssize_t n = ::pread(direct_fd_, p + done, bytes - done, static_cast<off_t>(offset + done));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0)
-      throw Error(ErrorKind::Io, "reading spilled activations back from '" + dir_ + "' failed: " +
-                                     (n == 0 ? std::string("unexpected end of file") : sys_error(errno)));
-    done += static_cast<std::uint64_t>(n);
-  }
+  read_all(direct_fd_, dst, bytes, offset, dir_);
 }
 
 void SpillFile::write_direct(const void* src, std::uint64_t bytes, std::uint64_t offset) const {
-  const auto* p = static_cast<const char*>(src);
-  for (std::uint64_t done = 0; done < bytes;) {
-    const ssize_t n = ::pwrite(direct_fd_, p + done, bytes - done, static_cast<off_t>(offset + done));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) throw Error(ErrorKind::Io, "writing spilled activations to '" + dir_ + "' failed: " + sys_error(errno));
-    done += static_cast<std::uint64_t>(n);
-  }
+  write_all(direct_fd_, src, bytes, offset, dir_);
 }
 
 void SpillFile::write(const void* src, std::uint64_t bytes, std::uint64_t offset) const {
@@ -119,26 +129,12 @@ void SpillFile::write(const void* src, std::uint64_t bytes, std::uint64_t offset
 }
 
 void SpillFile::read(void* dst, std::uint64_t bytes, std::uint64_t offset) const {
-  auto* p = static_cast<char*>(dst);
-  for (std::uint64_t done = 0; done < bytes;) {
-    const ssize_t n = sysio::pread(fd_, p + done, bytes - done, static_cast<off_t>(offset + done));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0)
-      throw Error(ErrorKind::Io, "reading spilled activations back from '" + dir_ + "' failed: " +
-                                     (n == 0 ? std::string("unexpected end of file") : sys_error(errno)));
-    done += static_cast<std::uint64_t>(n);
-  }
+  read_all(fd_, dst, bytes, offset, dir_);
   drop_cached(fd_, offset, bytes, false);
 }
 
 void SpillFile::write_behind(const void* src, std::uint64_t bytes, std::uint64_t offset) const {
-  const auto* p = static_cast<const char*>(src);
-  for (std::uint64_t done = 0; done < bytes;) {
-    const ssize_t n = sysio::pwrite(fd_, p + done, bytes - done, static_cast<off_t>(offset + done));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) throw Error(ErrorKind::Io, "writing spilled activations to '" + dir_ + "' failed: " + sys_error(errno));
-    done += static_cast<std::uint64_t>(n);
-  }
+  write_all(fd_, src, bytes, offset, dir_);
 #ifdef __linux__
   ::sync_file_range(fd_, static_cast<off_t>(offset), static_cast<off_t>(bytes), SYNC_FILE_RANGE_WRITE);
 #endif
