@@ -132,6 +132,7 @@ void SpillTransfers::timed(const std::function<void()>& io) const {
 
 // The bound operands settle their last writes through file_ and mu_: before those go.
 SpillTransfers::~SpillTransfers() {
+  direct_.clear();
   operands_.clear();
 }
 
@@ -140,6 +141,7 @@ void SpillTransfers::bind(std::size_t step, std::size_t set, const ArenaPieces& 
   ctx.streamed_in.clear();
   ctx.streamed_out.clear();
   settle_operands();
+  direct_.clear();
   operands_.clear();
   const auto& list = layout_.streamed[step];
   if (list.empty()) return;
@@ -148,10 +150,13 @@ void SpillTransfers::bind(std::size_t step, std::size_t set, const ArenaPieces& 
   for (const auto& s : list) {
     const std::uint64_t base = s.file_offset + layout_.file_bytes * set;
     std::unique_ptr<kernels::StreamedOperand> op;
-    if (file_.direct() && s.io_bytes > 0)
-      op = std::make_unique<DirectOperand>(*this, base, s.operand_bytes, arena.at(s.io_offset), s.io_bytes);
-    else
+    if (file_.direct() && s.io_bytes > 0) {
+      auto d = std::make_unique<DirectOperand>(*this, base, s.operand_bytes, arena.at(s.io_offset), s.io_bytes);
+      direct_.push_back(d.get());
+      op = std::move(d);
+    } else {
       op = std::make_unique<FileOperand>(*this, base, s.operand_bytes);
+    }
     op->staging = s.staging_bytes > 0 ? arena.at(s.staging_offset) : nullptr;
     op->staging_bytes = s.staging_bytes;
     (s.output ? ctx.streamed_out : ctx.streamed_in)[s.slot] = op.get();
@@ -162,8 +167,7 @@ void SpillTransfers::bind(std::size_t step, std::size_t set, const ArenaPieces& 
 // Direct operands hold written bytes and transfers in flight until settled; page-cache ones
 // settle as they go (their last write-back is waited for when they are dropped).
 void SpillTransfers::settle_operands() {
-  for (const auto& op : operands_)
-    if (const auto* d = dynamic_cast<const DirectOperand*>(op.get())) d->settle();
+  for (const DirectOperand* d : direct_) d->settle();
 }
 
 SpillReport SpillTransfers::stats() const {

@@ -49,6 +49,7 @@ class SpillTransfers {
 
   const ArenaLayout& layout_;
   std::vector<std::unique_ptr<kernels::StreamedOperand>> operands_;  // those bound now
+  std::vector<const DirectOperand*> direct_;                         // of those, the direct ones
   residency::SpillFile file_;
   std::vector<std::string> pending_;
   mutable std::mutex mu_;  // the figures below: the worker adds I/O, the runner adds waits
