@@ -118,6 +118,9 @@ struct PlanMemory {
   std::int64_t spill_file_bytes = 0;
   std::int64_t spill_write_bytes = 0;
   std::int64_t spill_read_bytes = 0;
+  /// Of those, the bytes kernels are to stream slab by slab with direct I/O (0 when the run's
+  /// slabs go through the page cache: where the io blocks' room would cost more whole values).
+  std::int64_t spill_direct_bytes = 0;
   /// The largest value or scratchpad the arena holds: it needs that many bytes in one piece
   /// (in wasm32 one allocation stays below 2 GiB, and larger arenas are split into pieces).
   std::int64_t largest_block_bytes = 0;

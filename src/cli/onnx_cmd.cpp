@@ -248,6 +248,7 @@ nlohmann::json report_json(const OnnxRunArgs& a, const OnnxModel& model, const R
   j["spill"] = spill_json(f.spill.file_bytes, f.spill.written, f.spill.read, f.spill.wait_seconds, f.spill.dir);
   j["spill"]["planned_write_bytes"] = f.planned.spill_write_bytes;
   j["spill"]["planned_read_bytes"] = f.planned.spill_read_bytes;
+  j["spill"]["planned_direct_bytes"] = f.planned.spill_direct_bytes;
   // The conv chains' slabs the run took: finer than the default (6) when the budget needed them.
   j["spill"]["chain_window_share"] = f.spill.chain_window_share;
   // Slabs kernels streamed with direct I/O (through the page cache where the file system has none).

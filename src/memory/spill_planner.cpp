@@ -108,8 +108,11 @@ SpillLayout place(const std::vector<SpillBuffer>& buffers, const Spilled& spille
   for (const auto& st : l.streams) {
     const auto& buf = buffers[static_cast<std::size_t>(st.buffer)];
     const auto k = static_cast<std::size_t>(st.event);
-    if (buf.writes[k]) l.write_bytes += buf.bytes;
-    if (k < buf.reads.size()) l.read_bytes += buf.reads[k] * buf.bytes;
+    const std::uint64_t written = buf.writes[k] ? buf.bytes : 0;
+    const std::uint64_t read = k < buf.reads.size() ? std::uint64_t{buf.reads[k]} * buf.bytes : 0;
+    l.write_bytes += written;
+    l.read_bytes += read;
+    l.streamed_bytes += written + read;
   }
   return l;
 }

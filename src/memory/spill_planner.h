@@ -68,6 +68,7 @@ struct SpillLayout {
   std::size_t arena = 0;
   std::uint64_t file_bytes = 0;                   // spill file size
   std::uint64_t write_bytes = 0, read_bytes = 0;  // moved per run (streamed events included)
+  std::uint64_t streamed_bytes = 0;               // of those, moved by streamed events
   bool fits = true;                               // arena <= the limit asked for
   std::size_t spilled_gaps() const;
 };

@@ -294,20 +294,27 @@ struct OnnxModel::Impl {
     return (arena + pm.io_bytes) * sets + pm.weight_window_bytes;
   }
 
-  // The plan and layout a run of `sets` takes within `room`: the default slabs' plan when it
-  // fits (spilled or not), else the first finer one that does. Direct streaming (an io block
-  // beside each staging block) is preferred on finer slabs to page-cache streaming on coarser
-  // ones: at 181x217x181 NeXtQSM at a quarter of its peak ran in 195 s direct on the finest
-  // slabs against 222 s through the page cache on the next coarser, xQSM likewise faster. So
-  // the shares are tried with direct streaming first; the first share that fits only lean is
-  // the fallback. With no layout, the refusal's figures: what was held with the default plan,
-  // its unbudgeted run, and the least any share needs above that. Each share is weighed as it
-  // will run: a plan built here that does not fit is dropped before the next is built, so a
-  // budget of exactly that least then fits.
+  // The plan and layout a run of `sets` takes within `room`. The default slabs' plan serves when
+  // it fits unspilled. Else the shares are tried in order, each with direct streaming (an io
+  // block beside each staging block) and through the page cache (lean, no io blocks: more room
+  // for whole values), up to the first share where direct streaming fits, and the layout of
+  // least transfer cost among those that fit is taken (ArenaLayout::transfer_cost: direct
+  // streaming on finer slabs beat the page cache on coarser ones for NeXtQSM and xQSM at a
+  // quarter of their peak; at a half NeXtQSM ran faster lean). Finer shares than that are not
+  // planned: each plan's primitives hold generated code outside the accounting. With no
+  // layout, the refusal's figures: what was held with the default plan, its unbudgeted run, and
+  // the least any share needs above that. Each share is weighed as it will run: a plan built
+  // here that is not taken is dropped before the next is built, so a budget of exactly that
+  // least then fits.
   struct Choice {
     std::shared_ptr<Plan> plan;
     std::shared_ptr<const ArenaLayout> layout;
     std::int64_t held = 0, run = 0, least = 0;
+  };
+  struct Cheapest {
+    std::int64_t share = 0;
+    Plan::Streams streams = Plan::Streams::Lean;
+    double cost = 0;
   };
   // `room`: the bytes given; none: what the budget leaves once the plan is held.
   Choice choose(const std::vector<Shape>& shapes, const std::vector<DType>& dtypes, std::optional<std::int64_t> room,
@@ -315,17 +322,22 @@ struct OnnxModel::Impl {
     Choice c;
     std::int64_t need = std::numeric_limits<std::int64_t>::max();
     bool first = true;
-    std::optional<std::int64_t> lean_share;
+    std::optional<Cheapest> best;
     for (const std::int64_t share : window_shares()) {
       const bool had = has_plan(shapes, share);
       auto p = plan(shapes, dtypes, share);
       const std::int64_t held = memory_current();
       const std::int64_t r = room ? *room : run_room(held);
-      auto layout = layout_for(*p, r, sets, Plan::Streams::Direct);
-      if (layout) return {std::move(p), std::move(layout), held, 0, 0};
-      if (!lean_share && layout_for(*p, r, sets, Plan::Streams::Lean)) lean_share = share;
+      auto direct = layout_for(*p, r, sets, Plan::Streams::Direct);
+      if (direct && !direct->spills()) return {std::move(p), std::move(direct), held, 0, 0};
+      auto lean = layout_for(*p, r, sets, Plan::Streams::Lean);
+      for (const auto* l : {lean.get(), direct.get()})
+        if (l && (!best || l->transfer_cost() < best->cost))
+          best = Cheapest{share, l == direct.get() ? Plan::Streams::Direct : Plan::Streams::Lean, l->transfer_cost()};
+      if (direct && best->share == share)
+        return {std::move(p), best->streams == Plan::Streams::Direct ? std::move(direct) : std::move(lean), held, 0, 0};
       need = std::min(need, held + least_run(*p, sets));
-      const bool finer_differs = has_chains(*p);
+      const bool finer_differs = has_chains(*p), direct_fits = direct != nullptr;
       if (first) {
         const PlanMemory& pm = p->memory();
         c.held = held;
@@ -335,15 +347,17 @@ struct OnnxModel::Impl {
       // A refusal leaves memory as it found it (the plan's primitives too, so p goes first).
       if (!had) {
         const Plan* raw = p.get();
+        direct.reset();
+        lean.reset();
         p.reset();
         drop_plan(raw);
       }
-      if (!finer_differs) break;
+      if (direct_fits || !finer_differs) break;
     }
-    if (lean_share) {
-      auto p = plan(shapes, dtypes, *lean_share);
+    if (best) {
+      auto p = plan(shapes, dtypes, best->share);
       const std::int64_t held = memory_current();
-      auto layout = layout_for(*p, room ? *room : run_room(held), sets, Plan::Streams::Lean);
+      auto layout = layout_for(*p, room ? *room : run_room(held), sets, best->streams);
       if (layout) return {std::move(p), std::move(layout), held, 0, 0};
     }
     c.least = need - c.held;
@@ -617,6 +631,7 @@ PlanMemory OnnxModel::plan_memory(const std::vector<Shape>& input_shapes, std::i
   pm.spill_file_bytes = static_cast<std::int64_t>(c.layout->file_bytes);
   pm.spill_write_bytes = static_cast<std::int64_t>(c.layout->write_bytes);
   pm.spill_read_bytes = static_cast<std::int64_t>(c.layout->read_bytes);
+  pm.spill_direct_bytes = c.layout->direct_streams ? static_cast<std::int64_t>(c.layout->streamed_bytes) : 0;
   return pm;
 }
 

@@ -14,9 +14,9 @@ namespace {
 std::size_t aligned64(std::size_t b) {
   return (b + 63) / 64 * 64;
 }
-// What streaming one operand holds in the arena: its staging and the io block after it.
-std::size_t stream_block(std::size_t staging) {
-  return aligned64(staging) + aligned64(residency::SpillFile::stream_io_bytes(staging));
+// The io block direct streaming of one operand holds after its staging block.
+std::size_t io_block(std::size_t staging) {
+  return aligned64(residency::SpillFile::stream_io_bytes(staging));
 }
 }  // namespace
 
@@ -68,40 +68,39 @@ void Plan::assign_offsets() {
       buffer_of_[v] = buffer_of_[static_cast<std::size_t>(root(static_cast<int>(v)))];
   // An event can stream when the step can stream every slot of the buffer it has: its staging
   // is then the sum of theirs (kernels/kernel.h stream_bytes).
-  // Direct streaming holds an io block beside each staging block (direct_buffers_).
-  direct_buffers_ = buffers_;
+  // Direct streaming holds an io block beside each staging block (direct_buffers_: the same
+  // buffers, with these per-event stream bytes).
+  std::vector<std::vector<std::size_t>> direct_stream_bytes(buffers_.size());
   for (int s = 0; s < n_steps; ++s) {
     const Step& st = steps_[static_cast<std::size_t>(s)];
     auto note = [&](int v, bool write, const std::optional<kernels::StreamNeed>& stream) {
       if (v < 0 || buffer_of_[static_cast<std::size_t>(v)] < 0) return;
-      auto& b = buffers_[static_cast<std::size_t>(buffer_of_[static_cast<std::size_t>(v)])];
-      auto& d = direct_buffers_[static_cast<std::size_t>(buffer_of_[static_cast<std::size_t>(v)])];
+      const auto bi = static_cast<std::size_t>(buffer_of_[static_cast<std::size_t>(v)]);
+      auto& b = buffers_[bi];
+      auto& direct = direct_stream_bytes[bi];
       if (b.events.empty() || b.events.back() != s) {
         b.events.push_back(s);
         b.writes.push_back(false);
         b.reads.push_back(0);
         b.stream_bytes.push_back(0);
-        d.stream_bytes.push_back(0);
+        direct.push_back(0);
       }
       if (write) b.writes.back() = true;
       std::size_t& sb = b.stream_bytes.back();
-      std::size_t& db = d.stream_bytes.back();
+      std::size_t& db = direct.back();
       if (!stream || sb == memory::SpillBuffer::kNoStream) {
         sb = db = memory::SpillBuffer::kNoStream;
         return;
       }
       sb += aligned64(stream->staging);
-      db += stream_block(stream->staging);
+      db += aligned64(stream->staging) + io_block(stream->staging);
       b.reads.back() += stream->reads;
     };
     for (std::size_t i = 0; i < st.in.size(); ++i) note(st.in[i], false, stream_slot(st, false, i));
     for (std::size_t i = 0; i < st.out.size(); ++i) note(st.out[i], true, stream_slot(st, true, i));
   }
-  for (std::size_t b = 0; b < buffers_.size(); ++b) {
-    const auto stream_bytes = std::move(direct_buffers_[b].stream_bytes);
-    direct_buffers_[b] = buffers_[b];
-    direct_buffers_[b].stream_bytes = stream_bytes;
-  }
+  direct_buffers_ = buffers_;
+  for (std::size_t b = 0; b < buffers_.size(); ++b) direct_buffers_[b].stream_bytes = std::move(direct_stream_bytes[b]);
   // A kernel's scratchpad is one more arena buffer, live during its step only: the run's peak
   // is the largest live set plus the scratch of the step where it occurs, not the largest live
   // set plus the largest scratch of any step (xQSM twin at 64³: a 64 MiB deconvolution
@@ -180,6 +179,8 @@ std::shared_ptr<const ArenaLayout> Plan::build_layout(const memory::SpillLayout&
   l->file_bytes = sl.file_bytes;
   l->write_bytes = sl.write_bytes;
   l->read_bytes = sl.read_bytes;
+  l->streamed_bytes = sl.streamed_bytes;
+  l->direct_streams = streams == Streams::Direct && residency::SpillFile::stream_io_bytes(1) > 0;
   l->fits = sl.fits;
   const std::size_t n = steps_.size();
   l->scratch_offset.assign(n, 0);
@@ -212,8 +213,7 @@ std::shared_ptr<const ArenaLayout> Plan::build_layout(const memory::SpillLayout&
         if (vals[i] < 0 || buffer_of_[static_cast<std::size_t>(vals[i])] != str.buffer) continue;
         const std::size_t staging = stream_slot(steps_[s], output, i)->staging;
         const std::size_t bytes = aligned64(staging);
-        const std::size_t io =
-            streams == Streams::Direct ? aligned64(residency::SpillFile::stream_io_bytes(staging)) : 0;
+        const std::size_t io = streams == Streams::Direct ? io_block(staging) : 0;
         l->streamed[s].push_back({output, i, sl.file_offset[static_cast<std::size_t>(str.buffer)], at, bytes,
                                   buffers_[static_cast<std::size_t>(str.buffer)].bytes, at + bytes, io});
         at += bytes + io;

@@ -9,7 +9,9 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <map>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <set>
 
@@ -261,6 +263,70 @@ TEST(FinerSlabs, TheLeastARefusalNamesIsABudgetThatRuns) {
     qsmtest::expect_bitwise(m.run(in), ref, "xqsm at the least a refusal named, " + residency);
     EXPECT_LE(qsmcore::memory_peak(), named);
     EXPECT_GT(m.last_spill().chain_window_share, 6);
+  }
+}
+
+// Between the least and the unbudgeted peak, a spilled run takes, of the layouts it weighs
+// (each share up to the first where direct streaming fits, streaming directly and through the
+// page cache), the one of least transfer cost: direct streaming where its io blocks cost
+// little room, the page cache where that room sends more whole values to the file. The sweep
+// must meet both, and the runs at each are the unbudgeted run, bit for bit, moving what was
+// planned. Both kinds of budget are met on the reduced AutoQSM twin.
+TEST(SpillChoice, ARunTakesTheLayoutOfLeastTransferCostItWeighs) {
+  const std::string dir = qsmtest::data_dir("QSM_TWINS_DIR");
+  QSM_REQUIRE_DATA(dir, "QSM_TWINS_DIR");
+  auto m = qsmcore::OnnxModel::load(dir + "/autoqsm.onnx", options());
+  std::vector<qsmcore::Shape> shapes;
+  std::vector<qsmcore::Tensor> in;
+  for (const auto& input : m.inputs()) {
+    shapes.push_back(input.dims);
+    in.push_back(qsmtest::random_tensor(shapes.back(), static_cast<unsigned>(5 + shapes.size())));
+  }
+  const auto ref = m.run(in);
+  const std::int64_t full = m.plan_memory(shapes).run_peak_bytes(), least = m.min_run_bytes(shapes);
+  std::optional<std::int64_t> lean_cap, direct_cap;  // a budget taking each, where direct streaming fits
+  constexpr int kSteps = 48;
+  for (int i = 0; i < kSteps; ++i) {
+    const std::int64_t cap = least + (full - least) * i / kSteps;
+    SCOPED_TRACE("cap " + std::to_string(cap));
+    const qsmcore::PlanMemory chosen = m.plan_memory(shapes, cap);
+    ASSERT_GT(chosen.spill_write_bytes, 0);
+    const double cost = static_cast<double>(chosen.spill_write_bytes + chosen.spill_read_bytes) -
+                        static_cast<double>(chosen.spill_direct_bytes) / 2;
+    double cheapest = std::numeric_limits<double>::infinity();
+    bool direct_weighed = false;
+    for (const std::int64_t share : {6, 12, 24}) {
+      const qsmcore::Plan& p = qsmcore::plan_for(m, shapes, share);
+      const qsmcore::PlanMemory& pm = p.memory();
+      const auto limit = static_cast<std::size_t>(cap - pm.weight_window_bytes - pm.io_bytes);
+      for (const auto streams : {qsmcore::Plan::Streams::Lean, qsmcore::Plan::Streams::Direct}) {
+        const auto l = p.layout_within(limit, streams);
+        if (!l->fits) continue;
+        EXPECT_TRUE(l->spills());
+        cheapest = std::min(cheapest, l->transfer_cost());
+        direct_weighed = direct_weighed || streams == qsmcore::Plan::Streams::Direct;
+      }
+      if (direct_weighed) break;
+    }
+    EXPECT_EQ(cost, cheapest);
+    if (direct_weighed) (chosen.spill_direct_bytes > 0 ? direct_cap : lean_cap) = cap;
+  }
+  ASSERT_TRUE(lean_cap) << "no budget where direct streaming fits took the page cache";
+  ASSERT_TRUE(direct_cap) << "no budget took direct streaming";
+  for (const std::int64_t cap : {*lean_cap, *direct_cap}) {
+    m.limit_run_bytes(cap);
+    const std::int64_t before = qsmcore::memory_current();
+    qsmcore::reset_memory_peak();
+    qsmtest::expect_bitwise(m.run(in), ref, "xqsm at " + std::to_string(cap));
+    EXPECT_LE(qsmcore::memory_peak() - before, cap);
+    const qsmcore::PlanMemory planned = m.plan_memory(shapes, cap);
+    const qsmcore::SpillReport rep = m.last_spill();
+    EXPECT_EQ(rep.written, static_cast<std::uint64_t>(planned.spill_write_bytes));
+    EXPECT_EQ(rep.read, static_cast<std::uint64_t>(planned.spill_read_bytes));
+    if (cap == *lean_cap) {
+      EXPECT_EQ(rep.direct, 0u);
+    }
+    EXPECT_LE(rep.direct, static_cast<std::uint64_t>(planned.spill_direct_bytes));
   }
 }
 

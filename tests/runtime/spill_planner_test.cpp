@@ -184,6 +184,7 @@ TEST(SpillPlanner, AStreamingStepHoldsOnlyItsStagingBlocks) {
   // streaming step; B is written by the step and read back right before step 2.
   EXPECT_EQ(least.write_bytes, 16 * kMiB);
   EXPECT_EQ(least.read_bytes, 16 * kMiB);
+  EXPECT_EQ(least.streamed_bytes, 16 * kMiB) << "the step reads A and writes B, 8 MiB each";
   ASSERT_EQ(least.segments.size(), 2u);
   EXPECT_TRUE(least.segments[0].write_out && least.segments[0].write_sync);
   EXPECT_EQ(least.segments[0].last, 0);
@@ -204,6 +205,7 @@ TEST(SpillPlanner, StreamsOnlyWhatTheLimitNeeds) {
   EXPECT_EQ(l.streams[0].buffer, 1);
   EXPECT_EQ(l.write_bytes, 8 * kMiB) << "the step writes B to the file";
   EXPECT_EQ(l.read_bytes, 8 * kMiB) << "and it is read back before step 2";
+  EXPECT_EQ(l.streamed_bytes, 8 * kMiB) << "the write is the streamed event's";
 }
 
 TEST(SpillPlanner, AnEventThatCannotStreamOrSavesNothingStays) {
