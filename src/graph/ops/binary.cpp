@@ -152,6 +152,35 @@ OpDef pow_def() {
   return d;
 }
 
+/// Where on elements of U's size, copied as raw bits (any dtype of that size): the row loops
+/// with contiguous or single-value operands vectorise (NeXtQSM's masked gradients, Where(mask,
+/// g, 0) on full-resolution tensors, took 5 s a VJP element by element).
+template <class U>
+void where_rows(const Broadcast& bc, std::span<const Tensor> in, const Tensor& out) {
+  const auto* c = in[0].data<std::uint8_t>();
+  const auto* x = static_cast<const U*>(in[1].raw());
+  const auto* y = static_cast<const U*>(in[2].raw());
+  auto* o = static_cast<U*>(out.raw());
+  const std::int64_t n = bc.inner(), sc = bc.inner_stride(0), sx = bc.inner_stride(1), sy = bc.inner_stride(2);
+  parallel_for(bc.rows(), n, [&](std::int64_t r) {
+    const std::uint8_t* cr = c + bc.row_offset(0, r);
+    const U* xr = x + bc.row_offset(1, r);
+    const U* yr = y + bc.row_offset(2, r);
+    U* orow = o + r * n;
+    if (sc == 1 && sx == 1 && sy == 0) {
+      const U yv = yr[0];
+      for (std::int64_t j = 0; j < n; ++j) orow[j] = cr[j] != 0 ? xr[j] : yv;
+    } else if (sc == 1 && sx == 0 && sy == 1) {
+      const U xv = xr[0];
+      for (std::int64_t j = 0; j < n; ++j) orow[j] = cr[j] != 0 ? xv : yr[j];
+    } else if (sc == 1 && sx == 1 && sy == 1) {
+      for (std::int64_t j = 0; j < n; ++j) orow[j] = cr[j] != 0 ? xr[j] : yr[j];
+    } else {
+      for (std::int64_t j = 0; j < n; ++j) orow[j] = cr[j * sc] != 0 ? xr[j * sx] : yr[j * sy];
+    }
+  });
+}
+
 OpDef where_def() {
   OpDef d;
   d.name = "Where";
@@ -167,6 +196,13 @@ OpDef where_def() {
   d.ref = [](const Node&, std::span<const Tensor> in, std::span<Tensor> out) {
     const Broadcast bc(out[0].shape(), {in[0].shape(), in[1].shape(), in[2].shape()});
     const std::size_t es = dtype_size(out[0].dtype());
+    switch (es) {
+      case 1: return where_rows<std::uint8_t>(bc, in, out[0]);
+      case 2: return where_rows<std::uint16_t>(bc, in, out[0]);
+      case 4: return where_rows<std::uint32_t>(bc, in, out[0]);
+      case 8: return where_rows<std::uint64_t>(bc, in, out[0]);
+      default: break;
+    }
     const auto* c = in[0].data<std::uint8_t>();
     const auto* x = static_cast<const std::byte*>(in[1].raw());
     const auto* y = static_cast<const std::byte*>(in[2].raw());

@@ -11,6 +11,7 @@
 #include <array>
 #include <cstring>
 
+#include "core/parallel.h"
 #include "kernels/element_chunks.h"
 #include "kernels/onednn/common.h"
 
@@ -53,6 +54,8 @@ bool keeps_padding_zero(const graph::TypedGraph& g, const graph::TNode& n, const
 // Streamed under a budget (issue #16), it runs on chunks of the buffers (kernels/element_chunks.h):
 // the reference function is scalar, so each element gets the same bits in any chunk.
 class AnyLayoutElementwiseKernel final : public Kernel {
+  static constexpr std::int64_t kLeastPart = 32768;  // elements a thread's part has at least
+
  public:
   AnyLayoutElementwiseKernel(const graph::TNode& n, const graph::TypedGraph& g, std::vector<bool> full,
                              std::int64_t elements)
@@ -66,12 +69,25 @@ class AnyLayoutElementwiseKernel final : public Kernel {
     for (const DType t : in_dtypes_) bytes.push_back(dtype_size(t));
     ElementChunks c = chunks_;
     if (ctx.streamed_in.empty() && ctx.streamed_out.empty()) c.per = 0;  // in memory: one call, whole
-    std::vector<Tensor> in(inputs.size());
-    walk_element_chunks(c, inputs, outputs, bytes, full_, dtype_size(out_dtype_), ctx, [&](const ElementChunk& ch) {
-      for (std::size_t i = 0; i < inputs.size(); ++i)
-        in[i] = Tensor::view(in_dtypes_[i], {full_[i] ? ch.count : 1}, const_cast<void*>(ch.in[i]));
-      Tensor out = Tensor::view(out_dtype_, {ch.count}, ch.out);
-      op_->ref(node_, in, std::span<Tensor>(&out, 1));
+    const std::size_t out_bytes = dtype_size(out_dtype_);
+    walk_element_chunks(c, inputs, outputs, bytes, full_, out_bytes, ctx, [&](const ElementChunk& ch) {
+      // Flat views are one broadcast row, which the reference runs on one thread: the chunk is
+      // cut into one contiguous part per thread instead (each element computed alone, so the
+      // same bits however it is cut).
+      const std::int64_t parts = std::clamp<std::int64_t>(ch.count / kLeastPart, 1, max_threads());
+      const std::int64_t per = (ch.count + parts - 1) / parts;
+      qsmcore::parallel_for(parts, parts > 1, [&](std::int64_t k) {
+        const std::int64_t first = k * per, count = std::min(per, ch.count - first);
+        std::vector<Tensor> in(inputs.size());
+        for (std::size_t i = 0; i < inputs.size(); ++i)
+          in[i] = full_[i] ? Tensor::view(in_dtypes_[i], {count},
+                                          const_cast<std::byte*>(static_cast<const std::byte*>(ch.in[i])) +
+                                              static_cast<std::size_t>(first) * bytes[i])
+                           : Tensor::view(in_dtypes_[i], {1}, const_cast<void*>(ch.in[i]));
+        Tensor out = Tensor::view(out_dtype_, {count},
+                                  static_cast<std::byte*>(ch.out) + static_cast<std::size_t>(first) * out_bytes);
+        op_->ref(node_, in, std::span<Tensor>(&out, 1));
+      });
     });
   }
   std::optional<StreamNeed> stream_need(bool output, std::size_t slot) const override {
