@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <limits>
 #include <random>
 
 #include "onnx/onnx_writer.h"
@@ -883,6 +884,52 @@ TEST(GraphRewrites, ConvReadOnlyByAChannelSplitRunsPerPart) {
     expect_same_function(n, n, /*split_b=*/false);
     OnnxModel m = load(n, Backend::OneDnn);
     for (const auto& st : qsmcore::plan_for(m, n.in_shapes).steps()) EXPECT_NE(st.op_type, "Split");
+  }
+}
+
+TEST(GraphRewrites, AReluAdjointsComparisonReadsTheReluSoTheReluFuses) {
+  // Greater(p, c) beside Relu(p) compares Relu(p) when c >= 0. Oracle for the identity: the
+  // comparison itself, element by element, on values that test it (NaN, infinities, ±0, c).
+  for (const float c : {0.0f, 0.25f, -0.25f}) {
+    SCOPED_TRACE("c " + std::to_string(c));
+    Net n;
+    const Shape xs{1, 1, 4, 4, 4};
+    n.input("x", xs);
+    n.p.initializers.push_back(float_tensor("c", {1}, {c}));
+    n.add("Relu", {"x"}, {"h"});
+    n.add("Greater", {"x", "c"}, {"mask"});
+    n.output("h");
+    n.p.outputs.push_back(value_info("mask", 9, {}));
+    std::vector<float> xv = random_values(qsmcore::numel(xs), 31, -1.0f, 1.0f);
+    const float inf = std::numeric_limits<float>::infinity();
+    const std::vector<float> special{std::nanf(""), -std::nanf(""), inf, -inf, 0.0f, -0.0f, 0.25f, -0.25f, 1e-30f};
+    std::copy(special.begin(), special.end(), xv.begin());
+    for (const Backend b : {Backend::OneDnn, Backend::Reference}) {
+      OnnxModel m = load(n, b);
+      const auto out = m.run({Tensor::from_vector(xs, xv)});
+      ASSERT_EQ(out.size(), 2u);
+      const auto* mask = static_cast<const std::uint8_t*>(out[1].raw());
+      for (std::size_t i = 0; i < xv.size(); ++i) ASSERT_EQ(mask[i] != 0, xv[i] > c) << "x " << xv[i];
+    }
+  }
+  // On convolutions (the VJP's forward pass): with c >= 0 the Relu becomes a post-op of the
+  // convolution making p and no step of its own; with c < 0 the comparison must read p, and the
+  // Relu stays. Oracle for the values: the reference backend.
+  for (const float c : {0.0f, -0.25f}) {
+    Net n;
+    n.input("x", {1, 3, 6, 5, 4});
+    n.p.initializers.push_back(float_tensor("zero", {1}, {0.0f}));
+    n.p.initializers.push_back(float_tensor("c", {1}, {c}));
+    n.conv("x", "p", 3, 8);
+    n.add("Relu", {"p"}, {"h"});
+    n.add("Greater", {"p", "c"}, {"mask"});
+    n.conv("h", "g", 8, 8);
+    n.add("Where", {"mask", "g", "zero"}, {"w"});
+    n.conv("w", "y", 8, 2);
+    n.output("y");
+    const auto impls = compare(n);
+    const auto relus = std::count_if(impls.begin(), impls.end(), [](const auto& s) { return s.first == "Relu"; });
+    EXPECT_EQ(relus, c >= 0 ? 0 : 1) << "c " << c;
   }
 }
 

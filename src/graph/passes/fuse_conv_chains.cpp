@@ -128,7 +128,10 @@ void run_passes(TypedGraph& g, const PassOptions& opts) {
   }
   if (opts.split_concat) split_conv_outputs(g);
   split_heavy_convs(g, opts.max_conv_weight_bytes);
-  if (opts.fuse) fuse_conv_chains(g);
+  if (opts.fuse) {
+    compare_after_relu(g);
+    fuse_conv_chains(g);
+  }
   remove_dead_nodes(g);
   if (opts.stream_chains)
     stream_conv_chains(g, opts.max_conv_weight_bytes, opts.chain_filter, opts.chain_window_share,

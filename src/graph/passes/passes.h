@@ -18,6 +18,11 @@ int fold_batchnorm(TypedGraph& g);
 /// convolution (oneDNN executes them inside the kernel). Returns the number of fused nodes.
 int fuse_conv_chains(TypedGraph& g);
 
+/// Greater(p, c) with a constant c ≥ 0 compares Relu(p) instead where that is made before it
+/// (the same bits), so the Relu is p's only reader and can fuse into p's convolution (a ReLU's
+/// adjoint in a hand-written VJP). Returns the number of comparisons moved.
+int compare_after_relu(TypedGraph& g);
+
 /// Concat(axis=1) read only by Convs becomes, for each, one Conv per concatenated input (weights
 /// split by input channel) accumulated through Sum post-ops: the concatenated tensor is never built.
 int split_concat_convs(TypedGraph& g);

@@ -71,10 +71,11 @@ class AnyLayoutElementwiseKernel final : public Kernel {
     if (ctx.streamed_in.empty() && ctx.streamed_out.empty()) c.per = 0;  // in memory: one call, whole
     const std::size_t out_bytes = dtype_size(out_dtype_);
     walk_element_chunks(c, inputs, outputs, bytes, full_, out_bytes, ctx, [&](const ElementChunk& ch) {
-      // Flat views are one broadcast row, which the reference runs on one thread: the chunk is
-      // cut into one contiguous part per thread instead (each element computed alone, so the
-      // same bits however it is cut).
-      const std::int64_t parts = std::clamp<std::int64_t>(ch.count / kLeastPart, 1, max_threads());
+      // Flat views are one broadcast row, which the reference runs on one thread: in memory the
+      // buffers are cut into one contiguous part per thread instead (each element computed
+      // alone, so the same bits however they are cut). Streamed, a chunk stays on one thread:
+      // the step waits on the file, and the other core serves the transfers.
+      const std::int64_t parts = c.per > 0 ? 1 : std::clamp<std::int64_t>(ch.count / kLeastPart, 1, max_threads());
       const std::int64_t per = (ch.count + parts - 1) / parts;
       qsmcore::parallel_for(parts, parts > 1, [&](std::int64_t k) {
         const std::int64_t first = k * per, count = std::min(per, ch.count - first);
