@@ -12,6 +12,9 @@ namespace qsmcore {
 struct ModelInternals {
   static const Plan& plan(OnnxModel& m, const std::vector<Shape>& input_shapes,
                           std::int64_t window_share = graph::kChainWindowShare);
+  /// Runs take conv chains' slabs of this share only, whatever their budget (0: as a budget
+  /// needs), so a test can run the finest slabs where a budget would not need them.
+  static void run_on_window_share(OnnxModel& m, std::int64_t window_share);
   /// Plans in the model's cache now.
   static std::size_t cached_plans(const OnnxModel& m);
 };

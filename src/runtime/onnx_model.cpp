@@ -127,11 +127,15 @@ struct OnnxModel::Impl {
     for (const auto& vi : model.graph.outputs) outputs.push_back(desc(vi));
   }
 
+  // Set by tools and tests (ModelInternals::run_on_window_share): the only share runs take.
+  std::int64_t only_share = 0;
+
   // Conv chains' window shares a budget may choose, the default first: finer slabs hold less
   // (smaller windows and staging blocks) for more calls. oneDNN computes each plane the same way
   // whatever slab it falls in, so the output is the same bits (tested); only where the engine
   // spills, as that is where a smaller least matters.
   std::vector<std::int64_t> window_shares() const {
+    if (only_share > 0) return {only_share};
     if (opts.spill_activations && opts.stream_conv_chains && opts.backend == Backend::OneDnn)
       return {graph::kChainWindowShare, 2 * graph::kChainWindowShare, 4 * graph::kChainWindowShare};
     return {graph::kChainWindowShare};
@@ -602,6 +606,10 @@ std::map<std::string, Tensor> OnnxModel::run(const std::map<std::string, Tensor>
 
 const Plan& ModelInternals::plan(OnnxModel& m, const std::vector<Shape>& input_shapes, std::int64_t window_share) {
   return *m.impl_->plan(input_shapes, m.impl_->declared_dtypes(), window_share);
+}
+
+void ModelInternals::run_on_window_share(OnnxModel& m, std::int64_t window_share) {
+  m.impl_->only_share = window_share;
 }
 
 std::size_t ModelInternals::cached_plans(const OnnxModel& m) {

@@ -11,12 +11,13 @@
 #include <fstream>
 #include <limits>
 #include <map>
-#include <optional>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 
 #include "../support/test_data.h"
 #include "../support/twin_cases.h"
+#include "onnx/onnx_writer.h"
 #include "qsmcore/error.h"
 #include "qsmcore/memory.h"
 #include "qsmcore/onnx_model.h"
@@ -498,9 +499,10 @@ TEST(ActivationSpillBatch, EachSetOfABatchSpillsIntoItsOwnRegion) {
 }  // namespace
 
 // Elementwise steps stream too (kernels/element_chunks.h): NeXtQSM's VJP masks its gradient with
-// Greater and Where and applies Relu on full-resolution tensors, each of which a budget below
-// them could otherwise not hold. In the least layout every one of them that is large enough
-// runs on chunks through the spill file, and the run there is the unbudgeted run, bit for bit.
+// Greater and Where on full-resolution tensors, each of which a budget below them could
+// otherwise not hold. In the least layout every one of them that is large enough runs on chunks
+// through the spill file, and the run there is the unbudgeted run, bit for bit. (Its Relus are
+// post-ops of their convolutions: the comparisons read their outputs, graph/passes.)
 TEST(StreamedElementwise, ReluGreaterAndWhereStreamAndTheRunIsBitForBit) {
   const std::string dir = qsmtest::data_dir("QSM_TWINS_DIR");
   QSM_REQUIRE_DATA(dir, "QSM_TWINS_DIR");
@@ -524,7 +526,8 @@ TEST(StreamedElementwise, ReluGreaterAndWhereStreamAndTheRunIsBitForBit) {
       EXPECT_EQ((op.output ? layout->out_offset : layout->in_offset)[s][op.slot], qsmcore::ArenaLayout::npos)
           << "a streamed operand has no place in the arena at its step";
   }
-  for (const char* op : {"Relu", "Greater", "Where"}) EXPECT_GT(streamed[op], 0) << "no " << op << " streams";
+  for (const char* op : {"Greater", "Where"}) EXPECT_GT(streamed[op], 0) << "no " << op << " streams";
+  for (const auto& st : plan.steps()) EXPECT_NE(st.op_type, "Relu") << "a Relu did not fuse into its convolution";
   const std::int64_t cap = m.min_run_bytes(shapes_of(c));
   m.limit_run_bytes(cap);
   const std::int64_t before = qsmcore::memory_current();
@@ -536,4 +539,29 @@ TEST(StreamedElementwise, ReluGreaterAndWhereStreamAndTheRunIsBitForBit) {
   EXPECT_GT(m.last_spill().written, 0u);
   EXPECT_EQ(m.last_spill().written, static_cast<std::uint64_t>(pm.spill_write_bytes));
   EXPECT_EQ(m.last_spill().read, static_cast<std::uint64_t>(pm.spill_read_bytes));
+}
+
+// A Relu that has no convolution to fuse into (here on the model's input, then Abs) streams its
+// chunks too, through oneDNN's eltwise kernel, bit for bit.
+TEST(StreamedElementwise, AReluOfItsOwnStreams) {
+  using namespace qsmtest::onnxw;
+  GraphParts p;
+  p.nodes.push_back(node("Relu", {"x"}, {"a"}, "relu"));
+  p.nodes.push_back(node("Abs", {"a"}, {"y"}, "abs"));
+  const qsmcore::Shape shape{1, 8, 64, 32, 32};
+  p.inputs.push_back(value_info("x", 1, shape));
+  p.outputs.push_back(value_info("y", 1, shape));
+  auto m = qsmcore::OnnxModel::load(model(graph(p)).bytes, options(), "relu.onnx");
+  const std::vector<qsmcore::Tensor> in{qsmtest::random_tensor(shape, 3)};
+  const auto ref = m.run(in);
+  const qsmcore::Plan& plan = qsmcore::plan_for(m, {shape});
+  const auto layout = plan.least_layout();
+  int relus = 0;
+  for (std::size_t s = 0; s < plan.steps().size(); ++s)
+    relus += plan.steps()[s].op_type == "Relu" && !layout->streamed[s].empty();
+  EXPECT_EQ(relus, 1);
+  const std::int64_t cap = m.min_run_bytes({shape});
+  m.limit_run_bytes(cap);
+  qsmtest::expect_bitwise(m.run(in), ref, "relu streamed");
+  EXPECT_GT(m.last_spill().written, 0u);
 }
