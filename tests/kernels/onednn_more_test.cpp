@@ -502,19 +502,22 @@ TEST(OneDnnDeconv, StridedConvAndOverlappingAdjointOnTwoPlaneSlabs) {
   n.add("Conv", {"p", "wd"}, {"d"}, {attr_ints("strides", {2, 2, 2}), attr_ints("pads", {1, 1, 1, 1, 1, 1})});
   n.add("Relu", {"d"}, {"dr"});
   n.weight("wu", {16, 8, 3, 3, 3});
-  n.add("ConvTranspose", {"dr", "wu"}, {"u"},
-        {attr_ints("strides", {2, 2, 2}), attr_ints("pads", {1, 1, 1, 1, 1, 1}), attr_ints("output_padding", {1, 1, 1})});
+  n.add(
+      "ConvTranspose", {"dr", "wu"}, {"u"},
+      {attr_ints("strides", {2, 2, 2}), attr_ints("pads", {1, 1, 1, 1, 1, 1}), attr_ints("output_padding", {1, 1, 1})});
   n.add("Relu", {"u"}, {"ur"});
   n.conv("ur", "y", 8, 2);
   n.output("y");
   compare(n);
   OnnxModel m = load(n, Backend::OneDnn);
-  const std::vector<Tensor> in{Tensor::from_vector(n.in_shapes[0], random_values(qsmcore::numel(n.in_shapes[0]), 1000))};
+  const std::vector<Tensor> in{
+      Tensor::from_vector(n.in_shapes[0], random_values(qsmcore::numel(n.in_shapes[0]), 1000))};
   const Tensor whole = m.run(in)[0];
   int slabbed = 0;
   for (const auto& st : qsmcore::plan_for(m, n.in_shapes, 24).steps()) {
     const std::string impl = st.kernel->impl_name();
-    slabbed += impl.find("conv_depth_slabs") != std::string::npos || impl.find("deconv_sublattice_slabs") != std::string::npos;
+    slabbed +=
+        impl.find("conv_depth_slabs") != std::string::npos || impl.find("deconv_sublattice_slabs") != std::string::npos;
   }
   if (slabbed == 0) GTEST_SKIP() << "no strided convolution runs in depth slabs on this CPU";
   EXPECT_EQ(slabbed, 2);

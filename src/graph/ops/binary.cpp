@@ -197,11 +197,16 @@ OpDef where_def() {
     const Broadcast bc(out[0].shape(), {in[0].shape(), in[1].shape(), in[2].shape()});
     const std::size_t es = dtype_size(out[0].dtype());
     switch (es) {
-      case 1: return where_rows<std::uint8_t>(bc, in, out[0]);
-      case 2: return where_rows<std::uint16_t>(bc, in, out[0]);
-      case 4: return where_rows<std::uint32_t>(bc, in, out[0]);
-      case 8: return where_rows<std::uint64_t>(bc, in, out[0]);
-      default: break;
+      case 1:
+        return where_rows<std::uint8_t>(bc, in, out[0]);
+      case 2:
+        return where_rows<std::uint16_t>(bc, in, out[0]);
+      case 4:
+        return where_rows<std::uint32_t>(bc, in, out[0]);
+      case 8:
+        return where_rows<std::uint64_t>(bc, in, out[0]);
+      default:
+        break;
     }
     const auto* c = in[0].data<std::uint8_t>();
     const auto* x = static_cast<const std::byte*>(in[1].raw());

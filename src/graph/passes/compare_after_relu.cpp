@@ -35,7 +35,8 @@ int compare_after_relu(TypedGraph& g) {
     for (const int r : live_readers(g, p)) {
       const TNode& relu = g.nodes[static_cast<std::size_t>(r)];
       if (relu.node.op_type != "Relu" || relu.in.size() != 1 || relu.out.size() != 1 || relu.out[0] < 0) continue;
-      if (static_cast<std::size_t>(r) > gi || g.values[static_cast<std::size_t>(relu.out[0])].shape != pv.shape) continue;
+      if (static_cast<std::size_t>(r) > gi || g.values[static_cast<std::size_t>(relu.out[0])].shape != pv.shape)
+        continue;
       cmp.in[0] = relu.out[0];
       ++rewritten;
       break;
