@@ -36,7 +36,7 @@ run() {  # model out budget -> prints "status seconds"; report in $out.json
   [ "$budget" = none ] && res=full
   rm -rf "$out" "$out.json"
   local input
-  input=$("$qsm" onnx info "$twins/$model.onnx" | awk '/^inputs/{getline; sub(":", "", $1); print $1; exit}')
+  input=$("$qsm" onnx info "$twins/$model.onnx" | awk '/^inputs/ && !done {getline; sub(":", "", $1); print $1; done = 1}')
   local t0 t1
   t0=$(date +%s.%N)
   if "$qsm" onnx run "$twins/$model.onnx" --in "$input=$work/$model.npy" --out "$out" --threads "$threads" \

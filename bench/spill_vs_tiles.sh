@@ -98,7 +98,7 @@ for model in $models; do
       if [ "$st" = ok ]; then
         tiled=ok
         tx=$(echo "scale=2; $secs / $base" | bc)
-        tile=$(grep -o 'tiles of core [0-9]*' "$work/$model-$frac-tiled.json" | head -1 | grep -o '[0-9]*$' || echo whole)
+        tile=$(grep -o 'tiles of core [0-9]*' "$work/$model-$frac-tiled.json" | sed -n 1p | grep -o '[0-9]*$' || echo whole)
         err=$(compare "$work/$model-none.nii.gz" "$work/$model-$frac-tiled.nii.gz" "$phantom/mask.nii.gz")
       else
         tiled=refused

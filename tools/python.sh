@@ -7,7 +7,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash tools/setup.sh
-if ! ninja -C build -t targets all 2>/dev/null | grep -q '^qsmcore_python:'; then
+# The target list is read whole before it is searched: with pipefail, `ninja … | grep -q`
+# fails whenever grep exits at its match before ninja has written the rest (SIGPIPE).
+targets=$(ninja -C build -t targets all 2>/dev/null || true)
+if ! grep -q '^qsmcore_python:' <<<"$targets"; then
   echo "tools/python.sh: build/ has no Python module (QSM_BUILD_PYTHON is off: python3-pybind11 or python3-dev missing?)" >&2
   exit 1
 fi
