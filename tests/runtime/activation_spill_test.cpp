@@ -44,11 +44,12 @@ qsmcore::ModelOptions options() {
   return o;
 }
 
-// Poolings, deconvolutions and strided convolutions run in depth slabs where oneDNN's
-// convolutions are channels-last (AVX-512). With blocked layouts (AVX2, or
-// ONEDNN_MAX_CPU_ISA=AVX2) they keep their operands whole and set the least (xQSM's
-// up-samplings), and the VJP's elementwise steps do not stream: tests of what finer slabs and
-// streamed elementwise steps gain skip there. `kind`: part of the slab kernels' impl names.
+// Poolings, deconvolutions and strided convolutions run in depth slabs where activations are
+// channels-last: wherever oneDNN's convolutions run channels-last on a jit kernel (AVX-512 and
+// AVX2: kernels/onednn/common.h, activation_block). With blocked layouts (a CPU below AVX2)
+// they keep their operands whole and set the least (xQSM's up-samplings), and the VJP's
+// elementwise steps do not stream: tests of what finer slabs and streamed elementwise steps
+// gain skip there. `kind`: part of the slab kernels' impl names.
 bool has_depth_slab_steps(const qsmcore::Plan& p, const std::string& kind = "_slabs") {
   return std::any_of(p.steps().begin(), p.steps().end(),
                      [&](const qsmcore::Plan::Step& st) { return st.impl.find(kind) != std::string::npos; });
@@ -160,7 +161,7 @@ TEST_P(StreamedConvChain, TheLeastGoesBelowAChainsOwnOperandsAndTheRunIsBitForBi
     EXPECT_GT(streamed_pools, 0u) << "QSMnet's first pooling reads a full-resolution skip";
   }
   // xQSM's largest steps: its full-resolution up-samplings and octave average poolings (in
-  // slabs where the CPU's convolutions are channels-last: AVX-512) and single convolutions
+  // slabs where the CPU's convolutions are channels-last: AVX-512, AVX2) and single convolutions
   // (chains of one).
   if (GetParam() == "xqsm.onnx" && slab_ups > 0) {
     EXPECT_GT(streamed_ups, 0u) << "no up-sampling streams its output";
@@ -326,8 +327,8 @@ TEST(SpillChoice, ARunTakesTheLayoutOfLeastTransferCostItWeighs) {
     EXPECT_EQ(cost, cheapest);
     if (direct_weighed) (chosen.spill_direct_bytes > 0 ? direct_cap : lean_cap) = cap;
   }
-  // Where oneDNN's convolutions are not channels-last (AVX2: blocked layouts, fewer steps
-  // stream) the sweep may not meet both kinds; the choice above was still checked at each.
+  // Where oneDNN's convolutions are not channels-last (below AVX2: blocked layouts, fewer
+  // steps stream) the sweep may not meet both kinds; the choice above was still checked at each.
   if (!lean_cap || !direct_cap)
     GTEST_SKIP() << "this CPU's layouts gave no budget "
                  << (lean_cap ? "taking direct streaming"

@@ -1,6 +1,7 @@
 #include "kernels/onednn/common.h"
 
 #include <cstring>
+#include <string>
 
 #include "qsmcore/error.h"
 
@@ -14,6 +15,58 @@ dnnl::engine& engine() {
 dnnl::stream& stream() {
   static dnnl::stream s(engine());
   return s;
+}
+
+namespace {
+
+// How a typical 3x3x3, 32-channel convolution runs in layout `t` (`any`: oneDNN's choice).
+struct ConvProbe {
+  bool channels_last = false, jit = false;
+  int block = 0;
+};
+ConvProbe probe_conv(memory::format_tag t) {
+  using dt = memory::data_type;
+  using tag = memory::format_tag;
+  ConvProbe r;
+  try {
+    const memory::dims x{1, 32, 8, 8, 8}, w{32, 32, 3, 3, 3}, one{1, 1, 1}, zero{0, 0, 0};
+    dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
+                                      memory::desc(x, dt::f32, t), memory::desc(w, dt::f32, tag::any),
+                                      memory::desc(x, dt::f32, t), one, zero, one, one);
+    dnnl::convolution_forward::primitive_desc pd(d, engine());
+    const memory::desc dst = pd.dst_desc();
+    const std::string impl = pd.impl_info_str();
+    r.jit = impl.rfind("jit", 0) == 0 || impl.rfind("brg", 0) == 0;
+    r.channels_last = dst == memory::desc(x, dt::f32, tag::acdeb);
+    r.block = dst == memory::desc(x, dt::f32, tag::aBcde16b) ? 16 : 8;
+  } catch (const dnnl::error&) {
+    r.block = 8;
+  }
+  return r;
+}
+
+struct LayoutPolicy {
+  int block;
+  bool asked;
+};
+const LayoutPolicy& layout_policy() {
+  static const LayoutPolicy p = [] {
+    const ConvProbe chosen = probe_conv(memory::format_tag::any);
+    if (chosen.channels_last) return LayoutPolicy{-1, false};
+    if (probe_conv(memory::format_tag::ndhwc).jit) return LayoutPolicy{-1, true};
+    return LayoutPolicy{chosen.block, false};
+  }();
+  return p;
+}
+
+}  // namespace
+
+int activation_block() {
+  return layout_policy().block;
+}
+
+bool channels_last_asked() {
+  return layout_policy().asked;
 }
 
 memory::dims to_dims(const Shape& s) {

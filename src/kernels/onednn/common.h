@@ -27,6 +27,16 @@ memory::desc desc_of(const Layout& l, const Shape& s);
 /// Wraps a descriptor as a Layout (plain descriptors become the plain Layout).
 Layout to_layout(const memory::desc& md, const Shape& s);
 
+/// The layout activation volumes keep: the channel block of oneDNN's convolutions (16, 8), or
+/// -1 for channels-last. Channels-last wherever a convolution runs on a jit kernel in it: on
+/// AVX-512 that is what oneDNN picks (brgconv); on AVX2 it picks nCdhw8c, but its jit kernel
+/// runs channels-last as fast, and only in channels-last is a depth slab contiguous, so that
+/// steps stream under a budget (issue #16) as they do on AVX-512.
+int activation_block();
+/// True where oneDNN's own choice (format `any`) is blocked but activation_block() is
+/// channels-last: convolutions must then ask for channels-last explicitly.
+bool channels_last_asked();
+
 /// Attributes with a user-managed scratchpad and the fused post-ops (Sum included).
 dnnl::primitive_attr make_attr(const std::vector<PostOp>& post);
 

@@ -10,6 +10,7 @@
 #include <array>
 #include <cstring>
 #include <map>
+#include <string>
 
 #include "graph/conv_geometry.h"
 #include "graph/passes/passes.h"
@@ -54,13 +55,25 @@ class ConvKernel final : public ConvLikeKernel {
       pl.push_back(geo.pads_begin[static_cast<std::size_t>(i)]);
       pr.push_back(geo.pads_end[static_cast<std::size_t>(i)]);
     }
-    auto desc =
-        has_bias
-            ? dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
-                                              src_any, w_any, b_md, dst_any, strides, dil, pl, pr)
-            : dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
-                                              src_any, w_any, dst_any, strides, dil, pl, pr);
+    const auto make_desc = [&](const memory::desc& src, const memory::desc& dst) {
+      const auto pk = dnnl::prop_kind::forward_inference;
+      const auto alg = dnnl::algorithm::convolution_direct;
+      return has_bias ? dnnl::convolution_forward::desc(pk, alg, src, w_any, b_md, dst, strides, dil, pl, pr)
+                      : dnnl::convolution_forward::desc(pk, alg, src, w_any, dst, strides, dil, pl, pr);
+    };
+    auto desc = make_desc(src_any, dst_any);
     dnnl::convolution_forward::primitive_desc pd(desc, make_attr(n.post), engine());
+    // Where oneDNN would pick a blocked layout but the activations are channels-last (AVX2), ask
+    // for channels-last, unless only a reference implementation runs it so.
+    if (channels_last_asked() && spatial >= 1) {
+      const tag nxc = spatial == 1 ? tag::acb : spatial == 2 ? tag::acdb : tag::acdeb;
+      auto cl = make_desc(memory::desc(to_dims(x.shape), dt::f32, nxc), memory::desc(to_dims(y.shape), dt::f32, nxc));
+      dnnl::convolution_forward::primitive_desc cpd(cl, make_attr(n.post), engine());
+      if (std::string(cpd.impl_info_str()).rfind("ref", 0) != 0) {
+        desc = cl;
+        pd = cpd;
+      }
+    }
     set_primitive(dnnl::convolution_forward(pd), pd.scratchpad_desc(), pd.impl_info_str());
 
     // Weights: plain oi<spatial> (or goi<spatial>) -> packed.

@@ -29,28 +29,6 @@ tag blocked_tag(std::size_t rank, int blk) {
   return rank == 3 ? tag::aBc8b : rank == 4 ? tag::aBcd8b : tag::aBcde8b;
 }
 
-/// The activation layout oneDNN's convolutions use on this CPU, asked once of a typical
-/// 3x3x3 conv: the channel block (8 with AVX2 jit, 16 with AVX-512 jit), or -1 for
-/// channels-last (brgconv on AVX-512). Our deconv output must match it or every deconv would
-/// be followed by a reorder.
-int native_block() {
-  static const int blk = [] {
-    try {
-      const memory::dims x{1, 32, 8, 8, 8}, w{32, 32, 3, 3, 3}, one{1, 1, 1}, zero{0, 0, 0};
-      dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
-                                        memory::desc(x, dt::f32, tag::any), memory::desc(w, dt::f32, tag::any),
-                                        memory::desc(x, dt::f32, tag::any), one, zero, one, one);
-      dnnl::convolution_forward::primitive_desc pd(d, engine());
-      const memory::desc dst = pd.dst_desc();
-      if (dst == memory::desc(x, dt::f32, tag::aBcde16b)) return 16;
-      if (dst == memory::desc(x, dt::f32, tag::acdeb)) return -1;
-    } catch (const dnnl::error&) {
-    }
-    return 8;
-  }();
-  return blk;
-}
-
 tag layout_tag(std::size_t rank, int blk) {
   if (blk < 0) return rank == 3 ? tag::acb : rank == 4 ? tag::acdb : tag::acdeb;
   return blocked_tag(rank, blk);
@@ -149,7 +127,7 @@ class DeconvSubLatticeKernel final : public PrimitiveKernel {
     n_ = x.shape[0];
     c_ = x.shape[1];
     m_ = y.shape[1];
-    blk_ = native_block();
+    blk_ = activation_block();
     // Spatial dims padded on the left to 3 (d, h, w) with stride 1, kernel 1 and extent 1.
     std::int64_t kern[3] = {1, 1, 1}, pb[3] = {0, 0, 0};
     for (std::size_t i = 0; i < sp; ++i) {
