@@ -162,8 +162,10 @@ async function openPage(browser, url, expectVariant) {
   page.on("console", (m) => { if (m.type() === "error") log("console: " + m.text().slice(0, 300)); });
   await page.setViewport({ width: 1280, height: 1100 });
   const t = Date.now();
-  await page.goto(url, { waitUntil: "load" });
-  const state = await waitState(page, ["ready", "error"], 60000);
+  // ctest -j2 starts this test beside the heaviest native one: on two busy cores the page and
+  // its wasm have taken over a minute to load (a failure after 93 s, 20 s alone).
+  await page.goto(url, { waitUntil: "load", timeout: 180000 });
+  const state = await waitState(page, ["ready", "error"], 180000);
   log(`${expectVariant} page ready in ${((Date.now() - t) / 1000).toFixed(1)} s`);
   if (state !== "ready") fail(`the page did not start (${expectVariant}): ${await page.$eval("#message", (el) => el.textContent)}`);
   const variant = await page.evaluate(() => window.qsmPage.variant);
