@@ -22,8 +22,15 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-from . import _qsmcore
-from ._qsmcore import (  # noqa: F401  (re-exported)
+# OpenMP threads that sleep when they wait, as the qsm command's do (src/cli/omp_wait_policy.cpp):
+# libgomp's default spins for ~ms at the end of every parallel region, which costs runs that share
+# cores with other processes up to 9x. libgomp reads this once, when it loads: the engine's module
+# below loads it unless something imported earlier (torch) did. A policy the user set is kept.
+if "OMP_WAIT_POLICY" not in os.environ and "GOMP_SPINCOUNT" not in os.environ:
+    os.environ["OMP_WAIT_POLICY"] = "passive"
+
+from . import _qsmcore  # noqa: E402  (after the wait policy)
+from ._qsmcore import (  # noqa: F401,E402  (re-exported)
     BudgetError,
     ChecksumError,
     Error,
@@ -36,9 +43,9 @@ from ._qsmcore import (  # noqa: F401  (re-exported)
     NotFoundError,
     UnsupportedError,
 )
-from ._util import MemBudget, parse_mem_budget
-from ._networks import run_network, run_network_nifti  # noqa: F401
-from . import physics  # noqa: F401
+from ._util import MemBudget, parse_mem_budget  # noqa: E402
+from ._networks import run_network, run_network_nifti  # noqa: F401,E402
+from . import physics  # noqa: F401,E402
 
 __all__ = [
     "OnnxModel", "ValueInfo", "models", "model", "resolve_weights", "run_network", "run_network_nifti",
