@@ -100,7 +100,8 @@ struct NetworkRun {
   /// Intra-op threads each graph run was given: the caller's threads shared by the tiles in flight.
   int threads_per_run = 1;
   /// Activation residency: when the run only fit the budget by spilling, the spill file's size
-  /// (predicted) and what its graphs wrote and read back, and the seconds they waited for it.
+  /// (predicted) and what its graphs wrote and read back, and the seconds they waited for it,
+  /// summed over every graph run (each tile, each iteration of an unrolled network).
   std::int64_t spill_file_bytes = 0, spill_written_bytes = 0, spill_read_bytes = 0;
   std::int64_t spill_direct_bytes = 0;  // of those, slabs streamed with direct I/O (SpillReport::direct)
   double spill_seconds = 0;

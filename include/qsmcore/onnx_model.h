@@ -206,6 +206,9 @@ class OnnxModel {
   void limit_run_bytes(std::int64_t run_bytes);
   /// What the last run's spill tier did (all zero when it did not spill).
   SpillReport last_spill() const;
+  /// What the spill tier did over every run since load: bytes and seconds summed, the largest
+  /// file and the finest share (an unrolled network's wrapper runs one graph many times).
+  SpillReport spill_since_load() const;
   /// Where the last run's kernel time went, by op type and implementation, most first (empty
   /// unless ModelOptions::profile_steps).
   std::vector<StepTime> last_profile() const;

@@ -299,8 +299,9 @@ void Context::finish() {
   run.measured_peak_bytes = memory_peak() - baseline_;
   run.residency_reports.clear();
   for (const auto& m : models_) run.residency_reports.push_back(m.residency_report_json());
+  // Every run of each graph (NeXtQSM's VJP runs six times), not only its last.
   for (const auto& m : models_) {
-    const SpillReport sr = m.last_spill();
+    const SpillReport sr = m.spill_since_load();
     run.spill_written_bytes += static_cast<std::int64_t>(sr.written);
     run.spill_read_bytes += static_cast<std::int64_t>(sr.read);
     run.spill_direct_bytes += static_cast<std::int64_t>(sr.direct);

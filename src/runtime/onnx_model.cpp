@@ -487,6 +487,7 @@ struct OnnxModel::Impl {
     {
       std::lock_guard<std::mutex> lock(spill_mu);
       last_spill = spilled;
+      add_to_totals(spilled);
       if (!seconds.empty()) last_profile = profile_of(p, seconds);
     }
     // Tile threads run concurrently: each field is one atomic store (they all see the same plan).
@@ -498,7 +499,19 @@ struct OnnxModel::Impl {
   std::atomic<int> seen_created{0}, seen_run{0};
   std::atomic<std::int64_t> run_cap{0};  // limit_run_bytes
   mutable std::mutex spill_mu;
-  SpillReport last_spill;
+  SpillReport last_spill, spill_totals;
+
+  void add_to_totals(const SpillReport& r) {  // under spill_mu
+    SpillReport& t = spill_totals;
+    t.file_bytes = std::max(t.file_bytes, r.file_bytes);
+    t.written += r.written;
+    t.read += r.read;
+    t.direct += r.direct;
+    t.io_seconds += r.io_seconds;
+    t.wait_seconds += r.wait_seconds;
+    t.chain_window_share = std::max(t.chain_window_share, r.chain_window_share);
+    if (!r.dir.empty()) t.dir = r.dir;
+  }
   std::vector<StepTime> last_profile;
 
   static std::vector<StepTime> profile_of(const Plan& p, const std::vector<double>& seconds) {
@@ -667,6 +680,11 @@ std::vector<StepTime> OnnxModel::last_profile() const {
 SpillReport OnnxModel::last_spill() const {
   std::lock_guard<std::mutex> lock(impl_->spill_mu);
   return impl_->last_spill;
+}
+
+SpillReport OnnxModel::spill_since_load() const {
+  std::lock_guard<std::mutex> lock(impl_->spill_mu);
+  return impl_->spill_totals;
 }
 
 void OnnxModel::clear_plans() {

@@ -69,6 +69,7 @@ TEST_P(ActivationSpill, SpilledRunsAreBitwiseTheUnbudgetedRunWithinTheCap) {
   ASSERT_LE(least, full.run_peak_bytes());
   if (least == full.run_peak_bytes()) GTEST_SKIP() << c.file << ": no activation lives across a gap it could spill";
   const std::int64_t half = full.io_bytes + full.weight_window_bytes + full.arena_bytes / 2;
+  std::uint64_t planned_written = 0, planned_read = 0;  // over the runs below (the first spilled nothing)
   for (const std::int64_t cap : {std::max(half, least), least}) {
     const qsmcore::PlanMemory pm = m.plan_memory(shapes_of(c), cap);
     EXPECT_LE(pm.run_peak_bytes(), cap);
@@ -85,7 +86,13 @@ TEST_P(ActivationSpill, SpilledRunsAreBitwiseTheUnbudgetedRunWithinTheCap) {
     EXPECT_EQ(rep.written, static_cast<std::uint64_t>(pm.spill_write_bytes)) << what;
     EXPECT_EQ(rep.read, static_cast<std::uint64_t>(pm.spill_read_bytes)) << what;
     EXPECT_GT(rep.read, 0u) << what;
+    planned_written += static_cast<std::uint64_t>(pm.spill_write_bytes);
+    planned_read += static_cast<std::uint64_t>(pm.spill_read_bytes);
   }
+  // A wrapper running the graph many times (NeXtQSM's six VJPs) reports every run's transfers.
+  const qsmcore::SpillReport since_load = m.spill_since_load();
+  EXPECT_EQ(since_load.written, planned_written);
+  EXPECT_EQ(since_load.read, planned_read);
   // Below the least there is nothing to try: refused before the run allocates.
   m.limit_run_bytes(least - std::min<std::int64_t>(64 * 1024, least / 2));  // LPCNN's least is 52 KiB
   const std::int64_t before = qsmcore::memory_current();
