@@ -17,6 +17,8 @@ struct ModelInternals {
   static void run_on_window_share(OnnxModel& m, std::int64_t window_share);
   /// Plans in the model's cache now.
   static std::size_t cached_plans(const OnnxModel& m);
+  /// Plans the model has built since load (each cache miss).
+  static std::size_t plans_built(const OnnxModel& m);
 };
 
 /// The plan for these input shapes (built if needed, then cached). The reference stays valid

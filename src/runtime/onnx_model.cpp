@@ -127,6 +127,7 @@ struct OnnxModel::Impl {
     for (const auto& vi : model.graph.outputs) outputs.push_back(desc(vi));
   }
 
+  std::size_t built = 0;  // plans built since load (under mu; ModelInternals::plans_built)
   // Set by tools and tests (ModelInternals::run_on_window_share): the only share runs take.
   std::int64_t only_share = 0;
 
@@ -177,6 +178,7 @@ struct OnnxModel::Impl {
                              std::int64_t share = graph::kChainWindowShare) {
     std::lock_guard<std::mutex> lock(mu);
     if (auto p = cached_plan(shapes, share)) return p;
+    ++built;
     const ScopedThreads threads_here(opts.threads);  // constant folding runs reference kernels
     graph::TypedGraph tg = typed_graph(shapes, dtypes, share);
     graph::LeafFn leaf = leaf_fn();
@@ -320,9 +322,50 @@ struct OnnxModel::Impl {
     Plan::Streams streams = Plan::Streams::Lean;
     double cost = 0;
   };
+  // The last choice that found a layout, and what it was made for. A wrapper runs one graph on
+  // the same shapes within the same room many times (NeXtQSM's six VJPs, a cohort's subjects):
+  // weighing the shares again would rebuild every plan each run, as a model under a residency
+  // policy keeps one plan at a time (NeXtQSM at a quarter of its peak rebuilt 25 plans before
+  // its first VJP and three per run after). The same plan in the same room takes the same layout.
+  struct Chosen {
+    std::vector<Shape> shapes;
+    std::vector<DType> dtypes;
+    std::int64_t sets = 0, room = 0;
+    std::weak_ptr<Plan> plan;  // expired once the plan is dropped: then weighed afresh
+    std::shared_ptr<const ArenaLayout> layout;
+  };
+  std::mutex chosen_mu;
+  std::optional<Chosen> chosen;
+
+  std::optional<Choice> chosen_before(const std::vector<Shape>& shapes, const std::vector<DType>& dtypes,
+                                      std::optional<std::int64_t> room, std::int64_t sets) {
+    std::shared_ptr<Plan> p;
+    std::shared_ptr<const ArenaLayout> layout;
+    std::int64_t was = 0;
+    {
+      std::lock_guard<std::mutex> lock(chosen_mu);
+      if (!chosen || chosen->shapes != shapes || chosen->dtypes != dtypes || chosen->sets != sets) return std::nullopt;
+      p = chosen->plan.lock();
+      layout = chosen->layout;
+      was = chosen->room;
+    }
+    if (!p) return std::nullopt;
+    const std::int64_t held = memory_current();
+    if ((room ? *room : run_room(held)) != was) return std::nullopt;
+    return Choice{std::move(p), std::move(layout), held, 0, 0};
+  }
+
+  Choice remember(const std::vector<Shape>& shapes, const std::vector<DType>& dtypes, std::int64_t sets,
+                  std::int64_t room, Choice c) {
+    std::lock_guard<std::mutex> lock(chosen_mu);
+    chosen = Chosen{shapes, dtypes, sets, room, c.plan, c.layout};
+    return c;
+  }
+
   // `room`: the bytes given; none: what the budget leaves once the plan is held.
   Choice choose(const std::vector<Shape>& shapes, const std::vector<DType>& dtypes, std::optional<std::int64_t> room,
                 std::int64_t sets) {
+    if (auto again = chosen_before(shapes, dtypes, room, sets)) return std::move(*again);
     Choice c;
     std::int64_t need = std::numeric_limits<std::int64_t>::max();
     bool first = true;
@@ -333,13 +376,16 @@ struct OnnxModel::Impl {
       const std::int64_t held = memory_current();
       const std::int64_t r = room ? *room : run_room(held);
       auto direct = layout_for(*p, r, sets, Plan::Streams::Direct);
-      if (direct && !direct->spills()) return {std::move(p), std::move(direct), held, 0, 0};
+      if (direct && !direct->spills())
+        return remember(shapes, dtypes, sets, r, {std::move(p), std::move(direct), held, 0, 0});
       auto lean = layout_for(*p, r, sets, Plan::Streams::Lean);
       for (const auto* l : {lean.get(), direct.get()})
         if (l && (!best || l->transfer_cost() < best->cost))
           best = Cheapest{share, l == direct.get() ? Plan::Streams::Direct : Plan::Streams::Lean, l->transfer_cost()};
       if (direct && best->share == share)
-        return {std::move(p), best->streams == Plan::Streams::Direct ? std::move(direct) : std::move(lean), held, 0, 0};
+        return remember(
+            shapes, dtypes, sets, r,
+            {std::move(p), best->streams == Plan::Streams::Direct ? std::move(direct) : std::move(lean), held, 0, 0});
       need = std::min(need, held + least_run(*p, sets));
       const bool finer_differs = has_chains(*p), direct_fits = direct != nullptr;
       if (first) {
@@ -361,8 +407,9 @@ struct OnnxModel::Impl {
     if (best) {
       auto p = plan(shapes, dtypes, best->share);
       const std::int64_t held = memory_current();
-      auto layout = layout_for(*p, room ? *room : run_room(held), sets, best->streams);
-      if (layout) return {std::move(p), std::move(layout), held, 0, 0};
+      const std::int64_t r = room ? *room : run_room(held);
+      auto layout = layout_for(*p, r, sets, best->streams);
+      if (layout) return remember(shapes, dtypes, sets, r, {std::move(p), std::move(layout), held, 0, 0});
     }
     c.least = need - c.held;
     return c;
@@ -378,11 +425,41 @@ struct OnnxModel::Impl {
                             std::int64_t enough = 0) {
     std::int64_t least = std::numeric_limits<std::int64_t>::max();
     for (const std::int64_t share : window_shares()) {
-      const auto p = plan(shapes, dtypes, share);
-      least = std::min(least, least_run(*p, sets));
-      if (least <= enough || !has_chains(*p)) break;
+      const ShareLeast f = share_least(shapes, dtypes, share);
+      least = std::min(least, (f.arena + f.io) * sets + f.window);
+      if (least <= enough || !f.chains) break;
     }
     return least;
+  }
+
+  // A share's least figures (least_run's terms), kept once its plan was built: they depend on
+  // the plan alone. A model under a residency policy keeps one plan at a time, so without them
+  // every least asked for (a wrapper's reservation asks for each graph's, at several budgets)
+  // rebuilt each share's plan in turn.
+  struct ShareLeast {
+    std::vector<Shape> shapes;
+    std::vector<DType> dtypes;
+    std::int64_t share = 0, arena = 0, io = 0, window = 0;
+    bool chains = false;
+  };
+  std::vector<ShareLeast> share_leasts;  // under chosen_mu; the last few asked for
+
+  ShareLeast share_least(const std::vector<Shape>& shapes, const std::vector<DType>& dtypes, std::int64_t share) {
+    {
+      std::lock_guard<std::mutex> lock(chosen_mu);
+      for (const auto& f : share_leasts)
+        if (f.share == share && f.shapes == shapes && f.dtypes == dtypes) return f;
+    }
+    const auto p = plan(shapes, dtypes, share);
+    const PlanMemory& pm = p->memory();
+    ShareLeast f{shapes,        dtypes,
+                 share,         least_run(*p, 1) - pm.io_bytes - pm.weight_window_bytes,
+                 pm.io_bytes,   pm.weight_window_bytes,
+                 has_chains(*p)};
+    std::lock_guard<std::mutex> lock(chosen_mu);
+    share_leasts.push_back(f);
+    if (share_leasts.size() > 12) share_leasts.erase(share_leasts.begin());
+    return f;
   }
 
   static bool has_chains(const Plan& p) {
@@ -628,6 +705,11 @@ void ModelInternals::run_on_window_share(OnnxModel& m, std::int64_t window_share
 std::size_t ModelInternals::cached_plans(const OnnxModel& m) {
   std::lock_guard<std::mutex> lock(m.impl_->mu);
   return m.impl_->plans.size();
+}
+
+std::size_t ModelInternals::plans_built(const OnnxModel& m) {
+  std::lock_guard<std::mutex> lock(m.impl_->mu);
+  return m.impl_->built;
 }
 
 PlanMemory OnnxModel::plan_memory(const std::vector<Shape>& input_shapes) {

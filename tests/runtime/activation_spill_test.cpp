@@ -289,6 +289,40 @@ TEST(FinerSlabs, TheLeastARefusalNamesIsABudgetThatRuns) {
   }
 }
 
+// A model under a residency policy keeps one plan at a time. A least asked for again is known,
+// and a run on the shapes and within the room of the last takes the plan and layout chosen then:
+// neither builds a plan (NeXtQSM's wrapper runs its VJP six times, and each run rebuilt the three
+// shares' plans). The runs are the unbudgeted run, bit for bit.
+TEST(SpillChoice, ARunInTheRoomOfTheLastBuildsNoPlan) {
+  const std::string dir = qsmtest::data_dir("QSM_TWINS_DIR");
+  QSM_REQUIRE_DATA(dir, "QSM_TWINS_DIR");
+  const std::vector<qsmcore::Shape> shapes{{1, 1, 96, 64, 64}};
+  const std::vector<qsmcore::Tensor> in = {qsmtest::random_tensor(shapes[0], 5)};
+  std::vector<qsmcore::Tensor> ref;
+  {
+    auto full = qsmcore::OnnxModel::load(dir + "/xqsm.onnx", options());
+    ref = full.run(in);
+    if (!has_depth_slab_steps(qsmcore::plan_for(full, shapes), "deconv_sublattice_slabs"))
+      GTEST_SKIP() << "no up-sampling runs in depth slabs on this CPU";
+  }
+  qsmcore::ModelOptions o = options();
+  o.residency = qsmcore::parse_residency("stream:host=0");
+  auto m = qsmcore::OnnxModel::load(dir + "/xqsm.onnx", o);
+  const std::int64_t least = m.min_run_bytes(shapes);
+  const std::size_t weighed = qsmcore::ModelInternals::plans_built(m);
+  EXPECT_GE(weighed, 2u) << "the least weighed one share only";
+  EXPECT_EQ(m.min_run_bytes(shapes), least);
+  EXPECT_EQ(qsmcore::ModelInternals::plans_built(m), weighed) << "a least asked for again built plans";
+  m.limit_run_bytes(least);
+  qsmtest::expect_bitwise(m.run(in), ref, "xqsm at its least, streamed weights");
+  EXPECT_GT(m.last_spill().chain_window_share, 6);
+  const std::size_t first = qsmcore::ModelInternals::plans_built(m);
+  for (int again = 0; again < 2; ++again) {
+    qsmtest::expect_bitwise(m.run(in), ref, "the same run again");
+    EXPECT_EQ(qsmcore::ModelInternals::plans_built(m), first) << "a run in the room of the last built plans";
+  }
+}
+
 // Between the least and the unbudgeted peak, a spilled run takes, of the layouts it weighs
 // (each share up to the first where direct streaming fits, streaming directly and through the
 // page cache), the one of least transfer cost: direct streaming where its io blocks cost
