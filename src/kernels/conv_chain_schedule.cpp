@@ -59,6 +59,13 @@ ChainSchedule::ChainSchedule(const graph::TypedGraph& g, const graph::TNode& n) 
       source_out.push_back(c.out[0]);
       continue;
     }
+    if (c.node.op_type == "Where") {  // masks the layer before it (stream_conv_chains.cpp)
+      ChainLayer& l = layers.back();
+      l.mask_pos = pos(c.in[0]);
+      l.mask_fill = value_at(g, c.in[2]).constant->data<float>()[0];
+      prev_out = -1;  // nothing accumulates onto a masked output
+      continue;
+    }
     int addend = -1;
     for (const auto& p : c.post)
       if (p.kind == graph::PostOp::Kind::Sum) addend = c.in[static_cast<std::size_t>(p.sum_input)];

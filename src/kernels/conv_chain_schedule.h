@@ -35,6 +35,9 @@ struct ChainLayer {
   std::int64_t pf = 0, pb = 0;   // depth pads (front, back) = reach behind / ahead
   std::int64_t cap = 0;          // planes its window holds (sized by the dry walk)
   int addend_source = -1;        // the last layer: an up-sampling whose planes it adds onto (index)
+  int mask_pos = -1;             // Where(mask, output, fill) after it: the mask's position among the inputs
+  float mask_fill = 0.0f;        // and the value where the mask is false
+  std::int64_t max_out = 0;      // most planes one slab of it writes (sized by the dry walk)
 };
 
 /// An up-sampling ConvTranspose (kernel = stride) feeding a first-layer part, run a few
@@ -149,6 +152,7 @@ void ChainSchedule::walk(Conv&& conv, Shift&& shift, Src&& source, SrcShift&& so
         if (dry) l.cap = std::max(l.cap, target - lo[j]);
         QSM_ASSERT(target - lo[j] <= l.cap, "conv chain window overflow");
       }
+      if (dry) l.max_out = std::max(l.max_out, target - hi[j]);
       conv(Slab{j - 1, in_hi - in_lo, target - hi[j], pad_f, pad_b, in_lo - lo[j - 1], hi[j] - lo[j], hi[j], slo});
       hi[j] = target;
       progressed = true;

@@ -154,6 +154,7 @@ struct OnnxModel::Impl {
     po.max_conv_weight_bytes = opts.max_unit_weight_bytes;
     po.chain_window_share = share;
     po.chain_upsampled_addends = opts.backend == Backend::OneDnn;  // the SIMD128 chain does not run them
+    po.chain_masks = opts.backend == Backend::OneDnn;              // nor masks
     graph::run_passes(tg, po);
     return tg;
   }

@@ -588,6 +588,15 @@ TEST(StreamedElementwise, ReluGreaterAndWhereStreamAndTheRunIsBitForBit) {
           << "a streamed operand has no place in the arena at its step";
   }
   for (const char* op : {"Greater", "Where"}) EXPECT_GT(streamed[op], 0) << "no " << op << " streams";
+  // The Wheres between two convolutions are inside their chains, which read the masks a slab at
+  // a time as their layers write (graph/passes/stream_conv_chains.cpp).
+  int streamed_masks = 0;
+  for (std::size_t s = 0; s < plan.steps().size(); ++s)
+    for (const auto& op : layout->streamed[s])
+      if (!op.output && plan.steps()[s].op_type == "qsm.ConvChain" &&
+          plan.values()[static_cast<std::size_t>(plan.steps()[s].in[op.slot])].dtype == qsmcore::DType::Bool)
+        ++streamed_masks;
+  EXPECT_GT(streamed_masks, 0) << "no chain streams its mask";
   for (const auto& st : plan.steps()) EXPECT_NE(st.op_type, "Relu") << "a Relu did not fuse into its convolution";
   const std::int64_t cap = m.min_run_bytes(shapes_of(c));
   m.limit_run_bytes(cap);

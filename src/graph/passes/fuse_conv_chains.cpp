@@ -135,7 +135,7 @@ void run_passes(TypedGraph& g, const PassOptions& opts) {
   remove_dead_nodes(g);
   if (opts.stream_chains)
     stream_conv_chains(g, opts.max_conv_weight_bytes, opts.chain_filter, opts.chain_window_share,
-                       opts.chain_upsampled_addends);
+                       opts.chain_upsampled_addends, opts.chain_masks);
   if (opts.reorder) order_for_memory(g);
   // Last, on the final order (a reorder could move a clone back to the start): far enough that
   // the bytes are free over a real stretch of the run, not a few steps.

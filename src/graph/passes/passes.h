@@ -66,13 +66,16 @@ int order_for_memory(TypedGraph& g);
 /// ConvTranspose (kernel = stride) adding onto it (an octave convolution's high-frequency sum,
 /// xQSM) makes that up-sampling's planes too and adds them where its last layer accumulates:
 /// the full-resolution sum's addend is never whole, and a spilled run neither writes nor reads it.
+/// With `masks` (oneDNN), a layer's output read only by Where(bool mask, output, constant scalar)
+/// is masked by the chain itself, slab by slab (a ReLU's backward), and the chain goes on.
 using ChainFilter = std::function<bool(const TypedGraph&, const TNode& chain)>;
 constexpr std::int64_t kChainWindowShare = 6;
 /// Depth slabs of a pooling or up-sampling that runs in slabs, at the default share; finer shares
 /// stamp kDepthSlabs · share / kChainWindowShare on the node as "qsm_depth_slabs".
 constexpr std::int64_t kDepthSlabs = 8;
 int stream_conv_chains(TypedGraph& g, std::uint64_t max_weight_bytes, const ChainFilter& accept = {},
-                       std::int64_t window_share = kChainWindowShare, bool upsampled_addends = false);
+                       std::int64_t window_share = kChainWindowShare, bool upsampled_addends = false,
+                       bool masks = false);
 
 /// Marks nodes dead whose outputs nobody reads and that are not graph outputs.
 int remove_dead_nodes(TypedGraph& g);
@@ -88,6 +91,7 @@ struct PassOptions {
   ChainFilter chain_filter;                             // what of them the backend runs
   std::int64_t chain_window_share = kChainWindowShare;  // their slabs' fineness
   bool chain_upsampled_addends = false;                 // chains absorb up-samplings adding onto them
+  bool chain_masks = false;                             // and Where(mask, layer output, constant)
 };
 
 /// The standard pipeline.

@@ -11,7 +11,8 @@
 // tensors; l(j+1) reads l(j)'s output, which nothing else reads, and may add a residual computed
 // before the chain (LPCNN's and ResNet-style blocks: conv, conv + block input). A pooling over
 // disjoint windows may end a chain (a U-Net's down-sampling), or, on oneDNN, an up-sampling
-// adding onto the last layer's output (an octave convolution's sum, xQSM).
+// adding onto the last layer's output (an octave convolution's sum, xQSM). On oneDNN a layer's
+// output may also be masked by a Where (a ReLU's backward: NeXtQSM's VJP), slab by slab.
 //
 // Every other such convolution is a chain of one part, whose Sum (a split concatenation's
 // partial sum) is then a residual read plane by plane. In memory it holds what a whole-volume
@@ -20,6 +21,7 @@
 // convolutions). It is a chain whether or not a budget asks for that, so a budgeted run makes
 // the same calls on the same planes as an unbudgeted one and its output is the same to the bit.
 #include <algorithm>
+#include <map>
 
 #include "graph/conv_geometry.h"
 #include "graph/passes/passes.h"
@@ -120,6 +122,23 @@ bool slab_pooling(const TypedGraph& g, const TNode& n) {
   return true;
 }
 
+// Where(mask, y, c) with a bool mask of y's shape and a constant scalar c: a ReLU's backward
+// (NeXtQSM's VJP keeps the gradient where the forward activation was positive). A chain applies
+// it to each slab its layer writes, so the masked full-resolution gradient between two backward
+// convolutions stays a few planes of a window instead of a whole tensor written, read, masked,
+// written and read again (under a budget, 1.3 GB of spill traffic per such Where in NeXtQSM).
+bool masks_value(const TypedGraph& g, const TNode& n, int y) {
+  if (n.dead || n.node.op_type != "Where" || n.in.size() != 3 || n.out.empty() || n.in[1] != y || n.in[0] < 0 ||
+      n.in[2] < 0 || n.in[0] == y)
+    return false;
+  const TValue& m = g.values[static_cast<std::size_t>(n.in[0])];
+  const TValue& c = g.values[static_cast<std::size_t>(n.in[2])];
+  const TValue& yv = g.values[static_cast<std::size_t>(y)];
+  const TValue& out = g.values[static_cast<std::size_t>(n.out[0])];
+  return m.dtype == DType::Bool && m.shape == yv.shape && !m.is_const() && c.is_const() && c.dtype == DType::F32 &&
+         c.constant && c.constant->numel() == 1 && out.dtype == DType::F32 && out.shape == yv.shape;
+}
+
 std::int64_t weight_bytes(const TypedGraph& g, const TNode& n) {
   std::int64_t b = 0;
   for (std::size_t k = 1; k < 3 && k < n.in.size(); ++k)
@@ -130,7 +149,7 @@ std::int64_t weight_bytes(const TypedGraph& g, const TNode& n) {
 }  // namespace
 
 int stream_conv_chains(TypedGraph& g, std::uint64_t max_weight_bytes, const ChainFilter& accept,
-                       std::int64_t window_share, bool upsampled_addends) {
+                       std::int64_t window_share, bool upsampled_addends, bool masks) {
   const std::int64_t share = std::max<std::int64_t>(window_share, 1);
   const std::size_t n_nodes = g.nodes.size();
   std::vector<int> producer(g.values.size(), -1);
@@ -146,6 +165,14 @@ int stream_conv_chains(TypedGraph& g, std::uint64_t max_weight_bytes, const Chai
   }
   auto single_use = [&](int v) {
     return readers[static_cast<std::size_t>(v)] == 1 && g.values[static_cast<std::size_t>(v)].graph_output < 0;
+  };
+  // The masking Where (masks_value) that alone reads y, where the backend applies masks.
+  auto mask_after = [&](int y) {
+    if (!masks || !single_use(y)) return -1;
+    for (std::size_t j = static_cast<std::size_t>(producer[static_cast<std::size_t>(y)]) + 1; j < n_nodes; ++j)
+      if (!g.nodes[j].dead && std::find(g.nodes[j].in.begin(), g.nodes[j].in.end(), y) != g.nodes[j].in.end())
+        return masks_value(g, g.nodes[j], y) ? static_cast<int>(j) : -1;
+    return -1;
   };
   // A layer ending at node e: e and the Sum chain before it (parts in order).
   auto layer_of = [&](int e, std::vector<int>& parts) {
@@ -189,8 +216,18 @@ int stream_conv_chains(TypedGraph& g, std::uint64_t max_weight_bytes, const Chai
     std::int64_t wbytes = 0;
     for (int p : first) wbytes += weight_bytes(g, g.nodes[static_cast<std::size_t>(p)]);
     int tail = static_cast<int>(i);
+    // Layers whose output a masking Where takes (layer's last node → the Where).
+    std::map<int, int> where_of;
+    auto absorb_mask = [&](int conv) {
+      if (const int wh = mask_after(g.nodes[static_cast<std::size_t>(conv)].out[0]); wh >= 0) where_of[conv] = wh;
+    };
+    auto layer_out = [&](int conv) {
+      const auto it = where_of.find(conv);
+      return g.nodes[static_cast<std::size_t>(it == where_of.end() ? conv : it->second)].out[0];
+    };
+    absorb_mask(tail);
     while (!single) {
-      const int y = g.nodes[static_cast<std::size_t>(tail)].out[0];
+      const int y = layer_out(tail);
       if (!single_use(y)) break;
       int next = -1;
       for (std::size_t j = static_cast<std::size_t>(tail) + 1; j < n_nodes && next < 0; ++j)
@@ -204,18 +241,21 @@ int stream_conv_chains(TypedGraph& g, std::uint64_t max_weight_bytes, const Chai
       wbytes += wb;
       rest.push_back(next);
       tail = next;
+      absorb_mask(tail);
     }
     // A pooling reading the last layer's output ends the chain.
     int pool = -1;
-    if (const int y = g.nodes[static_cast<std::size_t>(tail)].out[0]; single_use(y))
+    if (const int y = layer_out(tail); single_use(y))
       for (std::size_t j = static_cast<std::size_t>(tail) + 1; j < n_nodes && pool < 0; ++j)
         if (!g.nodes[j].dead && !g.nodes[j].in.empty() && g.nodes[j].in[0] == y && !taken[j] &&
             slab_pooling(g, g.nodes[j]))
           pool = static_cast<int>(j);
-    // Or an up-sampling adding onto it ends the chain (the chain's output is then the sum).
+    // Or an up-sampling adding onto it ends the chain (the chain's output is then the sum). Not
+    // onto a masked output: the kernel adds the up-sampled planes before its last layer's sum.
     int addend_up = -1;
     if (const int y = g.nodes[static_cast<std::size_t>(tail)].out[0];
-        upsampled_addends && pool < 0 && single_use(y) && no_activation(g.nodes[static_cast<std::size_t>(tail)]))
+        upsampled_addends && pool < 0 && where_of.count(tail) == 0 && single_use(y) &&
+        no_activation(g.nodes[static_cast<std::size_t>(tail)]))
       for (std::size_t j = static_cast<std::size_t>(tail) + 1; j < n_nodes && addend_up < 0; ++j)
         if (!g.nodes[j].dead && !taken[j] && slab_upsampling_onto(g, g.nodes[j], y)) {
           const std::int64_t wb = weight_bytes(g, g.nodes[j]);
@@ -328,8 +368,12 @@ int stream_conv_chains(TypedGraph& g, std::uint64_t max_weight_bytes, const Chai
     }
     if (addend_up >= 0) add_in(g.nodes[static_cast<std::size_t>(addend_up)].in[0]);
     std::vector<int> all = sources;  // sources first: the kernel reads them before the layers
-    all.insert(all.end(), first.begin(), first.end());
-    all.insert(all.end(), rest.begin(), rest.end());
+    for (int p : first) all.push_back(p);
+    if (where_of.count(static_cast<int>(i))) all.push_back(where_of[static_cast<int>(i)]);  // each after its layer
+    for (int p : rest) {
+      all.push_back(p);
+      if (where_of.count(p)) all.push_back(where_of[p]);
+    }
     if (pool >= 0) all.push_back(pool);            // the pooling last
     if (addend_up >= 0) all.push_back(addend_up);  // or the up-sampling adding onto the last layer
     std::vector<int> inside;                       // values the chain computes itself (partial sums, intermediates)
@@ -337,11 +381,12 @@ int stream_conv_chains(TypedGraph& g, std::uint64_t max_weight_bytes, const Chai
     for (int p : all) inside.push_back(g.nodes[static_cast<std::size_t>(p)].out[0]);
     for (int p : all) {
       const TNode& n = g.nodes[static_cast<std::size_t>(p)];
-      for (std::size_t k = 1; k < n.in.size(); ++k)  // weights, bias, residual
+      if (n.node.op_type == "Where") add_in(n.in[0]);  // the mask; then its constant below
+      for (std::size_t k = 1; k < n.in.size(); ++k)    // weights, bias, residual
         if (std::find(inside.begin(), inside.end(), n.in[k]) == inside.end()) add_in(n.in[k]);
       chain.chain.push_back(n);
     }
-    const int end = addend_up >= 0 ? addend_up : pool >= 0 ? pool : tail;
+    const int end = addend_up >= 0 ? addend_up : pool >= 0 ? pool : where_of.count(tail) ? where_of[tail] : tail;
     chain.out = {g.nodes[static_cast<std::size_t>(end)].out[0]};
     chain.dead = false;
     if (accept && !accept(g, chain)) return;

@@ -46,6 +46,9 @@ struct Part {
 struct Layer {
   std::vector<Part> parts;
   int addend_source = -1;      // an up-sampling whose planes are added where the layer accumulates
+  int mask_pos = -1;           // a Where masking its output: the mask's position among the node's inputs
+  float mask_fill = 0.0f;      // what the output is where the mask is false
+  std::int64_t max_out = 0;    // most planes one slab writes
   std::int64_t m = 0;          // output channels
   std::size_t plane = 0;       // floats per output plane (H·W·M)
   std::size_t window_off = 0;  // byte offset of the plane window in scratch
@@ -122,6 +125,8 @@ class ConvChainKernel final : public Kernel {
         l.parts.push_back(std::move(p));
       }
       l.addend_source = cl.addend_source;
+      l.mask_pos = cl.mask_pos;
+      l.mask_fill = cl.mask_fill;
       if (cl.addend_source >= 0) add_upsampled_addend(l, *cs_.sources[static_cast<std::size_t>(cl.addend_source)].node);
     }
     if (cs_.pool) {
@@ -150,6 +155,7 @@ class ConvChainKernel final : public Kernel {
           out_planes_ = std::max(out_planes_, planes / pool_->k[0]);
         },
         /*dry=*/true);
+    for (std::size_t j = 0; j < layers_.size(); ++j) layers_[j].max_out = cs_.layers[j].max_out;
     std::size_t off = 0;
     for (std::size_t j = 0; j < windows(); ++j) {
       layers_[j].window_off = off;
@@ -188,12 +194,19 @@ class ConvChainKernel final : public Kernel {
         const auto& a = value(g, n.in[static_cast<std::size_t>(l.parts.front().addend_pos)]);
         dec.inputs[static_cast<std::size_t>(l.parts.front().addend_pos)] = to_layout(nxc(a.shape[1], d_), a.shape);
       }
+    for (const auto& l : layers_)
+      if (l.mask_pos >= 0) {
+        const auto& mv = value(g, n.in[static_cast<std::size_t>(l.mask_pos)]);
+        dec.inputs[static_cast<std::size_t>(l.mask_pos)] =
+            to_layout(memory::desc(to_dims(mv.shape), dt::u8, tag::ndhwc), mv.shape);
+      }
     const auto& y = value(g, n.out[0]);
     dec.outputs = {to_layout(memory::desc(to_dims(y.shape), dt::f32, tag::ndhwc), y.shape)};
     inplace_ = cs_.shareable_input();
-    // "+up": an up-sampling added onto the last layer is made inside.
+    // "+up": an up-sampling added onto the last layer is made inside; "+mask": Where masks too.
+    const bool masked = std::any_of(layers_.begin(), layers_.end(), [](const Layer& l) { return l.mask_pos >= 0; });
     impl_ = "qsm:conv_chain(" + std::to_string(layers_.size()) + (layers_.back().addend_source >= 0 ? "+up" : "") +
-            ")+" + impl_;
+            (masked ? "+mask" : "") + ")+" + impl_;
   }
 
   std::size_t scratch_bytes() const override { return scratch_bytes_; }
@@ -211,6 +224,12 @@ class ConvChainKernel final : public Kernel {
       return StreamNeed{align(static_cast<std::size_t>(out_planes_) * out_plane_floats() * sizeof(float)), 0};
     }
     StreamNeed need;
+    for (const auto& l : layers_)  // a mask: read a slab at a time into staging, as its layer writes
+      if (static_cast<std::size_t>(l.mask_pos) == slot) {
+        need.staging = std::max(need.staging, align(static_cast<std::size_t>(l.max_out) * l.plane));
+        ++need.reads;
+      }
+    if (need.reads > 0) return need;
     for (const auto& src : sources_)
       if (static_cast<std::size_t>(src.input_pos) == slot) {
         if (need.reads > 0) return std::nullopt;  // two sources on one slot: not met, not handled
@@ -241,7 +260,8 @@ class ConvChainKernel final : public Kernel {
     for (const auto& src : sources_)
       if (static_cast<std::size_t>(src.input_pos) == i) return true;
     for (const auto& l : layers_)
-      if (static_cast<std::size_t>(l.parts.front().addend_pos) == i) return true;
+      if (static_cast<std::size_t>(l.parts.front().addend_pos) == i || static_cast<std::size_t>(l.mask_pos) == i)
+        return true;
     return false;  // weights were packed
   }
 
@@ -314,6 +334,7 @@ class ConvChainKernel final : public Kernel {
             c.prim.execute(stream(), args);
             stream().wait();
           }
+          if (l.mask_pos >= 0) apply_mask(l, inputs, ctx, abs_plane, n_out, dst);
           if (streamed_out)
             out_stream->write(out, static_cast<std::size_t>(dst_plane) * l.plane * sizeof(float), slab_bytes);
         },
@@ -381,6 +402,27 @@ class ConvChainKernel final : public Kernel {
       return base;
     }
   };
+
+  // Where(mask, y, fill) on the slab of planes [abs_plane, abs_plane + n_out) the layer just
+  // wrote at dst: the mask's planes are the same bytes per plane (u8, channels-last).
+  void apply_mask(const Layer& l, std::span<const Tensor> inputs, ExecContext& ctx, std::int64_t abs_plane,
+                  std::int64_t n_out, float* dst) const {
+    const auto pos = static_cast<std::size_t>(l.mask_pos);
+    const std::size_t at = static_cast<std::size_t>(abs_plane) * l.plane;
+    const std::size_t n = static_cast<std::size_t>(n_out) * l.plane;
+    const std::uint8_t* m;
+    if (const StreamedOperand* ms = ctx.in_stream(pos)) {
+      QSM_ASSERT(n <= ms->staging_bytes, "conv chain mask slab larger than its staging");
+      ms->read(ms->staging, at, n);
+      m = reinterpret_cast<const std::uint8_t*>(ms->staging);
+    } else {
+      m = inputs[pos].data<std::uint8_t>() + at;
+    }
+    const float fill = l.mask_fill;
+    const auto count = static_cast<std::int64_t>(n);
+#pragma omp parallel for schedule(static)
+    for (std::int64_t i = 0; i < count; ++i) dst[i] = m[i] ? dst[i] : fill;
+  }
 
   // The layer adds an up-sampling's output (node `up`, whose first post-op is that sum) onto
   // its own: its first part accumulates onto planes holding the up-sampled ones, and its last
