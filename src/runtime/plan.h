@@ -103,7 +103,7 @@ struct ArenaLayout {
   bool direct_streams = false;       // those go by direct I/O through io blocks (Plan::Streams::Direct)
   bool fits = true;                  // within the limit it was built for
   bool spills() const { return file_bytes > 0; }
-  /// The bytes moved through the page cache per set, plus half those streamed directly: what a
+  /// The bytes moved through the page cache per set, plus 0.6 of those streamed directly: what a
   /// choice between layouts weighs. At 181x217x181 (full-size twins, this 2-core VM) it ranks
   /// every pair measured as their times did: NeXtQSM at half its peak ran faster streaming
   /// through the page cache (14.2 GB moved) than directly (22.7 GB, 10.4 of them direct: the io
@@ -111,10 +111,15 @@ struct ArenaLayout {
   /// (46 GB, 40 direct: 195 s) than through the page cache (48 GB: 222 s); xQSM at a half and a
   /// quarter directly (19 GB, 11 direct; 28 GB, 25 direct) than through the page cache (16 and
   /// 28 GB). Direct I/O costs the CPU almost nothing (writing 2 GB: 0.25 s of system time
-  /// against 5.1 s through the page cache), but the disk time stays.
+  /// against 5.1 s through the page cache), but the disk time stays. Half was too generous:
+  /// once NeXtQSM's masks ran inside its chains, at half its peak direct streaming moved 19.4
+  /// GB a VJP (10.2 direct) against 14.7 through the page cache, and weighed at half it won and
+  /// ran slower (153 s of iterations against 141 and 149). At 0.6 every pair above still ranks
+  /// as measured.
+  static constexpr double kDirectWeight = 0.6;
   double transfer_cost() const {
     const double moved = static_cast<double>(write_bytes + read_bytes);
-    return direct_streams ? moved - static_cast<double>(streamed_bytes) / 2 : moved;
+    return direct_streams ? moved - (1.0 - kDirectWeight) * static_cast<double>(streamed_bytes) : moved;
   }
 };
 

@@ -349,7 +349,7 @@ TEST(SpillChoice, ARunTakesTheLayoutOfLeastTransferCostItWeighs) {
     const qsmcore::PlanMemory chosen = m.plan_memory(shapes, cap);
     ASSERT_GT(chosen.spill_write_bytes, 0);
     const double cost = static_cast<double>(chosen.spill_write_bytes + chosen.spill_read_bytes) -
-                        static_cast<double>(chosen.spill_direct_bytes) / 2;
+                        (1.0 - qsmcore::ArenaLayout::kDirectWeight) * static_cast<double>(chosen.spill_direct_bytes);
     double cheapest = std::numeric_limits<double>::infinity();
     bool direct_weighed = false;
     for (const std::int64_t share : {6, 12, 24}) {
