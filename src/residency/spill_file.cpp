@@ -63,7 +63,7 @@ std::string SpillFile::resolve_dir(const std::string& dir) {
   return tmp && *tmp ? std::string(tmp) : std::string("/tmp");
 }
 
-SpillFile::SpillFile(const std::string& dir, std::uint64_t bytes) : dir_(resolve_dir(dir)) {
+SpillFile::SpillFile(const std::string& dir, std::uint64_t bytes) : dir_(resolve_dir(dir)), bytes_(bytes) {
   std::string pattern = dir_ + "/qsmcore-spill-XXXXXX";
   std::vector<char> name(pattern.begin(), pattern.end());
   name.push_back('\0');

@@ -34,6 +34,8 @@ class SpillFile {
   void read_ahead(std::uint64_t bytes, std::uint64_t offset) const;
   void forget(std::uint64_t bytes, std::uint64_t offset) const;
   const std::string& dir() const { return dir_; }
+  /// The bytes allocated for it (a run may use fewer: spill files are reused, runtime/plan.h).
+  std::uint64_t bytes() const { return bytes_; }
 
   // Direct I/O (O_DIRECT): the bytes go between the caller's memory and the disk without the
   // page cache, so a streamed slab costs no system time copying it there and dropping it
@@ -60,6 +62,7 @@ class SpillFile {
   int fd_ = -1;
   int direct_fd_ = -1;  // the same file opened O_DIRECT, or -1
   std::string dir_;
+  std::uint64_t bytes_ = 0;
 };
 
 }  // namespace qsmcore::residency

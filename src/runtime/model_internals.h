@@ -2,6 +2,7 @@
 // a set of input shapes, an internal type the public header does not return.
 #pragma once
 #include <cstddef>
+#include <cstdint>
 #include <vector>
 
 #include "qsmcore/onnx_model.h"
@@ -19,6 +20,10 @@ struct ModelInternals {
   static std::size_t cached_plans(const OnnxModel& m);
   /// Plans the model has built since load (each cache miss).
   static std::size_t plans_built(const OnnxModel& m);
+  /// Spill files the model's runs have allocated since load, and the bytes of the one it keeps
+  /// for its next spilled run (0: none kept).
+  static std::size_t spill_files_made(const OnnxModel& m);
+  static std::uint64_t kept_spill_file_bytes(const OnnxModel& m);
 };
 
 /// The plan for these input shapes (built if needed, then cached). The reference stays valid

@@ -16,6 +16,7 @@
 #include "kernels/pack_cache.h"
 #include "onnx/reader.h"
 #include "qsmcore/error.h"
+#include "residency/spill_file.h"
 #include "runtime/model_internals.h"
 #include "runtime/plan.h"
 #include "runtime/residency_executor.h"
@@ -559,8 +560,11 @@ struct OnnxModel::Impl {
     ResidencyExecutor* ex = executor_for(p);
     SpillReport spilled;
     std::vector<double> seconds(opts.profile_steps ? p.steps().size() : 0, 0.0);
-    auto out =
-        p.run_batch(batch, ex, SpillRun{layout.get(), opts.spill_dir, &spilled, seconds.empty() ? nullptr : &seconds});
+    std::unique_ptr<residency::SpillFile> file =
+        layout->spills() ? take_spill_file(layout->file_bytes * sets) : nullptr;
+    auto out = p.run_batch(
+        batch, ex, SpillRun{layout.get(), opts.spill_dir, file.get(), &spilled, seconds.empty() ? nullptr : &seconds});
+    keep_spill_file(std::move(file));
     spilled.chain_window_share = p.window_share();
     {
       std::lock_guard<std::mutex> lock(spill_mu);
@@ -572,6 +576,42 @@ struct OnnxModel::Impl {
     seen_created = p.created_with_threads();
     seen_run = p.last_run_threads();
     return out;
+  }
+
+  // A spill file outlives its run: the next run of the model takes it when it is large enough
+  // and in the same directory, so a wrapper's many runs (NeXtQSM's six VJPs) allocate and free
+  // one file, not one each (freeing it can take seconds: runtime/plan.h SpillRun::file). Runs in
+  // parallel (tile threads) take one each; one is kept, the largest. It goes with the model, or
+  // with the first run after that does not spill (a budget that fits again frees the disk).
+  std::mutex spill_file_mu;
+  std::unique_ptr<residency::SpillFile> idle_spill_file;
+  std::size_t spill_files_made = 0;  // under spill_file_mu (ModelInternals::spill_files_made)
+
+  std::unique_ptr<residency::SpillFile> take_spill_file(std::uint64_t bytes) {
+    std::unique_ptr<residency::SpillFile> f;
+    {
+      std::lock_guard<std::mutex> lock(spill_file_mu);
+      f.swap(idle_spill_file);
+    }
+    if (f && f->bytes() >= bytes && f->dir() == residency::SpillFile::resolve_dir(opts.spill_dir)) return f;
+    f.reset();  // freed before a larger one is allocated: the disk holds one at a time
+    f = std::make_unique<residency::SpillFile>(opts.spill_dir, bytes);
+    std::lock_guard<std::mutex> lock(spill_file_mu);
+    ++spill_files_made;
+    return f;
+  }
+
+  void keep_spill_file(std::unique_ptr<residency::SpillFile> f) {
+    std::unique_ptr<residency::SpillFile> dropped;  // freed outside the lock
+    std::lock_guard<std::mutex> lock(spill_file_mu);
+    if (!f) {
+      dropped.swap(idle_spill_file);
+    } else if (!idle_spill_file || idle_spill_file->bytes() < f->bytes()) {
+      dropped.swap(idle_spill_file);
+      idle_spill_file = std::move(f);
+    } else {
+      dropped = std::move(f);
+    }
   }
 
   std::atomic<int> seen_created{0}, seen_run{0};
@@ -711,6 +751,16 @@ std::size_t ModelInternals::cached_plans(const OnnxModel& m) {
 std::size_t ModelInternals::plans_built(const OnnxModel& m) {
   std::lock_guard<std::mutex> lock(m.impl_->mu);
   return m.impl_->built;
+}
+
+std::size_t ModelInternals::spill_files_made(const OnnxModel& m) {
+  std::lock_guard<std::mutex> lock(m.impl_->spill_file_mu);
+  return m.impl_->spill_files_made;
+}
+
+std::uint64_t ModelInternals::kept_spill_file_bytes(const OnnxModel& m) {
+  std::lock_guard<std::mutex> lock(m.impl_->spill_file_mu);
+  return m.impl_->idle_spill_file ? m.impl_->idle_spill_file->bytes() : 0;
 }
 
 PlanMemory OnnxModel::plan_memory(const std::vector<Shape>& input_shapes) {

@@ -464,8 +464,14 @@ std::vector<std::vector<Tensor>> Plan::run_batch(const std::vector<std::vector<T
     arenas.push_back(&sets.back().arena);
   }
   // After the arenas: the worker stops before they are freed, whatever happens.
+  std::unique_ptr<residency::SpillFile> own_file;  // when the caller gives none
   std::unique_ptr<SpillTransfers> io;
-  if (lay.spills()) io = std::make_unique<SpillTransfers>(lay, sets.size(), spill.dir);
+  if (lay.spills()) {
+    const residency::SpillFile* file = spill.file;
+    if (!file)
+      file = (own_file = std::make_unique<residency::SpillFile>(spill.dir, lay.file_bytes * sets.size())).get();
+    io = std::make_unique<SpillTransfers>(lay, sets.size(), *file);
+  }
   // Scratch lives in the arena (assign_offsets). In a batch every set's step s runs before any
   // set's step s + 1, so all sets can use the first set's scratch region of that step.
   kernels::ExecContext ctx;

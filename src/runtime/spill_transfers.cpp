@@ -2,6 +2,7 @@
 
 #include <chrono>
 
+#include "qsmcore/error.h"
 #include "runtime/spill_direct_operand.h"
 
 namespace qsmcore {
@@ -14,8 +15,9 @@ double since(Clock::time_point t0) {
 constexpr std::size_t kQueue = 256;
 }  // namespace
 
-SpillTransfers::SpillTransfers(const ArenaLayout& layout, std::size_t sets, const std::string& dir)
-    : layout_(layout), file_(dir, layout.file_bytes * sets), worker_(kQueue), stream_worker_(kQueue) {
+SpillTransfers::SpillTransfers(const ArenaLayout& layout, std::size_t sets, const residency::SpillFile& file)
+    : layout_(layout), file_(file), worker_(kQueue), stream_worker_(kQueue) {
+  QSM_ASSERT(file.bytes() >= layout.file_bytes * sets, "a spill file smaller than its layout");
   stats_.file_bytes = layout.file_bytes * sets;
   stats_.dir = file_.dir();
 }

@@ -21,8 +21,9 @@ namespace qsmcore {
 
 class SpillTransfers {
  public:
-  /// A spill file for `sets` arenas of this layout (each set has its own region of the file).
-  SpillTransfers(const ArenaLayout& layout, std::size_t sets, const std::string& dir);
+  /// Moves `sets` arenas of this layout through `file` (each set has its own region of it), which
+  /// must hold layout.file_bytes * sets bytes and outlive this.
+  SpillTransfers(const ArenaLayout& layout, std::size_t sets, const residency::SpillFile& file);
   ~SpillTransfers();
   /// Starts step `step`'s transfers of timing `when` for every set; `arenas[i]` is set i's arena.
   void start(std::size_t step, ArenaLayout::When when, const std::vector<const ArenaPieces*>& arenas);
@@ -50,7 +51,7 @@ class SpillTransfers {
   const ArenaLayout& layout_;
   std::vector<std::unique_ptr<kernels::StreamedOperand>> operands_;  // those bound now
   std::vector<const DirectOperand*> direct_;                         // of those, the direct ones
-  residency::SpillFile file_;
+  const residency::SpillFile& file_;
   std::vector<std::string> pending_;
   mutable std::mutex mu_;  // the figures below: the worker adds I/O, the runner adds waits
   mutable SpillReport stats_;

@@ -290,10 +290,13 @@ TEST(FinerSlabs, TheLeastARefusalNamesIsABudgetThatRuns) {
 }
 
 // A model under a residency policy keeps one plan at a time. A least asked for again is known,
-// and a run on the shapes and within the room of the last takes the plan and layout chosen then:
-// neither builds a plan (NeXtQSM's wrapper runs its VJP six times, and each run rebuilt the three
-// shares' plans). The runs are the unbudgeted run, bit for bit.
-TEST(SpillChoice, ARunInTheRoomOfTheLastBuildsNoPlan) {
+// and a run on the shapes and within the room of the last
+// takes the plan and layout chosen then: none builds a plan (NeXtQSM's wrapper runs its VJP six
+// times, and each run rebuilt the three shares' plans). Nor does a run allocate a spill file
+// again: the last one's is kept (freeing a file trims its blocks on a disk mounted `discard`,
+// seconds per run). A run that does not spill frees it. The runs are the unbudgeted run, bit
+// for bit, and each moves bytes through the file.
+TEST(SpillChoice, ARunInTheRoomOfTheLastBuildsNoPlanNorSpillFile) {
   const std::string dir = qsmtest::data_dir("QSM_TWINS_DIR");
   QSM_REQUIRE_DATA(dir, "QSM_TWINS_DIR");
   const std::vector<qsmcore::Shape> shapes{{1, 1, 96, 64, 64}};
@@ -316,11 +319,22 @@ TEST(SpillChoice, ARunInTheRoomOfTheLastBuildsNoPlan) {
   m.limit_run_bytes(least);
   qsmtest::expect_bitwise(m.run(in), ref, "xqsm at its least, streamed weights");
   EXPECT_GT(m.last_spill().chain_window_share, 6);
+  EXPECT_EQ(qsmcore::ModelInternals::spill_files_made(m), 1u);
+  EXPECT_GE(qsmcore::ModelInternals::kept_spill_file_bytes(m), m.last_spill().file_bytes);
   const std::size_t first = qsmcore::ModelInternals::plans_built(m);
-  for (int again = 0; again < 2; ++again) {
+  for (int run = 0; run < 2; ++run) {
     qsmtest::expect_bitwise(m.run(in), ref, "the same run again");
+    EXPECT_GT(m.last_spill().written, 0u);
     EXPECT_EQ(qsmcore::ModelInternals::plans_built(m), first) << "a run in the room of the last built plans";
+    EXPECT_EQ(qsmcore::ModelInternals::spill_files_made(m), 1u) << "a run in the room of the last made a spill file";
   }
+  m.limit_run_bytes(0);
+  qsmtest::expect_bitwise(m.run(in), ref, "unbudgeted, streamed weights");
+  EXPECT_EQ(m.last_spill().written, 0u);
+  EXPECT_EQ(qsmcore::ModelInternals::kept_spill_file_bytes(m), 0u) << "a run that did not spill kept the file";
+  m.limit_run_bytes(least);
+  qsmtest::expect_bitwise(m.run(in), ref, "at its least again");
+  EXPECT_EQ(qsmcore::ModelInternals::spill_files_made(m), 2u);
 }
 
 // Between the least and the unbudgeted peak, a spilled run takes, of the layouts it weighs

@@ -106,7 +106,8 @@ struct Case {
 void round_trip(const Case& c) {
   const ArenaLayout l = two_operands();
   ArenaPieces arena(l.arena_bytes, 0);
-  SpillTransfers io(l, 1, "");
+  const residency::SpillFile file("", l.file_bytes);
+  SpillTransfers io(l, 1, file);
   const auto a = bytes_of(kA, 7), b = bytes_of(kB, 99);
   kernels::ExecContext ctx;
   io.bind(0, 0, arena, 0, 2, ctx);
@@ -148,7 +149,8 @@ TEST(SpillStreams, ASlabLargerThanTheStagingIsReadWhole) {
   // A read larger than the io block (an addend read into the kernel's own planes) goes past it.
   const ArenaLayout l = two_operands();
   ArenaPieces arena(l.arena_bytes, 0);
-  SpillTransfers io(l, 1, "");
+  const residency::SpillFile file("", l.file_bytes);
+  SpillTransfers io(l, 1, file);
   const auto a = bytes_of(kA, 3);
   kernels::ExecContext ctx;
   io.bind(0, 0, arena, 0, 2, ctx);
