@@ -192,13 +192,18 @@ void Context::fit_by_spilling(const Reservation& r, const std::vector<std::size_
   auto model_index = [&](std::size_t k) { return model_of.empty() ? k : model_of[k]; };
   // The least one run of each graph needs, spilled: named by the refusal when this fails (finer
   // slabs are planned only when the default ones do not fit the room).
-  const std::int64_t room = budget_ - baseline_ - held - window - r.wrapper_fixed - r.wrapper_per_tile;
+  auto room_left = [&] { return budget_ - baseline_ - held - window - r.wrapper_fixed - r.wrapper_per_tile; };
+  std::int64_t room = room_left();
   least_run_ = 0;
   for (std::size_t k = 0; k < r.shapes.size(); ++k) {
     OnnxModel& m = model(model_index(k));
     const std::int64_t own_window = m.plan_memory(r.shapes[k]).weight_window_bytes;
     least_run_ = std::max(least_run_, m.min_run_bytes(r.shapes[k], room + own_window) - own_window);
   }
+  // The finer slabs' plans built for their least hold more generated code outside the engine:
+  // measured now, each graph's layout is chosen once, in the room that leaves (chosen first and
+  // measured after, NeXtQSM's graphs chose again, rebuilding every share's plan).
+  if (take_outside_as_measured()) room = room_left();
   if (room < least_run_) return;
   std::vector<std::int64_t> cap(models_.size(), 0);
   std::int64_t spilled_peak = 0;

@@ -373,8 +373,25 @@ struct OnnxModel::Impl {
     bool first = true;
     std::optional<Cheapest> best;
     for (const std::int64_t share : window_shares()) {
+      // Under a residency policy a plan holds nothing of the engine's, so a share whose least
+      // is known to exceed the room is weighed without building its plan again: nothing of it
+      // fits (NeXtQSM's VJP at a quarter of its peak, the default slabs).
+      if (const auto f = resident() ? std::nullopt : known_least(shapes, dtypes, share)) {
+        const std::int64_t held = memory_current(), least = (f->arena + f->io) * sets + f->window;
+        if (least > (room ? *room : run_room(held))) {
+          need = std::min(need, held + least);
+          if (first) {
+            c.held = held;
+            c.run = (f->unspilled + f->io) * sets + f->window;
+            first = false;
+          }
+          if (!f->chains) break;
+          continue;
+        }
+      }
       const bool had = has_plan(shapes, share);
       auto p = plan(shapes, dtypes, share);
+      note_least(shapes, dtypes, share, *p);
       const std::int64_t held = memory_current();
       const std::int64_t r = room ? *room : run_room(held);
       auto direct = layout_for(*p, r, sets, Plan::Streams::Direct);
@@ -441,27 +458,76 @@ struct OnnxModel::Impl {
   struct ShareLeast {
     std::vector<Shape> shapes;
     std::vector<DType> dtypes;
-    std::int64_t share = 0, arena = 0, io = 0, window = 0;
+    std::int64_t share = 0, arena = 0, unspilled = 0, io = 0, window = 0;  // arena: the least; unspilled: the plan's
     bool chains = false;
   };
   std::vector<ShareLeast> share_leasts;  // under chosen_mu; the last few asked for
 
   ShareLeast share_least(const std::vector<Shape>& shapes, const std::vector<DType>& dtypes, std::int64_t share) {
-    {
-      std::lock_guard<std::mutex> lock(chosen_mu);
-      for (const auto& f : share_leasts)
-        if (f.share == share && f.shapes == shapes && f.dtypes == dtypes) return f;
-    }
-    const auto p = plan(shapes, dtypes, share);
-    const PlanMemory& pm = p->memory();
-    ShareLeast f{shapes,        dtypes,
-                 share,         least_run(*p, 1) - pm.io_bytes - pm.weight_window_bytes,
-                 pm.io_bytes,   pm.weight_window_bytes,
-                 has_chains(*p)};
+    if (auto f = known_least(shapes, dtypes, share)) return *f;
+    return note_least(shapes, dtypes, share, *plan(shapes, dtypes, share));
+  }
+
+  std::optional<ShareLeast> known_least(const std::vector<Shape>& shapes, const std::vector<DType>& dtypes,
+                                        std::int64_t share) {
     std::lock_guard<std::mutex> lock(chosen_mu);
+    for (const auto& f : share_leasts)
+      if (f.share == share && f.shapes == shapes && f.dtypes == dtypes) return f;
+    return std::nullopt;
+  }
+
+  ShareLeast note_least(const std::vector<Shape>& shapes, const std::vector<DType>& dtypes, std::int64_t share,
+                        const Plan& p) {
+    const PlanMemory& pm = p.memory();
+    ShareLeast f{shapes,
+                 dtypes,
+                 share,
+                 least_run(p, 1) - pm.io_bytes - pm.weight_window_bytes,
+                 pm.arena_bytes,
+                 pm.io_bytes,
+                 pm.weight_window_bytes,
+                 has_chains(p)};
+    std::lock_guard<std::mutex> lock(chosen_mu);
+    for (const auto& g : share_leasts)
+      if (g.share == share && g.shapes == shapes && g.dtypes == dtypes) return g;
     share_leasts.push_back(f);
     if (share_leasts.size() > 12) share_leasts.erase(share_leasts.begin());
     return f;
+  }
+
+  // The default slabs' plan figures under a residency policy, kept once built. A model keeps one
+  // plan at a time there, and a wrapper's reservation asks for these again after finer shares
+  // were planned for their least or their layout: NeXtQSM at a quarter of its peak rebuilt each
+  // graph's default plan three times for them. The figures depend on the plan alone; such a plan
+  // holds no weights (they are read at run time), so what is held is the same either way.
+  struct DefaultMemory {
+    std::vector<Shape> shapes;
+    std::vector<DType> dtypes;
+    PlanMemory pm;
+  };
+  std::vector<DefaultMemory> default_memory;  // under chosen_mu; the last few asked for
+
+  PlanMemory default_plan_memory(const std::vector<Shape>& shapes, const std::vector<DType>& dtypes) {
+    if (resident()) return plan(shapes, dtypes)->memory();
+    {
+      std::lock_guard<std::mutex> lock(chosen_mu);
+      for (const auto& f : default_memory)
+        if (f.shapes == shapes && f.dtypes == dtypes) return f.pm;
+    }
+    const PlanMemory pm = plan(shapes, dtypes)->memory();
+    std::lock_guard<std::mutex> lock(chosen_mu);
+    default_memory.push_back({shapes, dtypes, pm});
+    if (default_memory.size() > 12) default_memory.erase(default_memory.begin());
+    return pm;
+  }
+
+  // What a plan's figures depend on besides its graph and shapes changed (the threads: oneDNN's
+  // scratch grows with them): the figures kept go with the plans.
+  void forget_figures() {
+    std::lock_guard<std::mutex> lock(chosen_mu);
+    share_leasts.clear();
+    default_memory.clear();
+    chosen.reset();
   }
 
   static bool has_chains(const Plan& p) {
@@ -764,12 +830,11 @@ std::uint64_t ModelInternals::kept_spill_file_bytes(const OnnxModel& m) {
 }
 
 PlanMemory OnnxModel::plan_memory(const std::vector<Shape>& input_shapes) {
-  return impl_->plan(input_shapes, impl_->declared_dtypes())->memory();
+  return impl_->default_plan_memory(input_shapes, impl_->declared_dtypes());
 }
 
 PlanMemory OnnxModel::plan_memory(const std::vector<Shape>& input_shapes, std::int64_t run_bytes) {
-  const auto p = impl_->plan(input_shapes, impl_->declared_dtypes());
-  PlanMemory pm = p->memory();
+  PlanMemory pm = impl_->default_plan_memory(input_shapes, impl_->declared_dtypes());
   if (run_bytes <= 0 || pm.run_peak_bytes() <= run_bytes) return pm;
   const Impl::Choice c = impl_->choose(input_shapes, impl_->declared_dtypes(), run_bytes, 1);
   if (!c.layout) {
@@ -830,11 +895,14 @@ void OnnxModel::clear_plans() {
 }
 
 void OnnxModel::set_threads(int threads) {
-  std::lock_guard<std::mutex> lock(impl_->mu);
-  if (impl_->opts.threads == threads) return;
-  impl_->opts.threads = threads;
-  impl_->executors.clear();
-  impl_->plans.clear();
+  {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    if (impl_->opts.threads == threads) return;
+    impl_->opts.threads = threads;
+    impl_->executors.clear();
+    impl_->plans.clear();
+  }
+  impl_->forget_figures();
 }
 
 }  // namespace qsmcore

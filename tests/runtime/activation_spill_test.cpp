@@ -289,8 +289,8 @@ TEST(FinerSlabs, TheLeastARefusalNamesIsABudgetThatRuns) {
   }
 }
 
-// A model under a residency policy keeps one plan at a time. A least asked for again is known,
-// and a run on the shapes and within the room of the last
+// A model under a residency policy keeps one plan at a time. A least or the default plan's
+// figures asked for again are known, and a run on the shapes and within the room of the last
 // takes the plan and layout chosen then: none builds a plan (NeXtQSM's wrapper runs its VJP six
 // times, and each run rebuilt the three shares' plans). Nor does a run allocate a spill file
 // again: the last one's is kept (freeing a file trims its blocks on a disk mounted `discard`,
@@ -311,11 +311,15 @@ TEST(SpillChoice, ARunInTheRoomOfTheLastBuildsNoPlanNorSpillFile) {
   qsmcore::ModelOptions o = options();
   o.residency = qsmcore::parse_residency("stream:host=0");
   auto m = qsmcore::OnnxModel::load(dir + "/xqsm.onnx", o);
+  const qsmcore::PlanMemory unbudgeted = m.plan_memory(shapes);
   const std::int64_t least = m.min_run_bytes(shapes);
   const std::size_t weighed = qsmcore::ModelInternals::plans_built(m);
   EXPECT_GE(weighed, 2u) << "the least weighed one share only";
   EXPECT_EQ(m.min_run_bytes(shapes), least);
-  EXPECT_EQ(qsmcore::ModelInternals::plans_built(m), weighed) << "a least asked for again built plans";
+  const qsmcore::PlanMemory again = m.plan_memory(shapes);
+  EXPECT_EQ(qsmcore::ModelInternals::plans_built(m), weighed) << "a least or default figures asked again built plans";
+  EXPECT_EQ(again.run_peak_bytes(), unbudgeted.run_peak_bytes());
+  EXPECT_EQ(again.weight_window_bytes, unbudgeted.weight_window_bytes);
   m.limit_run_bytes(least);
   qsmtest::expect_bitwise(m.run(in), ref, "xqsm at its least, streamed weights");
   EXPECT_GT(m.last_spill().chain_window_share, 6);
@@ -335,6 +339,11 @@ TEST(SpillChoice, ARunInTheRoomOfTheLastBuildsNoPlanNorSpillFile) {
   m.limit_run_bytes(least);
   qsmtest::expect_bitwise(m.run(in), ref, "at its least again");
   EXPECT_EQ(qsmcore::ModelInternals::spill_files_made(m), 2u);
+  // The figures kept depend on the threads: set_threads forgets them.
+  const std::size_t before = qsmcore::ModelInternals::plans_built(m);
+  m.set_threads(1);
+  (void)m.plan_memory(shapes);
+  EXPECT_GT(qsmcore::ModelInternals::plans_built(m), before) << "figures of two threads served one";
 }
 
 // Between the least and the unbudgeted peak, a spilled run takes, of the layouts it weighs
