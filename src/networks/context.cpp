@@ -313,6 +313,8 @@ void Context::finish() {
     run.spill_seconds += sr.wait_seconds;
     run.chain_window_share = std::max<std::int64_t>(run.chain_window_share, sr.chain_window_share);
   }
+  // The graphs have run: their spill files are freed while the caller writes the outputs.
+  for (auto& m : models_) m.release_spill_file();
 }
 
 Tensor f32_tensor(const Shape& s) {

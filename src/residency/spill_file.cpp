@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <thread>
 #include <vector>
 
 #include "core/sys_io.h"
@@ -89,6 +90,22 @@ SpillFile::SpillFile(const std::string& dir, std::uint64_t bytes) : dir_(resolve
 SpillFile::~SpillFile() {
   if (fd_ >= 0) ::close(fd_);
   if (direct_fd_ >= 0) ::close(direct_fd_);
+}
+
+void SpillFile::free_in_background(std::unique_ptr<SpillFile> file) {
+#if defined(__EMSCRIPTEN__)
+  file.reset();
+#else
+  if (!file) return;
+  const int fds[2] = {file->fd_, file->direct_fd_};
+  file->fd_ = file->direct_fd_ = -1;
+  file.reset();
+  // Detached: it holds two descriptors and touches no memory of the process's.
+  std::thread([fds] {
+    for (const int fd : fds)
+      if (fd >= 0) ::close(fd);
+  }).detach();
+#endif
 }
 
 // Some file systems open O_DIRECT and refuse the I/O itself (EINVAL): one block is read to

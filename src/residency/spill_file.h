@@ -6,6 +6,7 @@
 // bytes a spill frees must not reappear as page cache charged to the process's cgroup.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <string>
 
 namespace qsmcore::residency {
@@ -52,6 +53,11 @@ class SpillFile {
   static std::size_t stream_io_bytes(std::size_t staging);
   /// The descriptor, for tests that look at what of the file is in the page cache (mincore).
   int fd() const { return fd_; }
+
+  /// Frees `file` on a thread of its own, which the caller does not wait for: closing its last
+  /// descriptor frees its blocks, which a file system mounted with `discard` trims there and
+  /// then. The process's exit waits for it, if still going. Without threads (wasm), now.
+  static void free_in_background(std::unique_ptr<SpillFile> file);
 
   /// The directory a spill file goes to for `dir` ("" = $TMPDIR, else /tmp).
   static std::string resolve_dir(const std::string& dir);

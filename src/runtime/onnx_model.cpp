@@ -866,6 +866,15 @@ std::int64_t OnnxModel::min_run_bytes(const std::vector<Shape>& input_shapes, st
   return impl_->least_of_all(input_shapes, impl_->declared_dtypes(), 1, enough);
 }
 
+void OnnxModel::release_spill_file() {
+  std::unique_ptr<residency::SpillFile> f;
+  {
+    std::lock_guard<std::mutex> lock(impl_->spill_file_mu);
+    f.swap(impl_->idle_spill_file);
+  }
+  if (f) residency::SpillFile::free_in_background(std::move(f));
+}
+
 void OnnxModel::limit_run_bytes(std::int64_t run_bytes) {
   impl_->run_cap = std::max<std::int64_t>(run_bytes, 0);
 }

@@ -294,8 +294,8 @@ TEST(FinerSlabs, TheLeastARefusalNamesIsABudgetThatRuns) {
 // takes the plan and layout chosen then: none builds a plan (NeXtQSM's wrapper runs its VJP six
 // times, and each run rebuilt the three shares' plans). Nor does a run allocate a spill file
 // again: the last one's is kept (freeing a file trims its blocks on a disk mounted `discard`,
-// seconds per run). A run that does not spill frees it. The runs are the unbudgeted run, bit
-// for bit, and each moves bytes through the file.
+// seconds per run). A run that does not spill frees it, as does release_spill_file. The runs are the unbudgeted run,
+// bit for bit, and each moves bytes through the file.
 TEST(SpillChoice, ARunInTheRoomOfTheLastBuildsNoPlanNorSpillFile) {
   const std::string dir = qsmtest::data_dir("QSM_TWINS_DIR");
   QSM_REQUIRE_DATA(dir, "QSM_TWINS_DIR");
@@ -339,6 +339,10 @@ TEST(SpillChoice, ARunInTheRoomOfTheLastBuildsNoPlanNorSpillFile) {
   m.limit_run_bytes(least);
   qsmtest::expect_bitwise(m.run(in), ref, "at its least again");
   EXPECT_EQ(qsmcore::ModelInternals::spill_files_made(m), 2u);
+  m.release_spill_file();  // what a network's wrapper does once its graphs have run
+  EXPECT_EQ(qsmcore::ModelInternals::kept_spill_file_bytes(m), 0u);
+  qsmtest::expect_bitwise(m.run(in), ref, "at its least after the file was freed");
+  EXPECT_EQ(qsmcore::ModelInternals::spill_files_made(m), 3u);
   // The figures kept depend on the threads: set_threads forgets them.
   const std::size_t before = qsmcore::ModelInternals::plans_built(m);
   m.set_threads(1);
