@@ -66,6 +66,23 @@ class Buffer {
   MemCategory category() const { return cat_; }
   void reset();
 
+  // Parking (issue #16): a large block's pages go back to the OS while its bytes wait in a file
+  // (networks/parking.h), and the block keeps its address, so whoever holds a pointer into it
+  // finds the same bytes once they are read back. Const: the bytes are the same before and after.
+  /// Whether it can: only a block mapped on its own (native builds, at least 128 KiB), whose
+  /// pages are its alone. wasm32's heap never shrinks, so nothing parks there.
+  bool parkable() const;
+  /// Whether a block of `bytes` would be.
+  static bool parks(std::size_t bytes);
+  /// The bytes its I/O covers while parked: its size rounded up to whole pages, all mapped.
+  std::size_t page_span() const;
+  /// Gives its pages back to the OS (their bytes are lost: write them out first) and stops
+  /// counting its bytes.
+  void park_pages() const;
+  /// Counts its bytes again (Error{OutOfBudget} over the memory cap); its pages come back as
+  /// zeros when touched: read the bytes back.
+  void unpark_pages() const;
+
  private:
   std::byte* data_ = nullptr;
   std::size_t size_ = 0;

@@ -114,6 +114,8 @@ class DipoleKernel {
   std::int64_t half_nx() const { return dims_[0] / 2 + 1; }
   std::int64_t count() const { return half_nx() * dims_[1] * dims_[2]; }
   const double* data() const { return reinterpret_cast<const double*>(values_.data()); }
+  /// Its values' block (an unrolled network parks it while its graphs run).
+  const Buffer& storage() const { return values_; }
   double half(std::int64_t i, std::int64_t j, std::int64_t k) const {
     return data()[i + half_nx() * (j + dims_[1] * k)];
   }

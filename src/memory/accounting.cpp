@@ -2,6 +2,7 @@
 // exact totals; the peak is maintained with a CAS loop so concurrent allocations never lose a
 // high-water mark.
 #include <sys/mman.h>
+#include <unistd.h>
 #ifdef __EMSCRIPTEN__
 #include <emscripten/heap.h>
 #endif
@@ -278,6 +279,47 @@ void Buffer::reset() {
   if (data_ != nullptr || size_ != 0) accounted_free(data_, size_, cat_);
   data_ = nullptr;
   size_ = 0;
+}
+
+bool Buffer::parkable() const { return data_ != nullptr && parks(size_); }
+bool Buffer::parks(std::size_t bytes) { return mapped_block(rounded_size(bytes)); }
+
+std::size_t Buffer::page_span() const {
+#if defined(__EMSCRIPTEN__)
+  return size_;
+#else
+  static const auto page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+  return (size_ + page - 1) / page * page;
+#endif
+}
+
+void Buffer::park_pages() const {
+  QSM_ASSERT(parkable(), "parking a block that is not mapped on its own");
+#if !defined(__EMSCRIPTEN__)
+  // Private anonymous pages: dropped at once, zero-filled if touched again.
+  ::madvise(data_, page_span(), MADV_DONTNEED);
+#endif
+  auto& c = counters();
+  const auto n = static_cast<std::int64_t>(size_);
+  c.current[static_cast<int>(cat_)].fetch_sub(n, std::memory_order_relaxed);
+  c.total.fetch_sub(n, std::memory_order_relaxed);
+}
+
+void Buffer::unpark_pages() const {
+  auto& c = counters();
+  const auto n = static_cast<std::int64_t>(size_);
+  const std::int64_t cap = c.cap.load(std::memory_order_relaxed);
+  const std::int64_t now = c.total.fetch_add(n, std::memory_order_relaxed) + n;
+  if (cap > 0 && now > cap) {
+    c.total.fetch_sub(n, std::memory_order_relaxed);
+    throw Error(ErrorKind::OutOfBudget, "reading back " + std::to_string(size_) + " parked bytes of " +
+                                            to_string(cat_) + " would exceed the memory cap of " +
+                                            std::to_string(cap) + " bytes (in use: " + std::to_string(now - n) +
+                                            ")");
+  }
+  const int i = static_cast<int>(cat_);
+  raise_peak(c.peak[i], c.current[i].fetch_add(n, std::memory_order_relaxed) + n);
+  raise_peak(c.total_peak, now);
 }
 
 #ifdef __EMSCRIPTEN__

@@ -34,6 +34,8 @@ class FieldPpm {
   static bool reads_input(const NetworkInputs& in);
   /// The bytes it holds of its own (what a reservation adds for it).
   static std::int64_t own_bytes(const NetworkInputs& in);
+  /// That copy (empty when it reads `in`), to park while graphs run.
+  const Volume& copy() const { return converted_; }
 
  private:
   Volume converted_;
