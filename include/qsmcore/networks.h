@@ -66,6 +66,17 @@ struct NetworkOptions {
   /// R2PRIMEnet refuses B0 outside 3 ± 0.3 T unless this is set (then it warns).
   bool ignore_domain = false;
   std::function<void(double fraction, const std::string& stage)> progress;  // may be empty
+  /// Over the budget (with ModelOptions::spill_activations), full-volume buffers a wrapper holds
+  /// across its graph runs but no graph reads (an unrolled network's iterate, background field,
+  /// mask and dipole kernel) wait in the spill directory while a graph runs, before any
+  /// activation spills: a write and a read of them a graph run (issue #16).
+  bool park_buffers = true;
+  /// Over the budget, the input volumes (NetworkInputs) wait in the spill directory while the
+  /// network's graphs run, once the wrapper has made the graphs' inputs from them (issue #16):
+  /// their pages go back to the OS and the same bytes come back, at the same addresses, before
+  /// the wrapper reads them again and before run_network returns. Off by default: the caller
+  /// must not read them from another thread during the call. `qsm run` turns it on.
+  bool park_inputs = false;
   /// Stop once the run's peak is predicted (the model loaded, its plans built; nothing run):
   /// run_network then returns predicted_peak_bytes, tiles and tiles_in_flight, and no output.
   /// What `qsm batch plan` sizes cluster jobs with; a budget still refuses as in a real run.
@@ -105,6 +116,10 @@ struct NetworkRun {
   std::int64_t spill_file_bytes = 0, spill_written_bytes = 0, spill_read_bytes = 0;
   std::int64_t spill_direct_bytes = 0;  // of those, slabs streamed with direct I/O (SpillReport::direct)
   double spill_seconds = 0;
+  /// Bytes of wrapper buffers and input volumes that waited in the spill directory while the
+  /// graphs ran (NetworkOptions::park_inputs, issue #16), summed over the graph runs (each is
+  /// written once and read back once); 0 when the run fit without.
+  std::int64_t parked_bytes = 0;
   /// The finest conv-chain window share its graphs ran with (kChainWindowShare unless a budget
   /// chose finer slabs, which hold less for more, smaller kernel calls); 0 when none ran.
   std::int64_t chain_window_share = 0;

@@ -92,9 +92,11 @@ py::dict run_info(const qsmcore::NetworkRun& r) {
   info["measured_peak_bytes"] = r.measured_peak_bytes;
   info["tiles"] = r.tiles;
   info["tiles_in_flight"] = r.tiles_in_flight;
-  info["spill"] =
+  py::dict spill =
       spill_dict(static_cast<std::uint64_t>(r.spill_file_bytes), static_cast<std::uint64_t>(r.spill_written_bytes),
                  static_cast<std::uint64_t>(r.spill_read_bytes), r.spill_seconds);
+  spill["parked_bytes"] = r.parked_bytes;  // inputs and wrapper buffers, while the graphs ran
+  info["spill"] = spill;
   info["warnings"] = r.warnings;
   py::list stages;
   for (const auto& s : r.stages) stages.append(py::make_tuple(s.stage, s.seconds));
@@ -168,6 +170,8 @@ py::tuple run_network(const std::string& id, const std::vector<std::string>& mod
   if (tes.size() == 1) in.te_s = tes[0];
   if (tes.size() > 1) in.echo_times_s = tes;
   qsmcore::NetworkOptions opts = network_options(engine);
+  // The volumes are this call's own copies of the arrays: no one else reads them meanwhile.
+  opts.park_inputs = true;
   Progress report{progress, std::nullopt};
   if (!progress.is_none()) opts.progress = [&report](double f, const std::string& s) { report(f, s); };
   GraphRuns graph_runs;

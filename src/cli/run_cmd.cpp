@@ -115,6 +115,7 @@ RunSetup parse_setup(const RunArgs& a, const ModelSpec& spec, bool phase_net) {
   apply_mem_budget(a.mem_budget, r.opts.model);
   r.opts.model.spill_dir = a.spill_dir;
   r.opts.model.spill_activations = !a.no_spill;
+  r.opts.park_inputs = true;  // qsm run reads its inputs only before and after the graphs run
   r.opts.model = with_process_defaults(r.opts.model);  // the report records what the run used
   r.opts.model.residency = parse_residency(a.residency);
   if (!a.tile.empty()) r.opts.tile = parse_tile(a.tile);
@@ -352,6 +353,7 @@ std::string report_text(const RunRecord& r) {
                               : std::string());
   j["spill"]["chain_window_share"] = r.result.chain_window_share;
   j["spill"]["direct_bytes"] = r.result.spill_direct_bytes;
+  j["spill"]["parked_bytes"] = r.result.parked_bytes;
   j["outputs"] = r.outputs;
   j["preview"] = r.a.preview.empty() ? nlohmann::json(nullptr) : nlohmann::json(fs::absolute(r.a.preview).string());
   return j.dump(2) + "\n";
@@ -445,6 +447,9 @@ void run(const RunArgs& a) {
           "whole volume within the budget: activations spilled to disk, %s written and %s read back "
           "(kernels waited %.2f s for it)\n",
           mib(result.spill_written_bytes).c_str(), mib(result.spill_read_bytes).c_str(), result.spill_seconds);
+    if (result.parked_bytes > 0)
+      std::printf("inputs and wrapper buffers waited on disk while the graphs ran: %s written and read back\n",
+                  mib(result.parked_bytes).c_str());
   }
 }
 

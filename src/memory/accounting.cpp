@@ -281,8 +281,12 @@ void Buffer::reset() {
   size_ = 0;
 }
 
-bool Buffer::parkable() const { return data_ != nullptr && parks(size_); }
-bool Buffer::parks(std::size_t bytes) { return mapped_block(rounded_size(bytes)); }
+bool Buffer::parkable() const {
+  return data_ != nullptr && parks(size_);
+}
+bool Buffer::parks(std::size_t bytes) {
+  return mapped_block(rounded_size(bytes));
+}
 
 std::size_t Buffer::page_span() const {
 #if defined(__EMSCRIPTEN__)
@@ -297,7 +301,8 @@ void Buffer::park_pages() const {
   QSM_ASSERT(parkable(), "parking a block that is not mapped on its own");
 #if !defined(__EMSCRIPTEN__)
   // Private anonymous pages: dropped at once, zero-filled if touched again.
-  ::madvise(data_, page_span(), MADV_DONTNEED);
+  if (::madvise(data_, page_span(), MADV_DONTNEED) != 0)
+    throw Error(ErrorKind::Internal, "the OS did not take back a parked block's pages");
 #endif
   auto& c = counters();
   const auto n = static_cast<std::int64_t>(size_);
@@ -313,9 +318,8 @@ void Buffer::unpark_pages() const {
   if (cap > 0 && now > cap) {
     c.total.fetch_sub(n, std::memory_order_relaxed);
     throw Error(ErrorKind::OutOfBudget, "reading back " + std::to_string(size_) + " parked bytes of " +
-                                            to_string(cat_) + " would exceed the memory cap of " +
-                                            std::to_string(cap) + " bytes (in use: " + std::to_string(now - n) +
-                                            ")");
+                                            to_string(cat_) + " would exceed the memory cap of " + std::to_string(cap) +
+                                            " bytes (in use: " + std::to_string(now - n) + ")");
   }
   const int i = static_cast<int>(cat_);
   raise_peak(c.peak[i], c.current[i].fetch_add(n, std::memory_order_relaxed) + n);

@@ -5,11 +5,13 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "networks/parking.h"
 #include "qsmcore/networks.h"
 #include "qsmcore/onnx_model.h"
 #include "qsmcore/tensor.h"
@@ -50,6 +52,12 @@ class Context {
     // run may make its output only between graph runs; tiles fill it while others run): the
     // room a refusal sizes its suggested tile in. 0: wrapper_fixed.
     std::int64_t wrapper_fixed_tiled = 0;
+    // Parking (networks/parking.h): a wrapper that reads no input volume while a graph runs
+    // lets them wait in the spill directory then (NetworkOptions::park_inputs), and blocks of
+    // its own that it holds across graph runs (part of wrapper_fixed; their sizes here,
+    // registered with park_while_running once made), when that is what fits the budget.
+    bool parks = false;
+    std::vector<std::int64_t> wrapper_parkable;
     std::int64_t in_flight = 1;  // wanted; reduced to what the budget allows
     std::int64_t tiles = 1;
     bool tileable = false;  // the refusal suggests a tile (generic tiler / windows)
@@ -61,6 +69,22 @@ class Context {
   /// (ModelOptions::spill_activations) or refuses. Returns the tiles in flight that fit (throws
   /// PredictionMade instead under predict_only).
   std::int64_t reserve(const Reservation& r, const std::vector<std::size_t>& model_of = {});
+
+  /// Registers a wrapper buffer no graph reads, to wait in the spill directory while graphs
+  /// run when reserve() chose to park (one of Reservation::wrapper_parkable's blocks). Returns
+  /// a guard that unregisters it; a buffer smaller than parking allows is left out.
+  class Parked {
+   public:
+    Parked(Parking* p, const Buffer& b);
+    ~Parked();
+    Parked(const Parked&) = delete;
+    Parked& operator=(const Parked&) = delete;
+
+   private:
+    Parking* p_;
+    const Buffer& b_;
+  };
+  [[nodiscard]] Parked park_while_running(const Buffer& b);
 
   /// Runs model `m` once on `inputs` (and reports the call to opts.on_graph_run).
   std::vector<Tensor> run_model(std::size_t m, const std::vector<Tensor>& inputs);
@@ -112,6 +136,12 @@ class Context {
   std::int64_t outside_ = 0;  // of a budget on the whole process, what it leaves outside the engine
   bool take_outside_as_measured();
   std::int64_t least_run_ = 0;
+  // Parking: what waits in the spill directory while a graph runs, and its accounted bytes
+  // (0: nothing parks). Made by reserve() when the run fits only with it.
+  std::unique_ptr<Parking> parking_;
+  std::int64_t parked_ = 0;
+  std::int64_t choose_parking(const Reservation& r);
+  Parking* parking_for_run();
   std::optional<TileRequest> fitting_tile_;  // one graph run's least bytes, spilled (set when spilling cannot fit)
   std::string stage_;
   std::chrono::steady_clock::time_point stage_start_;

@@ -113,6 +113,9 @@ void run_field_net(Context& c, const FieldRecipe& r) {
     res.wrapper_fixed = res.wrapper_fixed_tiled;
     res.wrapper_between = tkd_bytes;
   }
+  // Nothing reads the field, the prior or the tiles' output volume while a graph runs.
+  res.parks = true;
+  res.wrapper_parkable = {FieldPpm::own_bytes(c.in), r.tkd_prior ? volume_bytes : 0, whole ? 0 : volume_bytes};
   res.in_flight = workers;
   res.tiles = std::max<std::int64_t>(n, 1);
   res.tileable = r.tiled;
@@ -125,6 +128,9 @@ void run_field_net(Context& c, const FieldRecipe& r) {
   const FieldPpm f(c.in);
   const Volume prior = r.tkd_prior ? tkd_prior(c, field_ppm(c.in), *mask) : Volume{};
   Volume out = whole ? Volume{} : make_like(grid);
+  const Context::Parked parked_field = c.park_while_running(f.copy().storage());
+  const Context::Parked parked_prior = c.park_while_running(prior.storage());
+  const Context::Parked parked_out = c.park_while_running(out.storage());
   c.stage(tiled ? "tiles" : "inference");
   std::int64_t finished = 0;
   c.run_tiles(

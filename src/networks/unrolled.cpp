@@ -35,12 +35,19 @@ void run_lpcnn(Context& c) {
   Context::Reservation res;
   res.shapes = {{{1, 1, dims[0], dims[1], dims[2]}}};
   res.wrapper_fixed = 5 * V * 8 + DipoleOp::bytes(dims) + V * 4 + V * 8 + 8192;
+  // No graph reads y, x_est, den, p or D's kernel, nor the inputs (the mask is read between the
+  // runs): they may wait in the spill directory while one runs.
+  res.parks = true;
+  res.wrapper_parkable = {V * 8, V * 8, V * 8, V * 8, (dims[0] / 2 + 1) * dims[1] * dims[2] * 8};
   c.reserve(res);
   c.stage("prepare");
   const Volume* mask = c.in.mask;
   Volume y = field_ppm(c.in);
   DipoleOp d(dims, grid.voxel_mm(), b0_direction(c.in, grid), KernelOptions::lpcnn_modl());
   Volume x_est = make_like(grid), den = make_like(grid), p = make_like(grid);
+  const Context::Parked parked[] = {c.park_while_running(y.storage()), c.park_while_running(x_est.storage()),
+                                    c.park_while_running(den.storage()), c.park_while_running(p.storage()),
+                                    c.park_while_running(d.kernel_storage())};
   d.apply(y.data(), x_est.data());
   for (double& v : x_est.values()) v *= kLpcnnAlpha;
   c.stage("iterations");
@@ -84,6 +91,9 @@ void run_modl(Context& c) {
   res.shapes = {{{1, 2, dims[0], dims[1], dims[2]}}};
   // y, x, l (2 channels each), the cropped field and mask; the output and the full-grid field.
   res.wrapper_fixed = 8 * V * 8 + 2 * grid.voxels() * 8 + DipoleOp::bytes(dims) + 2 * V * 4 + V * 8 + 8192;
+  // No graph reads y, x, l, the cropped field and mask or D's kernel, nor the inputs.
+  res.parks = true;
+  res.wrapper_parkable = {2 * V * 8, 2 * V * 8, 2 * V * 8, V * 8, V * 8, (dims[0] / 2 + 1) * dims[1] * dims[2] * 8};
   c.reserve(res);
   c.stage("prepare");
   const Volume mask_c = crop_box(*c.in.mask, keep);
@@ -92,6 +102,9 @@ void run_modl(Context& c) {
   DipoleOp d(dims, vox, b0_direction(c.in, grid), KernelOptions::lpcnn_modl());
   Volume y = Volume::zeros(dims, grid.geometry(), 2), x = Volume::zeros(dims, grid.geometry(), 2),
          l = Volume::zeros(dims, grid.geometry(), 2);
+  const Context::Parked parked[] = {c.park_while_running(y.storage()),      c.park_while_running(x.storage()),
+                                    c.park_while_running(l.storage()),      c.park_while_running(phi.storage()),
+                                    c.park_while_running(mask_c.storage()), c.park_while_running(d.kernel_storage())};
   modl_adjoint(d, phi.values(), span_of(y, 0), span_of(y, 1));
   for (double& v : y.values()) v *= kModlAlpha;
   c.stage("iterations");
@@ -142,6 +155,10 @@ void run_nextqsm(Context& c) {
   // the VJP's output they are read beside (released before the next run), then χ.
   res.wrapper_fixed = N + N * 4 + N * 8 + DipoleOp::kernel_bytes(frame.size) + N * 4 + 8192;
   res.wrapper_between = std::max(V * 8, DipoleOp::fft_bytes(frame.size) + N * 4) + 4096;
+  // No graph reads the mask, bf, x or D's kernel: they may wait in the spill directory while
+  // one runs (with the inputs, which nothing reads after "prepare").
+  res.parks = true;
+  res.wrapper_parkable = {N, N * 4, N * 8, (frame.size[0] / 2 + 1) * frame.size[1] * frame.size[2] * 8};
   c.reserve(res, {0, 1});
   axial_check(c, grid);
   c.stage("prepare");
@@ -151,6 +168,8 @@ void run_nextqsm(Context& c) {
   d.release();  // its FFT's buffers come with the first step
   Buffer mpad_bytes(static_cast<std::size_t>(N), MemCategory::Other);
   auto* mpad = reinterpret_cast<std::uint8_t*>(mpad_bytes.data());
+  const Context::Parked parked_kernel = c.park_while_running(d.kernel_storage());
+  const Context::Parked parked_mask = c.park_while_running(mpad_bytes);
   const Box all{{0, 0, 0}, frame.size};
   Tensor t = f32_tensor(shape);
   {
@@ -167,6 +186,8 @@ void run_nextqsm(Context& c) {
   Buffer bf_bytes(static_cast<std::size_t>(N) * sizeof(float), MemCategory::Other);
   const std::span<float> bf(reinterpret_cast<float*>(bf_bytes.data()), static_cast<std::size_t>(N));
   Volume x = Volume::zeros(frame.size, grid.geometry());
+  const Context::Parked parked_bf = c.park_while_running(bf_bytes);
+  const Context::Parked parked_x = c.park_while_running(x.storage());
   {
     std::vector<Tensor> o = c.run_model(0, {t});
     tiling::unpack_box(o.at(0).data<float>(), frame.size, all, tiling::kXYZ, all,

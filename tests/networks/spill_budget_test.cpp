@@ -80,6 +80,7 @@ TEST_P(SpillBudget, WholeVolumeWithinTheLeastBudgetIsTheUnbudgetedRunBitForBit) 
   const NetworkInputs in = inputs_for(spec);
   NetworkOptions o;
   o.model.threads = 2;
+  o.park_buffers = false;  // the activations' spill alone (parking: parking_test.cpp)
   o.model.mem_budget = 0;
   const NetworkRun whole = run_network(spec, twin_paths(dir, spec), in, o);
   EXPECT_EQ(whole.spill_written_bytes + whole.spill_read_bytes, 0);
@@ -287,6 +288,7 @@ TEST(SpillBudgetTiles, AnUnrolledNetworksFftBuffersTakeTheRunsPlaceNotRoomBeside
   const NetworkInputs in = inputs_for(spec);
   NetworkOptions o;
   o.model.threads = 2;
+  o.park_buffers = false;  // the activations' spill alone (parking: parking_test.cpp)
   o.model.mem_budget = 0;
   const NetworkRun whole = run_network(spec, twin_paths(dir, spec), in, o);
   const std::int64_t held = memory_current();
