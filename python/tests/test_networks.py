@@ -2,6 +2,7 @@
 files, the affine kept, progress reported, errors raised before anything runs."""
 
 import math
+import re
 import subprocess
 
 import nibabel as nib
@@ -125,3 +126,37 @@ def test_errors_before_running(twins, head, monkeypatch, isolated_weights):
         qsmcore.run_network("xqsm", bad, mask=mask, threads=1, verify=False)
     with pytest.raises(qsmcore.NotFoundError):
         qsmcore.run_network("no-such-net", field)
+
+
+def test_over_the_budget_the_inputs_wait_on_disk_and_come_back(twins, monkeypatch, isolated_weights, tmp_path):
+    """Over its budget a run parks the volumes it was given in the spill directory while the graph
+    runs (#16): at the least budget a refusal names, the χ is the unbudgeted one bit for bit, and
+    info["spill"] says what parked."""
+    _weights_from_twins(monkeypatch, twins, "xqsm")
+    ph = qsmcore.physics.head_phantom(shape=(32, 32, 32), b0=B0, te=TES)  # volumes large enough to park
+    field, mask = ph["local_field"], ph["mask"]
+    free, info = qsmcore.run_network("xqsm", field, mask=mask, threads=2, verify=False, return_info=True)
+    assert info["spill"]["parked_bytes"] == 0
+    # The budget counts what the process holds already (the weights, this test's arrays): the first
+    # refusal naming a least whole run, over budgets from 1 MiB in steps of 256 KiB.
+    least = None
+    for kib in range(1024, 16384, 256):
+        try:
+            qsmcore.run_network("xqsm", field, mask=mask, threads=2, verify=False, mem_budget=kib << 10)
+            break
+        except qsmcore.BudgetError as e:
+            m = re.search(r"the whole run (\d+)", str(e))
+            if m:
+                assert "parked in the spill directory" in str(e)
+                least = int(m.group(1))
+                break
+    assert least is not None, "no refusal named the least budget"
+    spill_dir = tmp_path / "spill"
+    spill_dir.mkdir()
+    chi, info = qsmcore.run_network("xqsm", field, mask=mask, threads=2, verify=False, mem_budget=least,
+                                    spill_dir=spill_dir, return_info=True)
+    assert info["tiles"] == 1
+    assert info["spill"]["parked_bytes"] >= 2 * 32**3 * 8  # the field and the mask, in whole pages
+    assert info["measured_peak_bytes"] <= least
+    np.testing.assert_array_equal(chi["chi"], free["chi"])
+    assert list(spill_dir.iterdir()) == []
