@@ -215,48 +215,69 @@ void set_memory_cap(std::int64_t bytes) { counters().cap.store(bytes); }
 std::int64_t memory_cap() { return counters().cap.load(); }
 void fail_allocation_after(std::int64_t n) { counters().fail_countdown.store(n); }
 
-void* accounted_alloc(std::size_t bytes, MemCategory cat) {
+namespace {
+
+// Adds n bytes to the total, unless that passes the cap: then throws OutOfBudget saying what
+// was `doing`. Returns the new total, for count_in.
+std::int64_t add_to_total(std::int64_t n, MemCategory cat, const char* doing) {
   auto& c = counters();
-  if (c.fail_countdown.load(std::memory_order_relaxed) > 0 && c.fail_countdown.fetch_sub(1) == 1) {
-    throw Error(ErrorKind::OutOfBudget, "injected allocation failure (" + std::to_string(bytes) +
-                                            " bytes, " + to_string(cat) + ")");
-  }
-  const auto n = static_cast<std::int64_t>(bytes);
   const std::int64_t cap = c.cap.load(std::memory_order_relaxed);
   const std::int64_t now = c.total.fetch_add(n, std::memory_order_relaxed) + n;
   if (cap > 0 && now > cap) {
     c.total.fetch_sub(n, std::memory_order_relaxed);
-    throw Error(ErrorKind::OutOfBudget, "allocating " + std::to_string(bytes) + " bytes of " +
-                                            to_string(cat) + " would exceed the memory cap of " +
-                                            std::to_string(cap) + " bytes (in use: " +
-                                            std::to_string(now - n) + ")");
+    throw Error(ErrorKind::OutOfBudget, std::string(doing) + " " + std::to_string(n) + " bytes of " + to_string(cat) +
+                                            " would exceed the memory cap of " + std::to_string(cap) +
+                                            " bytes (in use: " + std::to_string(now - n) + ")");
   }
+  return now;
+}
+
+// Counts n bytes added to the total in their category, and raises the peaks.
+void count_in(std::int64_t n, MemCategory cat, std::int64_t total) {
+  auto& c = counters();
+  const int i = static_cast<int>(cat);
+  raise_peak(c.peak[i], c.current[i].fetch_add(n, std::memory_order_relaxed) + n);
+  raise_peak(c.total_peak, total);
+}
+
+void count_out(std::int64_t n, MemCategory cat) {
+  auto& c = counters();
+  c.current[static_cast<int>(cat)].fetch_sub(n, std::memory_order_relaxed);
+  c.total.fetch_sub(n, std::memory_order_relaxed);
+}
+
+}  // namespace
+
+void* accounted_alloc(std::size_t bytes, MemCategory cat) {
+  auto& c = counters();
+  if (c.fail_countdown.load(std::memory_order_relaxed) > 0 && c.fail_countdown.fetch_sub(1) == 1) {
+    throw Error(ErrorKind::OutOfBudget,
+                "injected allocation failure (" + std::to_string(bytes) + " bytes, " + to_string(cat) + ")");
+  }
+  const auto n = static_cast<std::int64_t>(bytes);
+  const std::int64_t now = add_to_total(n, cat, "allocating");
   const std::size_t rounded = rounded_size(bytes);
   void* p = system_alloc(rounded);
   if (rounded != 0 && p == nullptr) {
     c.total.fetch_sub(n, std::memory_order_relaxed);
-    throw Error(ErrorKind::OutOfBudget, "the system refused " + std::to_string(bytes) + " bytes of " +
-                                            to_string(cat));
+    throw Error(ErrorKind::OutOfBudget, "the system refused " + std::to_string(bytes) + " bytes of " + to_string(cat));
   }
-  const int i = static_cast<int>(cat);
-  raise_peak(c.peak[i], c.current[i].fetch_add(n, std::memory_order_relaxed) + n);
-  raise_peak(c.total_peak, now);
+  count_in(n, cat, now);
   return p;
 }
 
 void accounted_free(void* p, std::size_t bytes, MemCategory cat) noexcept {
   if (p == nullptr && bytes == 0) return;
   system_free(p, rounded_size(bytes));
-  auto& c = counters();
-  const auto n = static_cast<std::int64_t>(bytes);
-  c.current[static_cast<int>(cat)].fetch_sub(n, std::memory_order_relaxed);
-  c.total.fetch_sub(n, std::memory_order_relaxed);
+  count_out(static_cast<std::int64_t>(bytes), cat);
 }
 
 Buffer::Buffer(std::size_t bytes, MemCategory cat)
     : data_(static_cast<std::byte*>(accounted_alloc(bytes, cat))), size_(bytes), cat_(cat) {}
 
-Buffer::~Buffer() { reset(); }
+Buffer::~Buffer() {
+  reset();
+}
 
 Buffer::Buffer(Buffer&& o) noexcept : data_(o.data_), size_(o.size_), cat_(o.cat_) {
   o.data_ = nullptr;
@@ -304,26 +325,12 @@ void Buffer::park_pages() const {
   if (::madvise(data_, page_span(), MADV_DONTNEED) != 0)
     throw Error(ErrorKind::Internal, "the OS did not take back a parked block's pages");
 #endif
-  auto& c = counters();
-  const auto n = static_cast<std::int64_t>(size_);
-  c.current[static_cast<int>(cat_)].fetch_sub(n, std::memory_order_relaxed);
-  c.total.fetch_sub(n, std::memory_order_relaxed);
+  count_out(static_cast<std::int64_t>(size_), cat_);
 }
 
 void Buffer::unpark_pages() const {
-  auto& c = counters();
   const auto n = static_cast<std::int64_t>(size_);
-  const std::int64_t cap = c.cap.load(std::memory_order_relaxed);
-  const std::int64_t now = c.total.fetch_add(n, std::memory_order_relaxed) + n;
-  if (cap > 0 && now > cap) {
-    c.total.fetch_sub(n, std::memory_order_relaxed);
-    throw Error(ErrorKind::OutOfBudget, "reading back " + std::to_string(size_) + " parked bytes of " +
-                                            to_string(cat_) + " would exceed the memory cap of " + std::to_string(cap) +
-                                            " bytes (in use: " + std::to_string(now - n) + ")");
-  }
-  const int i = static_cast<int>(cat_);
-  raise_peak(c.peak[i], c.current[i].fetch_add(n, std::memory_order_relaxed) + n);
-  raise_peak(c.total_peak, now);
+  count_in(n, cat_, add_to_total(n, cat_, "reading back parked"));
 }
 
 #ifdef __EMSCRIPTEN__
