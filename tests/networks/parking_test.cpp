@@ -14,6 +14,7 @@
 #include "qsmcore/models.h"
 #include "qsmcore/networks.h"
 #include "qsmcore/phantom.h"
+#include "support/same_outputs.h"
 #include "support/test_data.h"
 
 using namespace qsmcore;
@@ -183,14 +184,7 @@ TEST_P(ParkingBudget, WhatNoGraphReadsWaitsOnDiskAndTheRunIsTheUnbudgetedOneBitF
   EXPECT_LE(held + run.measured_peak_bytes, o.model.mem_budget) << "the accounted high-water passed the budget";
   // Every graph run writes the inputs and the wrapper's buffers out (whole pages).
   EXPECT_GE(run.parked_bytes, pc.graph_runs * (input_bytes + pc.wrapper_bytes));
-  ASSERT_EQ(run.outputs.size(), whole.outputs.size());
-  for (std::size_t k = 0; k < whole.outputs.size(); ++k) {
-    const Volume& a = run.outputs[k].volume;
-    const Volume& b = whole.outputs[k].volume;
-    ASSERT_EQ(a.voxels(), b.voxels());
-    EXPECT_EQ(std::memcmp(a.data(), b.data(), static_cast<std::size_t>(a.voxels()) * sizeof(double)), 0)
-        << spec.id << ": output " << whole.outputs[k].name << " differs from the unbudgeted run";
-  }
+  qsmtest::expect_same_outputs(run, whole, std::string(spec.id));
   // The caller's volumes are back as they were.
   EXPECT_EQ(std::memcmp(in.field->data(), field.data(), field.size() * sizeof(double)), 0);
   EXPECT_EQ(std::memcmp(in.mask->data(), mask.data(), mask.size() * sizeof(double)), 0);

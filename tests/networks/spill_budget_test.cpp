@@ -17,6 +17,7 @@
 #include "qsmcore/networks.h"
 #include "qsmcore/phantom.h"
 #include "qsmcore/residency.h"
+#include "support/same_outputs.h"
 #include "support/test_data.h"
 
 using namespace qsmcore;
@@ -113,14 +114,7 @@ TEST_P(SpillBudget, WholeVolumeWithinTheLeastBudgetIsTheUnbudgetedRunBitForBit) 
   // under the budget.
   EXPECT_GT(whole.chain_window_share, 0);
   EXPECT_GE(spilled.chain_window_share, whole.chain_window_share);
-  ASSERT_EQ(spilled.outputs.size(), whole.outputs.size());
-  for (std::size_t k = 0; k < whole.outputs.size(); ++k) {
-    const Volume& a = spilled.outputs[k].volume;
-    const Volume& b = whole.outputs[k].volume;
-    ASSERT_EQ(a.voxels(), b.voxels());
-    EXPECT_EQ(std::memcmp(a.data(), b.data(), static_cast<std::size_t>(a.voxels()) * sizeof(double)), 0)
-        << spec.id << ": output " << whole.outputs[k].name << " differs from the unbudgeted run";
-  }
+  qsmtest::expect_same_outputs(spilled, whole, std::string(spec.id));
 
   // Without spilling the same budget is refused, before anything is allocated.
   o.model.spill_activations = false;
