@@ -71,6 +71,7 @@ batch::PlanOptions plan_options(const PlanArgs& a) {
   o.net.test_time_flips = !a.no_flips;
   o.net.phase_sign = a.phase_sign;
   o.net.ignore_domain = a.ignore_domain;
+  o.net.park_inputs = true;  // each job is a `qsm run`, which parks its inputs over the budget
   o.verify = !a.no_verify;
   if (!a.max_mem.empty()) o.max_mem = parse_byte_size(a.max_mem, "--max-mem");
   if (a.seconds_per_voxel > 0) o.seconds_per_voxel = a.seconds_per_voxel;

@@ -194,6 +194,7 @@ NetworkRun run_demo_network(const DemoArgs& a, const DemoResults& d, ProgressBar
   opts.model.threads = a.threads;
   apply_mem_budget(a.mem_budget, opts.model);
   opts.model.residency = parse_residency(a.residency);
+  opts.park_inputs = true;  // the phantom's volumes, which nothing else reads during the run
   const std::string name(d.net.spec->name);
   if (bar.enabled())
     opts.progress = [&bar, name](double f, const std::string& stage) { bar.update(f, name + ": " + stage); };
