@@ -80,6 +80,19 @@ Context::Parked Context::park_while_running(const Buffer& b) {
   return Parked(parked_ > 0 && opts.park_buffers ? parking_.get() : nullptr, b);
 }
 
+void Context::done_with_inputs() {
+  if (parked_between_ == 0 || inputs_parking_) return;
+  // The inputs leave the group that parks around each graph run for one parked until the end.
+  inputs_parking_ = std::make_unique<Parking>(opts.model.spill_dir);
+  for (const Volume* v : {in.field, in.magnitude, in.mask, in.r2star, in.r2prime, in.qsm})
+    if (v != nullptr) {
+      parking_->remove(v->storage());
+      inputs_parking_->add(v->storage());
+    }
+  inputs_parking_->park();
+  parked_ -= inputs_parking_->bytes();
+}
+
 // What the reservation counted as parked must be what parks: else the run would pass its peak.
 Parking* Context::parking_for_run() {
   if (parked_ == 0) return nullptr;
@@ -151,7 +164,8 @@ std::int64_t Context::reserve(const Reservation& r, const std::vector<std::size_
     // The streamed weight window is held while a run is (the executor trims it after each);
     // what is parked is not, and is back between the runs.
     return std::max(load_peak, held + r.wrapper_fixed +
-                                   std::max(window + n * (run_peak + r.wrapper_per_tile) - parked_, r.wrapper_between));
+                                   std::max(window + n * (run_peak + r.wrapper_per_tile) - parked_,
+                                            r.wrapper_between - parked_between_));
   };
   std::int64_t n = std::max<std::int64_t>(1, std::min(r.in_flight, r.tiles));
   if (budget_ > 0) {
@@ -167,8 +181,12 @@ std::int64_t Context::reserve(const Reservation& r, const std::vector<std::size_
     // at a quarter 144 against 140; 274 MB parked a VJP).
     const bool spill = opts.model.spill_activations;
     const std::int64_t parkable = baseline_ + predict(n) > budget_ && n == 1 && spill ? choose_parking(r) : 0;
-    parked_ = parkable;
-    if (baseline_ + predict(n) > budget_) parked_ = 0;
+    auto park = [&](bool on) {
+      parked_ = on ? parkable : 0;
+      parked_between_ = on && r.inputs_read_in_prepare ? parked_inputs_ : 0;
+    };
+    park(true);
+    if (baseline_ + predict(n) > budget_) park(false);
     auto spill_to_fit = [&] {
       fit_by_spilling(r, model_of, held, window, run_peak);
       // Finer slabs' plans hold more generated code outside the engine: fitted again when they do.
@@ -179,7 +197,7 @@ std::int64_t Context::reserve(const Reservation& r, const std::vector<std::size_
     };
     if (baseline_ + predict(n) > budget_ && spill) spill_to_fit();
     if (baseline_ + predict(n) > budget_ && parkable > 0) {
-      parked_ = parkable;
+      park(true);
       spill_to_fit();
     }
     if (parked_ == 0) parking_.reset();
@@ -201,7 +219,8 @@ std::int64_t Context::choose_parking(const Reservation& r) {
   if (opts.park_inputs)
     for (const Volume* v : {in.field, in.magnitude, in.mask, in.r2star, in.r2prime, in.qsm})
       if (v != nullptr) parking_->add(v->storage());
-  std::int64_t bytes = parking_->bytes();
+  parked_inputs_ = parking_->bytes();
+  std::int64_t bytes = parked_inputs_;
   if (opts.park_buffers)
     for (const std::int64_t b : r.wrapper_parkable)
       if (b > 0 && Buffer::parks(static_cast<std::size_t>(b))) bytes += b;
@@ -295,22 +314,29 @@ void Context::refuse(const Reservation& r, std::int64_t held, std::int64_t windo
   const std::int64_t before = outside_ + baseline_;
   // Between graph runs the wrapper may hold more than a run and its weight window do (then
   // that is the term).
-  const bool between = r.wrapper_between > window + run_peak + r.wrapper_per_tile - parked_;
-  std::string msg = id() + ": predicted peak " + std::to_string(before + peak) + " bytes (" +
-                    (outside_ > 0 ? "the process outside the engine " + std::to_string(outside_) + " + " : "") +
-                    "already allocated " + std::to_string(baseline_) + " + model and plans " + std::to_string(held) +
-                    (between ? " + wrapper buffers between graph runs " + std::to_string(r.wrapper_between) +
-                                   " (more than one run, " + std::to_string(run_peak) +
-                                   (window > 0 ? ", with its weight window, " + std::to_string(window) : "") + ")"
-                             : (window > 0 ? " + weight window " + std::to_string(window) : std::string()) +
-                                   " + one run " + std::to_string(run_peak)) +
-                    " + wrapper buffers " + std::to_string(r.wrapper_fixed + r.wrapper_per_tile) +
-                    (parked_ > 0 ? " - parked in the spill directory while its graphs run " + std::to_string(parked_)
-                                 : std::string()) +
-                    ") is above the budget of " + std::to_string(outside_ + budget) + " bytes" + budget_from();
+  const std::int64_t between_term = r.wrapper_between - parked_between_;
+  const bool between = between_term > window + run_peak + r.wrapper_per_tile - parked_;
+  // What is parked then: the inputs through the whole run (between), or everything that parks
+  // while a graph runs.
+  const std::int64_t parked = between ? parked_between_ : parked_;
+  std::string msg =
+      id() + ": predicted peak " + std::to_string(before + peak) + " bytes (" +
+      (outside_ > 0 ? "the process outside the engine " + std::to_string(outside_) + " + " : "") +
+      "already allocated " + std::to_string(baseline_) + " + model and plans " + std::to_string(held) +
+      (between
+           ? " + wrapper buffers between graph runs " + std::to_string(r.wrapper_between) + " (more than one run, " +
+                 std::to_string(run_peak) + (window > 0 ? ", with its weight window, " + std::to_string(window) : "") +
+                 (parked_ > 0 ? ", less the " + std::to_string(parked_) + " parked while it runs" : "") + ")"
+           : (window > 0 ? " + weight window " + std::to_string(window) : std::string()) + " + one run " +
+                 std::to_string(run_peak)) +
+      " + wrapper buffers " + std::to_string(r.wrapper_fixed + r.wrapper_per_tile) +
+      (parked > 0 ? std::string(" - parked in the spill directory ") +
+                        (between ? "from its first graph run on " : "while its graphs run ") + std::to_string(parked)
+                  : std::string()) +
+      ") is above the budget of " + std::to_string(outside_ + budget) + " bytes" + budget_from();
   if (least_run_ > 0 && least_run_ < run_peak) {
-    const std::int64_t run_term = std::max(window + run_peak + r.wrapper_per_tile - parked_, r.wrapper_between);
-    const std::int64_t least_term = std::max(window + least_run_ + r.wrapper_per_tile - parked_, r.wrapper_between);
+    const std::int64_t run_term = std::max(window + run_peak + r.wrapper_per_tile - parked_, between_term);
+    const std::int64_t least_term = std::max(window + least_run_ + r.wrapper_per_tile - parked_, between_term);
     msg += "; with its activations spilled to disk one run needs at least " + std::to_string(least_run_) +
            " bytes, the whole run " + std::to_string(before + peak - run_term + least_term);
   }
@@ -374,7 +400,13 @@ void Context::finish() {
     run.spill_seconds += sr.wait_seconds;
     run.chain_window_share = std::max<std::int64_t>(run.chain_window_share, sr.chain_window_share);
   }
-  run.parked_bytes = parking_ ? parking_->written() : 0;
+  // The inputs parked until the end come back before the caller reads them.
+  if (inputs_parking_) {
+    inputs_parking_->unpark();
+    run.parked_bytes += inputs_parking_->written();
+    inputs_parking_->release_file();
+  }
+  run.parked_bytes += parking_ ? parking_->written() : 0;
   // The graphs have run: their spill files are freed while the caller writes the outputs.
   for (auto& m : models_) m.release_spill_file();
   if (parking_) parking_->release_file();

@@ -58,6 +58,9 @@ class Context {
     // registered with park_while_running once made), when that is what fits the budget.
     bool parks = false;
     std::vector<std::int64_t> wrapper_parkable;
+    // And it reads no input volume once it calls done_with_inputs (NeXtQSM, after "prepare"):
+    // parked inputs then stay parked until the run ends, between its graph runs too.
+    bool inputs_read_in_prepare = false;
     std::int64_t in_flight = 1;  // wanted; reduced to what the budget allows
     std::int64_t tiles = 1;
     bool tileable = false;  // the refusal suggests a tile (generic tiler / windows)
@@ -85,6 +88,9 @@ class Context {
     const Buffer& b_;
   };
   [[nodiscard]] Parked park_while_running(const Buffer& b);
+  /// The wrapper reads no input volume from here on (Reservation::inputs_read_in_prepare):
+  /// where parking was chosen, the inputs park now and come back at finish().
+  void done_with_inputs();
 
   /// Runs model `m` once on `inputs` (and reports the call to opts.on_graph_run).
   std::vector<Tensor> run_model(std::size_t m, const std::vector<Tensor>& inputs);
@@ -140,6 +146,9 @@ class Context {
   // (0: nothing parks). Made by reserve() when the run fits only with it.
   std::unique_ptr<Parking> parking_;
   std::int64_t parked_ = 0;
+  std::int64_t parked_inputs_ = 0;   // of those, the input volumes'
+  std::int64_t parked_between_ = 0;  // parked between graph runs too (the inputs, once done with)
+  std::unique_ptr<Parking> inputs_parking_;  // the inputs from done_with_inputs() to finish()
   std::int64_t choose_parking(const Reservation& r);
   Parking* parking_for_run();
   std::optional<TileRequest> fitting_tile_;  // one graph run's least bytes, spilled (set when spilling cannot fit)

@@ -159,6 +159,7 @@ void run_nextqsm(Context& c) {
   // one runs (with the inputs, which nothing reads after "prepare").
   res.parks = true;
   res.wrapper_parkable = {N, N * 4, N * 8, (frame.size[0] / 2 + 1) * frame.size[1] * frame.size[2] * 8};
+  res.inputs_read_in_prepare = true;
   c.reserve(res, {0, 1});
   axial_check(c, grid);
   c.stage("prepare");
@@ -182,6 +183,7 @@ void run_nextqsm(Context& c) {
     tiling::pack_box(f.data(), dims, frame, tiling::kXYZ, tiling::Fill::Zero, t.data<float>(),
                      [&](double v, std::int64_t k) { return inside(mask, k) ? v : 0.0; });
   }
+  c.done_with_inputs();
   c.stage("background");
   Buffer bf_bytes(static_cast<std::size_t>(N) * sizeof(float), MemCategory::Other);
   const std::span<float> bf(reinterpret_cast<float*>(bf_bytes.data()), static_cast<std::size_t>(N));

@@ -2,13 +2,14 @@
 // while a graph runs. The block's pages go back to the OS and its accounted bytes with them, the
 // same bytes come back at the same address, and a budgeted run that parks is the unbudgeted run
 // bit for bit, with a lower least than without.
+#include "networks/parking.h"
+
 #include <gtest/gtest.h>
 
 #include <cstring>
 #include <string>
 #include <vector>
 
-#include "networks/parking.h"
 #include "qsmcore/error.h"
 #include "qsmcore/memory.h"
 #include "qsmcore/models.h"
@@ -125,6 +126,7 @@ struct ParkingCase {
   std::string id;
   int graph_runs;
   std::int64_t wrapper_bytes;  // what the wrapper parks besides the inputs, a graph run (32³ phantom)
+  bool inputs_once = false;    // its inputs park once, until the end, not around each graph run
 };
 
 class ParkingBudget : public testing::TestWithParam<ParkingCase> {};
@@ -165,7 +167,12 @@ TEST_P(ParkingBudget, WhatNoGraphReadsWaitsOnDiskAndTheRunIsTheUnbudgetedOneBitF
       run_network(spec, twin_paths(dir, spec), in, o);
     } catch (const Error& e) {
       EXPECT_EQ(e.kind(), ErrorKind::OutOfBudget) << e.what();
-      EXPECT_EQ(std::string(e.what()).find("parked in the spill directory") != std::string::npos, park) << e.what();
+      // Where the buffers between the graph runs set the peak, that term says what parks.
+      const std::string m = e.what();
+      EXPECT_EQ(m.find("parked in the spill directory") != std::string::npos ||
+                    m.find(" parked while it runs)") != std::string::npos,
+                park)
+          << m;
       return least_named(e.what());
     }
     ADD_FAILURE() << spec.id << ": half the peak fit";
@@ -182,8 +189,12 @@ TEST_P(ParkingBudget, WhatNoGraphReadsWaitsOnDiskAndTheRunIsTheUnbudgetedOneBitF
   o.model.mem_budget = with;
   const NetworkRun run = run_network(spec, twin_paths(dir, spec), in, o);
   EXPECT_LE(held + run.measured_peak_bytes, o.model.mem_budget) << "the accounted high-water passed the budget";
-  // Every graph run writes the inputs and the wrapper's buffers out (whole pages).
-  EXPECT_GE(run.parked_bytes, pc.graph_runs * (input_bytes + pc.wrapper_bytes));
+  // Every graph run writes the wrapper's buffers out (whole pages), and the inputs at least once
+  // (NeXtQSM parks them once, from its first graph run to the end).
+  EXPECT_GE(run.parked_bytes, pc.graph_runs * pc.wrapper_bytes + input_bytes);
+  if (!pc.inputs_once) {
+    EXPECT_GE(run.parked_bytes, pc.graph_runs * (input_bytes + pc.wrapper_bytes));
+  }
   qsmtest::expect_same_outputs(run, whole, std::string(spec.id));
   // The caller's volumes are back as they were.
   EXPECT_EQ(std::memcmp(in.field->data(), field.data(), field.size() * sizeof(double)), 0);
@@ -205,7 +216,7 @@ constexpr std::int64_t kV = 32 * 32 * 32, kFrame = 64 * 64 * 64;
 
 INSTANTIATE_TEST_SUITE_P(Networks, ParkingBudget,
                          testing::Values(ParkingCase{"xqsm", 1, 0},
-                                         ParkingCase{"nextqsm", 7, kFrame * 13 + 33 * 64 * 64 * 8},
+                                         ParkingCase{"nextqsm", 7, kFrame * 13 + 33 * 64 * 64 * 8, true},
                                          ParkingCase{"lpcnn", 3, kV * 32 + 17 * 32 * 32 * 8},
                                          ParkingCase{"modl-qsm", 3, kV * 64 + 17 * 32 * 32 * 8}),
                          [](const testing::TestParamInfo<ParkingCase>& i) {
