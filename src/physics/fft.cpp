@@ -38,7 +38,12 @@ struct Fftw<float> {
     return fftwf_plan_dft_c2r_3d(static_cast<int>(d[2]), static_cast<int>(d[1]), static_cast<int>(d[0]),
                                  reinterpret_cast<fftwf_complex*>(in), out, FFTW_ESTIMATE);
   }
-  static void execute(void* p) { fftwf_execute(static_cast<Plan>(p)); }
+  static void forward(void* p, float* in, std::complex<float>* out) {
+    fftwf_execute_dft_r2c(static_cast<Plan>(p), in, reinterpret_cast<fftwf_complex*>(out));
+  }
+  static void inverse(void* p, std::complex<float>* in, float* out) {
+    fftwf_execute_dft_c2r(static_cast<Plan>(p), reinterpret_cast<fftwf_complex*>(in), out);
+  }
   static void destroy(void* p) { fftwf_destroy_plan(static_cast<Plan>(p)); }
 };
 
@@ -53,28 +58,43 @@ struct Fftw<double> {
     return fftw_plan_dft_c2r_3d(static_cast<int>(d[2]), static_cast<int>(d[1]), static_cast<int>(d[0]),
                                 reinterpret_cast<fftw_complex*>(in), out, FFTW_ESTIMATE);
   }
-  static void execute(void* p) { fftw_execute(static_cast<Plan>(p)); }
+  static void forward(void* p, double* in, std::complex<double>* out) {
+    fftw_execute_dft_r2c(static_cast<Plan>(p), in, reinterpret_cast<fftw_complex*>(out));
+  }
+  static void inverse(void* p, std::complex<double>* in, double* out) {
+    fftw_execute_dft_c2r(static_cast<Plan>(p), reinterpret_cast<fftw_complex*>(in), out);
+  }
   static void destroy(void* p) { fftw_destroy_plan(static_cast<Plan>(p)); }
 };
 
 }  // namespace
 
+// The spectrum and the plans are made by the first forward(): a caller may fill the real
+// buffer before the spectrum takes its room (FFTW_ESTIMATE plans without touching the arrays).
 template <class T>
 RealFft3<T>::RealFft3(const Dims3& dims) : dims_(dims) {
   for (std::int64_t d : dims)
     if (d <= 0 || d > (1 << 30)) throw Error(ErrorKind::InvalidInput, "FFT size out of range");
   real_ = Buffer(static_cast<std::size_t>(real_count()) * sizeof(T), MemCategory::Other);
-  spectrum_ = Buffer(static_cast<std::size_t>(spectrum_count()) * sizeof(std::complex<T>), MemCategory::Other);
+}
+
+template <class T>
+void RealFft3<T>::make_spectrum() {
+  if (spectrum_.size() == 0)
+    spectrum_ = Buffer(static_cast<std::size_t>(spectrum_count()) * sizeof(std::complex<T>), MemCategory::Other);
+  if (forward_plan_ != nullptr) return;
   std::lock_guard lock(planner_mutex());
   // FFTW's row-major n0×n1×n2 with n2 fastest is our column-major x-fastest volume reversed.
   forward_plan_ = Fftw<T>::r2c(dims_, real(), spectrum());
   inverse_plan_ = Fftw<T>::c2r(dims_, spectrum(), real());
   if (forward_plan_ == nullptr || inverse_plan_ == nullptr) {
-    // The destructor does not run for a throwing constructor: release what was planned.
-    if (forward_plan_ != nullptr) Fftw<T>::destroy(forward_plan_);
-    if (inverse_plan_ != nullptr) Fftw<T>::destroy(inverse_plan_);
-    throw Error(ErrorKind::Internal, "FFTW could not plan a " + std::to_string(dims[0]) + "×" +
-                                         std::to_string(dims[1]) + "×" + std::to_string(dims[2]) + " transform");
+    for (void** p : {&forward_plan_, &inverse_plan_})
+      if (*p != nullptr) {
+        Fftw<T>::destroy(*p);
+        *p = nullptr;
+      }
+    throw Error(ErrorKind::Internal, "FFTW could not plan a " + std::to_string(dims_[0]) + "×" +
+                                         std::to_string(dims_[1]) + "×" + std::to_string(dims_[2]) + " transform");
   }
 }
 
@@ -85,14 +105,18 @@ RealFft3<T>::~RealFft3() {
   if (inverse_plan_ != nullptr) Fftw<T>::destroy(inverse_plan_);
 }
 
+// The new-array execute: the spectrum may have been released and made again since planning
+// (both blocks are 64-byte aligned, as FFTW requires of arrays other than the planned ones).
 template <class T>
 void RealFft3<T>::forward() {
-  Fftw<T>::execute(forward_plan_);
+  make_spectrum();
+  Fftw<T>::forward(forward_plan_, real(), spectrum());
 }
 
 template <class T>
 void RealFft3<T>::inverse() {
-  Fftw<T>::execute(inverse_plan_);
+  QSM_ASSERT(spectrum_.size() > 0, "an inverse FFT of a released spectrum");
+  Fftw<T>::inverse(inverse_plan_, spectrum(), real());
   const T scale = T(1) / static_cast<T>(real_count());
   T* r = real();
   const std::int64_t n = real_count();
@@ -108,8 +132,13 @@ RealFft3<T>::RealFft3(const Dims3& dims) : dims_(dims) {
   for (std::int64_t d : dims)
     if (d <= 0 || d > (1 << 30)) throw Error(ErrorKind::InvalidInput, "FFT size out of range");
   real_ = Buffer(static_cast<std::size_t>(real_count()) * sizeof(T), MemCategory::Other);
-  spectrum_ = Buffer(static_cast<std::size_t>(spectrum_count()) * sizeof(std::complex<T>), MemCategory::Other);
   forward_plan_ = new PortableFft3Plan<T>(dims_);
+}
+
+template <class T>
+void RealFft3<T>::make_spectrum() {
+  if (spectrum_.size() == 0)
+    spectrum_ = Buffer(static_cast<std::size_t>(spectrum_count()) * sizeof(std::complex<T>), MemCategory::Other);
 }
 
 template <class T>
@@ -119,11 +148,13 @@ RealFft3<T>::~RealFft3() {
 
 template <class T>
 void RealFft3<T>::forward() {
+  make_spectrum();
   static_cast<const PortableFft3Plan<T>*>(forward_plan_)->forward(real(), spectrum());
 }
 
 template <class T>
 void RealFft3<T>::inverse() {
+  QSM_ASSERT(spectrum_.size() > 0, "an inverse FFT of a released spectrum");
   static_cast<const PortableFft3Plan<T>*>(forward_plan_)
       ->inverse(spectrum(), real(), T(1) / static_cast<T>(real_count()));
 }

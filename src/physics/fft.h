@@ -20,20 +20,25 @@ class RealFft3 {
 
   const Dims3& dims() const { return dims_; }
   std::int64_t real_count() const { return dims_[0] * dims_[1] * dims_[2]; }
-  /// Half spectrum: x from 0 to nx/2, then y, z.
+  /// Half spectrum: x from 0 to nx/2, then y, z (made by the first forward()).
   std::int64_t spectrum_count() const { return (dims_[0] / 2 + 1) * dims_[1] * dims_[2]; }
   T* real() { return reinterpret_cast<T*>(real_.data()); }
   std::complex<T>* spectrum() { return reinterpret_cast<std::complex<T>*>(spectrum_.data()); }
 
-  /// spectrum = F{real}; real is preserved.
+  /// spectrum = F{real}; real is preserved. Makes the spectrum again after release_spectrum().
   void forward();
   /// real = F⁻¹{spectrum}, normalised by 1/N so inverse(forward(x)) = x; spectrum is destroyed.
   void inverse();
+  /// Frees the spectrum until the next forward(), keeping real and the plans: a caller that
+  /// holds the real buffer between transforms gives that room back (NeXtQSM under a budget).
+  /// The plans run on the new block (same alignment), so the bits are those of a kept one.
+  void release_spectrum() { spectrum_ = Buffer(); }
 
  private:
   Dims3 dims_;
   Buffer real_;
   Buffer spectrum_;
+  void make_spectrum();
   void* forward_plan_ = nullptr;
   void* inverse_plan_ = nullptr;
 };
