@@ -82,6 +82,9 @@ class Buffer {
   /// Counts its bytes again (Error{OutOfBudget} over the memory cap); its pages come back as
   /// zeros when touched: read the bytes back.
   void unpark_pages() const;
+  /// Counts a parked block's bytes again for the free that follows, its bytes not wanted back:
+  /// past the cap and the peak, which it never reaches (its pages stay with the OS).
+  void forget_parked() const noexcept;
 
  private:
   std::byte* data_ = nullptr;

@@ -120,6 +120,9 @@ struct NetworkRun {
   /// graphs ran (NetworkOptions::park_inputs, issue #16), summed over the graph runs (each is
   /// written once and read back once); 0 when the run fit without.
   std::int64_t parked_bytes = 0;
+  /// Of those, what the wrapper's blocks wrote where they waited between its graph runs too,
+  /// back only for the steps that read them (NeXtQSM's FFT steps under the tightest budgets).
+  std::int64_t parked_between_bytes = 0;
   /// The finest conv-chain window share its graphs ran with (kChainWindowShare unless a budget
   /// chose finer slabs, which hold less for more, smaller kernel calls); 0 when none ran.
   std::int64_t chain_window_share = 0;

@@ -39,6 +39,8 @@ class Tensor {
   std::size_t nbytes() const { return static_cast<std::size_t>(numel()) * dtype_size(dtype_); }
   bool defined() const { return dtype_ != DType::Undefined; }
   bool owns_storage() const { return static_cast<bool>(owner_); }
+  /// The block it owns, where its data is that block from its start (else null): to park.
+  const Buffer* storage() const { return owner_ && data_ == owner_->data() ? owner_.get() : nullptr; }
 
   void* raw() const { return data_; }
   template <class T>

@@ -95,7 +95,8 @@ py::dict run_info(const qsmcore::NetworkRun& r) {
   py::dict spill =
       spill_dict(static_cast<std::uint64_t>(r.spill_file_bytes), static_cast<std::uint64_t>(r.spill_written_bytes),
                  static_cast<std::uint64_t>(r.spill_read_bytes), r.spill_seconds);
-  spill["parked_bytes"] = r.parked_bytes;  // inputs and wrapper buffers, while the graphs ran
+  spill["parked_bytes"] = r.parked_bytes;                  // inputs and wrapper buffers, while the graphs ran
+  spill["parked_between_bytes"] = r.parked_between_bytes;  // of those, blocks away between the runs too
   info["spill"] = spill;
   info["warnings"] = r.warnings;
   py::list stages;

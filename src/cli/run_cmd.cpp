@@ -354,6 +354,7 @@ std::string report_text(const RunRecord& r) {
   j["spill"]["chain_window_share"] = r.result.chain_window_share;
   j["spill"]["direct_bytes"] = r.result.spill_direct_bytes;
   j["spill"]["parked_bytes"] = r.result.parked_bytes;
+  j["spill"]["parked_between_bytes"] = r.result.parked_between_bytes;
   j["outputs"] = r.outputs;
   j["preview"] = r.a.preview.empty() ? nlohmann::json(nullptr) : nlohmann::json(fs::absolute(r.a.preview).string());
   return j.dump(2) + "\n";
@@ -450,6 +451,9 @@ void run(const RunArgs& a) {
     if (result.parked_bytes > 0)
       std::printf("inputs and wrapper buffers waited on disk while the graphs ran: %s written and read back\n",
                   mib(result.parked_bytes).c_str());
+    if (result.parked_between_bytes > 0)
+      std::printf("  of which %s between the graph runs too, back only for the steps that read them\n",
+                  mib(result.parked_between_bytes).c_str());
   }
 }
 

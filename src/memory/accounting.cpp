@@ -333,6 +333,13 @@ void Buffer::unpark_pages() const {
   count_in(n, cat_, add_to_total(n, cat_, "reading back parked"));
 }
 
+void Buffer::forget_parked() const noexcept {
+  auto& c = counters();
+  const auto n = static_cast<std::int64_t>(size_);
+  c.current[static_cast<int>(cat_)].fetch_add(n, std::memory_order_relaxed);
+  c.total.fetch_add(n, std::memory_order_relaxed);
+}
+
 #ifdef __EMSCRIPTEN__
 // The module's view of the OS is its linear memory: it grows on demand and never shrinks, so its
 // size is both what the process holds and its high-water. (/proc/self under Node would describe

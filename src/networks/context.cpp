@@ -2,6 +2,7 @@
 #include "networks/context.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <filesystem>
 
@@ -11,6 +12,15 @@
 #include "tiling/tiles.h"
 
 namespace qsmcore::networks {
+namespace {
+
+// Every volume a caller may hand a network (null where it did not): what parks as the inputs.
+std::array<const Volume*, 6> input_volumes(const NetworkInputs& in) {
+  return {in.field, in.magnitude, in.mask, in.r2star, in.r2prime, in.qsm};
+}
+
+}  // namespace
+
 Context::Context(const ModelSpec& s, const std::vector<std::string>& paths, const NetworkInputs& i,
                  const NetworkOptions& o, NetworkRun& r)
     : spec(s), in(i), opts(o), run(r), paths_(paths) {
@@ -68,23 +78,54 @@ void Context::report_graph_run(std::size_t m, const std::vector<Tensor>& inputs,
   opts.on_graph_run(m, inputs, outputs);
 }
 
-Context::Parked::Parked(Parking* p, const Buffer& b) : p_(p), b_(b) {
-  if (p_) p_->add(b_);
+Context::Parked::Parked(Context& c, const Buffer& b, bool with_runs) : c_(c), b_(b) {
+  if (c_.parked_ == 0 || !c_.opts.park_buffers) return;
+  if (c_.blocks_away_between_) {
+    own_ = std::make_unique<Parking>(c_.opts.model.spill_dir);
+    own_->add(b_);
+  } else if (with_runs) {
+    runs_ = c_.parking_.get();
+    runs_->add(b_);
+  }
 }
 
+// A block still away is being freed (the run is over, or failing): its bytes are not read back.
 Context::Parked::~Parked() {
-  if (p_) p_->remove(b_);
+  if (runs_) runs_->remove(b_);
+  if (!own_) return;
+  if (own_->parked()) {
+    c_.away_ -= own_->bytes();
+    own_->forget();
+  }
+  c_.away_written_ += own_->written();
+  own_->release_file();
+}
+
+void Context::Parked::away() {
+  if (!own_ || own_->parked()) return;
+  own_->park();
+  c_.away_ += own_->bytes();
+}
+
+void Context::Parked::back() {
+  if (!own_ || !own_->parked()) return;
+  own_->unpark();
+  c_.away_ -= own_->bytes();
 }
 
 Context::Parked Context::park_while_running(const Buffer& b) {
-  return Parked(parked_ > 0 && opts.park_buffers ? parking_.get() : nullptr, b);
+  return Parked(*this, b, true);
+}
+
+Context::Parked Context::away_between_runs(const Buffer& b) {
+  return Parked(*this, b, false);
 }
 
 void Context::done_with_inputs() {
   if (parked_between_ == 0 || inputs_parking_) return;
   // The inputs leave the group that parks around each graph run for one parked until the end.
   inputs_parking_ = std::make_unique<Parking>(opts.model.spill_dir);
-  for (const Volume* v : {in.field, in.magnitude, in.mask, in.r2star, in.r2prime, in.qsm})
+  for (const Volume* v : input_volumes(in))
     if (v != nullptr) {
       parking_->remove(v->storage());
       inputs_parking_->add(v->storage());
@@ -96,7 +137,7 @@ void Context::done_with_inputs() {
 // What the reservation counted as parked must be what parks: else the run would pass its peak.
 Parking* Context::parking_for_run() {
   if (parked_ == 0) return nullptr;
-  QSM_ASSERT(parking_->bytes() >= parked_, "a wrapper parks fewer bytes than it reserved as parked");
+  QSM_ASSERT(parking_->bytes() + away_ >= parked_, "a wrapper parks fewer bytes than it reserved as parked");
   return parking_.get();
 }
 
@@ -161,11 +202,8 @@ std::int64_t Context::reserve(const Reservation& r, const std::vector<std::size_
   measure();
   const std::int64_t load_peak = memory_peak() - baseline_;
   auto predict = [&](std::int64_t n) {
-    // The streamed weight window is held while a run is (the executor trims it after each);
-    // what is parked is not, and is back between the runs.
-    return std::max(load_peak, held + r.wrapper_fixed +
-                                   std::max(window + n * (run_peak + r.wrapper_per_tile) - parked_,
-                                            r.wrapper_between - parked_between_));
+    return std::max(load_peak, held + std::max(run_term(r, window, n * (run_peak + r.wrapper_per_tile)),
+                                               std::max(between_term(r), r.wrapper_prepare)));
   };
   std::int64_t n = std::max<std::int64_t>(1, std::min(r.in_flight, r.tiles));
   if (budget_ > 0) {
@@ -181,12 +219,14 @@ std::int64_t Context::reserve(const Reservation& r, const std::vector<std::size_
     // at a quarter 144 against 140; 274 MB parked a VJP).
     const bool spill = opts.model.spill_activations;
     const std::int64_t parkable = baseline_ + predict(n) > budget_ && n == 1 && spill ? choose_parking(r) : 0;
-    auto park = [&](bool on) {
-      parked_ = on ? parkable : 0;
-      parked_between_ = on && r.inputs_read_in_prepare ? parked_inputs_ : 0;
+    // 1: parked around each graph run; 2: the wrapper's blocks away between them too.
+    auto park = [&](int level) {
+      parked_ = level > 0 ? parkable : 0;
+      parked_between_ = level > 0 && r.inputs_read_in_prepare ? parked_inputs_ : 0;
+      blocks_away_between_ = level == 2;
     };
-    park(true);
-    if (baseline_ + predict(n) > budget_) park(false);
+    park(1);
+    if (baseline_ + predict(n) > budget_) park(0);
     auto spill_to_fit = [&] {
       fit_by_spilling(r, model_of, held, window, run_peak);
       // Finer slabs' plans hold more generated code outside the engine: fitted again when they do.
@@ -197,9 +237,12 @@ std::int64_t Context::reserve(const Reservation& r, const std::vector<std::size_
     };
     if (baseline_ + predict(n) > budget_ && spill) spill_to_fit();
     if (baseline_ + predict(n) > budget_ && parkable > 0) {
-      park(true);
+      park(1);
       spill_to_fit();
     }
+    // Paging the wrapper's blocks between runs too (a write and a read of each a step) only
+    // where the step between the runs is what does not fit.
+    if (baseline_ + predict(n) > budget_ && parkable > 0 && r.wrapper_between_parked > 0 && opts.park_buffers) park(2);
     if (parked_ == 0) parking_.reset();
     if (baseline_ + predict(n) > budget_) refuse(r, held, window, run_peak, predict(1));
   }
@@ -211,13 +254,24 @@ std::int64_t Context::reserve(const Reservation& r, const std::vector<std::size_
   return n;
 }
 
+// The wrapper's and a run's bytes beside the model while graphs run (`runs`: the tiles in
+// flight), and between them: the streamed weight window is held while a run is (the executor
+// trims it after each); what is parked is not, and is back between the runs unless it stays.
+std::int64_t Context::run_term(const Reservation& r, std::int64_t window, std::int64_t runs) const {
+  return r.wrapper_fixed + window + runs - parked_;
+}
+
+std::int64_t Context::between_term(const Reservation& r) const {
+  return (blocks_away_between_ ? r.wrapper_between_parked : r.wrapper_fixed + r.wrapper_between) - parked_between_;
+}
+
 // The bytes that park while a graph runs (the inputs now; the wrapper's blocks as it makes
 // them), or 0 where nothing may.
 std::int64_t Context::choose_parking(const Reservation& r) {
   if (!r.parks) return 0;
   parking_ = std::make_unique<Parking>(opts.model.spill_dir);
   if (opts.park_inputs)
-    for (const Volume* v : {in.field, in.magnitude, in.mask, in.r2star, in.r2prime, in.qsm})
+    for (const Volume* v : input_volumes(in))
       if (v != nullptr) parking_->add(v->storage());
   parked_inputs_ = parking_->bytes();
   std::int64_t bytes = parked_inputs_;
@@ -312,33 +366,18 @@ void Context::refuse(const Reservation& r, std::int64_t held, std::int64_t windo
   // Figures in the budget's own terms: a budget on the whole process counts what it holds
   // outside the engine (ModelOptions::mem_budget_outside) as held.
   const std::int64_t before = outside_ + baseline_;
-  // Between graph runs the wrapper may hold more than a run and its weight window do (then
-  // that is the term).
-  const std::int64_t between_term = r.wrapper_between - parked_between_;
-  const bool between = between_term > window + run_peak + r.wrapper_per_tile - parked_;
-  // What is parked then: the inputs through the whole run (between), or everything that parks
-  // while a graph runs.
-  const std::int64_t parked = between ? parked_between_ : parked_;
-  std::string msg =
-      id() + ": predicted peak " + std::to_string(before + peak) + " bytes (" +
-      (outside_ > 0 ? "the process outside the engine " + std::to_string(outside_) + " + " : "") +
-      "already allocated " + std::to_string(baseline_) + " + model and plans " + std::to_string(held) +
-      (between
-           ? " + wrapper buffers between graph runs " + std::to_string(r.wrapper_between) + " (more than one run, " +
-                 std::to_string(run_peak) + (window > 0 ? ", with its weight window, " + std::to_string(window) : "") +
-                 (parked_ > 0 ? ", less the " + std::to_string(parked_) + " parked while it runs" : "") + ")"
-           : (window > 0 ? " + weight window " + std::to_string(window) : std::string()) + " + one run " +
-                 std::to_string(run_peak)) +
-      " + wrapper buffers " + std::to_string(r.wrapper_fixed + r.wrapper_per_tile) +
-      (parked > 0 ? std::string(" - parked in the spill directory ") +
-                        (between ? "from its first graph run on " : "while its graphs run ") + std::to_string(parked)
-                  : std::string()) +
-      ") is above the budget of " + std::to_string(outside_ + budget) + " bytes" + budget_from();
+  std::string msg = id() + ": predicted peak " + std::to_string(before + peak) + " bytes (" +
+                    (outside_ > 0 ? "the process outside the engine " + std::to_string(outside_) + " + " : "") +
+                    "already allocated " + std::to_string(baseline_) + " + model and plans " + std::to_string(held) +
+                    peak_terms(r, window, run_peak) + ") is above the budget of " + std::to_string(outside_ + budget) +
+                    " bytes" + budget_from();
   if (least_run_ > 0 && least_run_ < run_peak) {
-    const std::int64_t run_term = std::max(window + run_peak + r.wrapper_per_tile - parked_, between_term);
-    const std::int64_t least_term = std::max(window + least_run_ + r.wrapper_per_tile - parked_, between_term);
+    // Spilling lowers the run's term only: between the runs and before them the wrapper holds what it did.
+    const std::int64_t others = std::max(between_term(r), r.wrapper_prepare);
+    const std::int64_t run_term_now = std::max(run_term(r, window, run_peak + r.wrapper_per_tile), others);
+    const std::int64_t least_term = std::max(run_term(r, window, least_run_ + r.wrapper_per_tile), others);
     msg += "; with its activations spilled to disk one run needs at least " + std::to_string(least_run_) +
-           " bytes, the whole run " + std::to_string(before + peak - run_term + least_term);
+           " bytes, the whole run " + std::to_string(before + peak - run_term_now + least_term);
   }
   const std::int64_t tiled_fixed = std::max(r.wrapper_fixed, r.wrapper_fixed_tiled);
   const std::int64_t room = budget - baseline_ - held - window - tiled_fixed;
@@ -368,6 +407,32 @@ void Context::refuse(const Reservation& r, std::int64_t held, std::int64_t windo
            std::to_string(before + peak) + " bytes";
   }
   throw Error(ErrorKind::OutOfBudget, msg);
+}
+
+// The refusal's terms after the model and plans: those of the phase that sets the peak (a graph
+// run, the steps between the runs, or reading the inputs before them), adding up to it.
+std::string Context::peak_terms(const Reservation& r, std::int64_t window, std::int64_t run_peak) const {
+  const std::int64_t run = run_term(r, window, run_peak + r.wrapper_per_tile);
+  const std::int64_t between = between_term(r);
+  auto n = [](std::int64_t v) { return std::to_string(v); };
+  const std::string weight_window = window > 0 ? " + weight window " + n(window) : std::string();
+  if (run >= between && run >= r.wrapper_prepare)
+    return weight_window + " + one run " + n(run_peak) + " + wrapper buffers " +
+           n(r.wrapper_fixed + r.wrapper_per_tile) +
+           (parked_ > 0 ? " - parked in the spill directory while its graphs run " + n(parked_) : std::string());
+  const std::string than_a_run = " (more than one run, " + n(run_peak) +
+                                 (window > 0 ? ", with its weight window, " + n(window) : "") +
+                                 (parked_ > 0 ? ", less the " + n(parked_) + " parked while it runs" : "") + ")";
+  if (r.wrapper_prepare > between)
+    return " + wrapper buffers while it reads its inputs " + n(r.wrapper_prepare) + than_a_run;
+  const std::string inputs_away =
+      parked_between_ > 0 ? " - parked in the spill directory from its first graph run on " + n(parked_between_)
+                          : std::string();
+  if (blocks_away_between_)
+    return " + wrapper buffers between graph runs, each block in the spill directory but for the steps that read it, " +
+           n(r.wrapper_between_parked) + than_a_run + inputs_away;
+  return " + wrapper buffers between graph runs " + n(r.wrapper_between) + than_a_run + " + wrapper buffers " +
+         n(r.wrapper_fixed) + inputs_away;
 }
 
 std::string Context::budget_from() const {
@@ -407,6 +472,8 @@ void Context::finish() {
     inputs_parking_->release_file();
   }
   run.parked_bytes += parking_ ? parking_->written() : 0;
+  run.parked_between_bytes = away_written_;
+  run.parked_bytes += away_written_;
   // The graphs have run: their spill files are freed while the caller writes the outputs.
   for (auto& m : models_) m.release_spill_file();
   if (parking_) parking_->release_file();

@@ -61,6 +61,14 @@ class Context {
     // And it reads no input volume once it calls done_with_inputs (NeXtQSM, after "prepare"):
     // parked inputs then stay parked until the run ends, between its graph runs too.
     bool inputs_read_in_prepare = false;
+    // Where even that does not fit, a wrapper may keep its parkable blocks in the spill
+    // directory between graph runs too, but for the steps that read them (Parked::away, back):
+    // what it then holds at most between graph runs, all of it, in the place of wrapper_fixed +
+    // wrapper_between (NeXtQSM's FFT step). 0: it does not.
+    std::int64_t wrapper_between_parked = 0;
+    // Held while it reads the input volumes before its first graph run (NeXtQSM's "prepare",
+    // which they are not parked through), where that is not within the terms above.
+    std::int64_t wrapper_prepare = 0;
     std::int64_t in_flight = 1;  // wanted; reduced to what the budget allows
     std::int64_t tiles = 1;
     bool tileable = false;  // the refusal suggests a tile (generic tiler / windows)
@@ -78,16 +86,31 @@ class Context {
   /// a guard that unregisters it; a buffer smaller than parking allows is left out.
   class Parked {
    public:
-    Parked(Parking* p, const Buffer& b);
+    /// `with_runs`: it parks around each graph run too (park_while_running); else only away
+    /// between them (away_between_runs).
+    Parked(Context& c, const Buffer& b, bool with_runs);
     ~Parked();
     Parked(const Parked&) = delete;
     Parked& operator=(const Parked&) = delete;
+    /// Where reserve() chose to keep the wrapper's blocks away between graph runs too
+    /// (Reservation::wrapper_between_parked): away() writes it out and gives its pages back,
+    /// back() reads it back. The wrapper sends every one away before each graph run and brings
+    /// it back for the steps that read it. Otherwise both do nothing: it parks with each graph
+    /// run, or not at all.
+    void away();
+    void back();
 
    private:
-    Parking* p_;
+    Context& c_;
     const Buffer& b_;
+    Parking* runs_ = nullptr;       // the graph runs' parking it joined
+    std::unique_ptr<Parking> own_;  // or its own, paged by away and back
   };
   [[nodiscard]] Parked park_while_running(const Buffer& b);
+  /// A block a wrapper holds only between graph runs (the VJP's output NeXtQSM reads as it
+  /// updates its iterate), sent away for the steps that do not read it where the wrapper's
+  /// blocks stay away between the runs (Parked::away, back); else a guard that does nothing.
+  [[nodiscard]] Parked away_between_runs(const Buffer& b);
   /// The wrapper reads no input volume from here on (Reservation::inputs_read_in_prepare):
   /// where parking was chosen, the inputs park now and come back at finish().
   void done_with_inputs();
@@ -146,10 +169,18 @@ class Context {
   // (0: nothing parks). Made by reserve() when the run fits only with it.
   std::unique_ptr<Parking> parking_;
   std::int64_t parked_ = 0;
-  std::int64_t parked_inputs_ = 0;   // of those, the input volumes'
-  std::int64_t parked_between_ = 0;  // parked between graph runs too (the inputs, once done with)
+  std::int64_t parked_inputs_ = 0;           // of those, the input volumes'
+  std::int64_t parked_between_ = 0;          // parked between graph runs too (the inputs, once done with)
   std::unique_ptr<Parking> inputs_parking_;  // the inputs from done_with_inputs() to finish()
+  // The wrapper's blocks stay away between graph runs too (Reservation::wrapper_between_parked):
+  // each has its own parking; the bytes away now, and those written so far by ones now gone.
+  bool blocks_away_between_ = false;
+  std::int64_t away_ = 0;
+  std::int64_t away_written_ = 0;
   std::int64_t choose_parking(const Reservation& r);
+  std::int64_t run_term(const Reservation& r, std::int64_t window, std::int64_t runs) const;
+  std::int64_t between_term(const Reservation& r) const;
+  std::string peak_terms(const Reservation& r, std::int64_t window, std::int64_t run_peak) const;
   Parking* parking_for_run();
   std::optional<TileRequest> fitting_tile_;  // one graph run's least bytes, spilled (set when spilling cannot fit)
   std::string stage_;

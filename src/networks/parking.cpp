@@ -77,6 +77,13 @@ void Parking::unpark() {
   parked_ = false;
 }
 
+void Parking::forget() {
+  if (!parked_) return;
+  for (std::size_t i = back_; i < blocks_.size(); ++i) blocks_[i]->forget_parked();
+  back_ = 0;
+  parked_ = false;
+}
+
 // From the first block not read back yet: a read-back that threw (the memory cap) can be retried.
 void Parking::read_back(std::size_t n) {
   std::uint64_t at = 0;

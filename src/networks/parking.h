@@ -38,6 +38,9 @@ class Parking {
   /// throws, calling it again goes on from where it stopped).
   void park();
   void unpark();
+  /// Where the parked bytes are not wanted back (blocks about to be freed): counts them in
+  /// again without reading them (the pages come back as zeros).
+  void forget();
   bool parked() const { return parked_; }
   /// Bytes written out over every park so far (each is read back once).
   std::int64_t written() const { return written_; }

@@ -13,8 +13,7 @@ DipoleOp::DipoleOp(const Dims3& dims, const Vec3& voxel_mm, const Vec3& b0_dir, 
       kernel_(make_kernel(dims, voxel_mm, b0_dir, o)),
       voxel_mm_(voxel_mm),
       b0_dir_(b0_dir),
-      options_(o),
-      fft_(std::make_unique<physics::RealFft3<double>>(dims)) {}
+      options_(o) {}  // the FFT's buffers come with the first use
 
 std::int64_t DipoleOp::fft_bytes(const Dims3& d) {
   const std::int64_t half = (d[0] / 2 + 1) * d[1] * d[2];
@@ -41,13 +40,24 @@ std::int64_t DipoleOp::bytes(const Dims3& d) {
 }
 
 void DipoleOp::apply(const double* in, double* out) {
+  load(in);
+  convolve();
+  const double* r = fft_->real();
+  const std::int64_t n = count();
+  for (std::int64_t i = 0; i < n; ++i) out[i] = r[i];
+}
+
+void DipoleOp::load(const double* in) {
   double* r = buffer();
   const std::int64_t n = count();
   for (std::int64_t i = 0; i < n; ++i) r[i] = in[i];
+}
+
+void DipoleOp::convolve() {
+  buffer();
   fft_->forward();
   physics::multiply_spectrum(*fft_, kernel_, [](double k) { return k; });
   fft_->inverse();
-  for (std::int64_t i = 0; i < n; ++i) out[i] = r[i];
 }
 
 void DipoleOp::apply_squared(const double* in, double* out) {
@@ -106,10 +116,17 @@ void modl_step(DipoleOp& d, double alpha, std::span<const double> y0, std::span<
 }
 
 double nextqsm_data_term(DipoleOp& d, std::span<const float> bf, std::span<const double> x) {
-  const std::size_t n = x.size();
   // dx and dx − bf in the FFT's own buffer: the step holds no volume of its own.
+  d.load(x.data());
+  d.convolve();
+  const double scale = nextqsm_residual(d, bf);
+  d.convolve();
+  return scale;
+}
+
+double nextqsm_residual(DipoleOp& d, std::span<const float> bf) {
+  const std::size_t n = bf.size();
   double* t = d.buffer();
-  d.apply(x.data(), t);
   double nbf = 0.0, nu = 0.0;
   for (std::size_t k = 0; k < n; ++k) {
     const double b = bf[k];  // in double, as the sums are
@@ -120,7 +137,6 @@ double nextqsm_data_term(DipoleOp& d, std::span<const float> bf, std::span<const
   }
   nbf = std::sqrt(nbf);
   nu = std::sqrt(nu);
-  d.apply(t, t);
   return (nbf == 0.0 || nu == 0.0) ? 0.0 : 100.0 / (nbf * nu);
 }
 

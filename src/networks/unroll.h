@@ -18,8 +18,17 @@ class DipoleOp {
   DipoleOp(const Dims3& dims, const Vec3& voxel_mm, const Vec3& b0_dir, const KernelOptions& o);
   const Dims3& dims() const { return dims_; }
   std::int64_t count() const { return dims_[0] * dims_[1] * dims_[2]; }
-  /// out = D·in (column-major, `dims`); in and out may alias.
+  /// out = D·in (column-major, `dims`); in and out may alias. Its three steps follow, for a
+  /// caller that pages its own buffers between them (NeXtQSM under a budget).
   void apply(const double* in, double* out);
+  /// The FFT's real buffer (buffer()) = in.
+  void load(const double* in);
+  /// buffer() = D·buffer(): the spectrum is made for it (after a release_spectrum()).
+  void convolve();
+  /// Frees the FFT's spectrum until the next convolve, keeping buffer()'s contents.
+  void release_spectrum() {
+    if (fft_) fft_->release_spectrum();
+  }
   /// out = F⁻¹(D² · F(in)) in one pass (in and out may alias): LPCNN's dk·dk, which differs from
   /// two passes of apply() on the Nyquist planes of even grids, where D(−k) ≠ D(k).
   void apply_squared(const double* in, double* out);
@@ -77,8 +86,10 @@ inline constexpr double kNextqsmLambdas[6] = {15.141516, 15.005543, 16.733437, 1
 void nextqsm_step(DipoleOp& d, double lambda, std::span<const float> bf, std::span<const double> grad_r,
                   std::span<const double> mask, std::span<double> x);
 /// The step's data term, so a caller can apply the update as it reads grad_r: D(dx − bf) into
-/// d.buffer(), and returns scale.
+/// d.buffer(), and returns scale. In steps: d.load(x); d.convolve(); nextqsm_residual; d.convolve().
 double nextqsm_data_term(DipoleOp& d, std::span<const float> bf, std::span<const double> x);
+/// With d.buffer() = D·x: scale, and d.buffer() = D·x − bf.
+double nextqsm_residual(DipoleOp& d, std::span<const float> bf);
 /// The step's update of one voxel: `lambda_scale` = λ·scale, `t` = D(dx − bf) there.
 inline double nextqsm_update(double x, double lambda_scale, double t, double grad_r, double mask) {
   return (x - (lambda_scale * t + grad_r)) * mask;

@@ -136,6 +136,52 @@ void run_modl(Context& c) {
   add_output(c, "chi", "ppm", std::move(out));
 }
 
+namespace {
+
+// NeXtQSM's buffers on its frame of N voxels, as reserve() counts them (networks/context.h).
+Context::Reservation nextqsm_reservation(const Context& c, const Shape& shape, const Dims3& frame) {
+  const std::int64_t N = frame[0] * frame[1] * frame[2], V = c.in.field->voxels();
+  const std::int64_t kernel = DipoleOp::kernel_bytes(frame), fft = DipoleOp::fft_bytes(frame);
+  const std::int64_t fft_real = N * 8 + 64;
+  Context::Reservation res;
+  res.shapes = {{shape}, {shape}};
+  // Held through the graph runs: the padded mask (a byte a voxel), bf (floats: the background
+  // network's output times 0 or 1, so exact), x (doubles), D's kernel and a run's input
+  // (floats; its output is the run's own). Only between the runs (issue #16: they do not sit
+  // beside a run's activations): each step's FFT buffers with the VJP's output they are read
+  // beside (released before the next run), then χ.
+  res.wrapper_fixed = N + N * 4 + N * 8 + kernel + N * 4 + 8192;
+  res.wrapper_between = std::max(V * 8, fft + N * 4) + 4096;
+  // Before the first run, beside the inputs: the mask, the first input and the field in ppm.
+  res.wrapper_prepare = N + N * 4 + FieldPpm::own_bytes(c.in) + 8192;
+  // No graph reads the mask, bf, x or D's kernel: they may wait in the spill directory while
+  // one runs (with the inputs, which nothing reads after "prepare").
+  res.parks = true;
+  res.wrapper_parkable = {N, N * 4, N * 8, kernel - 64};
+  res.inputs_read_in_prepare = true;
+  // Or between the runs too: then a step holds at most the FFT's two buffers beside D's kernel,
+  // or its real one (the data term) beside x, the VJP's output and the mask as it updates x.
+  res.wrapper_between_parked = std::max({fft + kernel, fft_real + N * 8 + N * 4 + N, N * 8 + N + V * 8}) + 8192;
+  return res;
+}
+
+// The padded mask into `mpad` (a byte a voxel) and the masked field in ppm into `t`, on the
+// frame: through a tensor of the frame (row-major) and back into a column-major frame.
+void pack_nextqsm_input(const Context& c, const Box& frame, std::uint8_t* mpad, Tensor& t) {
+  const Volume* mask = c.in.mask;
+  const Dims3 dims = c.in.field->dims();
+  const Box all{{0, 0, 0}, frame.size};
+  const FieldPpm f(c.in);
+  tiling::pack_box(f.data(), dims, frame, tiling::kXYZ, tiling::Fill::Zero, t.data<float>(),
+                   [&](double, std::int64_t k) { return inside(mask, k) ? 1.0 : 0.0; });
+  tiling::unpack_box(t.data<float>(), frame.size, all, tiling::kXYZ, all,
+                     [&](std::int64_t k, double v, std::int64_t) { mpad[k] = v != 0.0 ? 1 : 0; });
+  tiling::pack_box(f.data(), dims, frame, tiling::kXYZ, tiling::Fill::Zero, t.data<float>(),
+                   [&](double v, std::int64_t k) { return inside(mask, k) ? v : 0.0; });
+}
+
+}  // namespace
+
 void run_nextqsm(Context& c) {
   const Volume& grid = *c.in.field;
   const Dims3 dims = grid.dims();
@@ -143,68 +189,82 @@ void run_nextqsm(Context& c) {
   const std::int64_t m = std::max<std::int64_t>(c.spec.pad_multiple[0], 1);
   // The odd padding voxel goes before the volume, as NeXtQSM's authors centre it (#19 item 6).
   const Box frame = tiling::pad_frame(dims, {m, m, m}, tiling::PadRule::CentredCeil);
-  const std::int64_t N = frame.voxels(), V = grid.voxels();
+  const std::int64_t N = frame.voxels();
   const Shape shape{1, 1, frame.size[0], frame.size[1], frame.size[2]};
   c.load(c.pool());
-  Context::Reservation res;
-  res.shapes = {{shape}, {shape}};
-  // Held through the graph runs: the padded mask (a byte a voxel), bf (floats: the background
-  // network's output times 0 or 1, so exact), x (doubles), D's kernel and a run's input (floats;
-  // its output is the run's own). Only between the runs (issue #16: they do not sit beside a
-  // run's activations): a field to convert to ppm before the first, each step's FFT buffers with
-  // the VJP's output they are read beside (released before the next run), then χ.
-  res.wrapper_fixed = N + N * 4 + N * 8 + DipoleOp::kernel_bytes(frame.size) + N * 4 + 8192;
-  res.wrapper_between = std::max(V * 8, DipoleOp::fft_bytes(frame.size) + N * 4) + 4096;
-  // No graph reads the mask, bf, x or D's kernel: they may wait in the spill directory while
-  // one runs (with the inputs, which nothing reads after "prepare").
-  res.parks = true;
-  res.wrapper_parkable = {N, N * 4, N * 8, (frame.size[0] / 2 + 1) * frame.size[1] * frame.size[2] * 8};
-  res.inputs_read_in_prepare = true;
-  c.reserve(res, {0, 1});
+  c.reserve(nextqsm_reservation(c, shape, frame.size), {0, 1});
   axial_check(c, grid);
   c.stage("prepare");
-  const Volume* mask = c.in.mask;
-  Vec3 b = c.in.b0_dir ? *c.in.b0_dir : b0_dir_from_affine(grid.affine());  // used as given (not renormalised)
-  DipoleOp d(frame.size, grid.voxel_mm(), b, KernelOptions::nextqsm());
-  d.release();  // its FFT's buffers come with the first step
   Buffer mpad_bytes(static_cast<std::size_t>(N), MemCategory::Other);
   auto* mpad = reinterpret_cast<std::uint8_t*>(mpad_bytes.data());
-  const Context::Parked parked_kernel = c.park_while_running(d.kernel_storage());
-  const Context::Parked parked_mask = c.park_while_running(mpad_bytes);
+  Context::Parked parked_mask = c.park_while_running(mpad_bytes);
   const Box all{{0, 0, 0}, frame.size};
   Tensor t = f32_tensor(shape);
-  {
-    const FieldPpm f(c.in);
-    // The padded mask, from a tensor of the frame (row-major) back into a column-major frame.
-    tiling::pack_box(f.data(), dims, frame, tiling::kXYZ, tiling::Fill::Zero, t.data<float>(),
-                     [&](double, std::int64_t k) { return inside(mask, k) ? 1.0 : 0.0; });
-    tiling::unpack_box(t.data<float>(), frame.size, all, tiling::kXYZ, all,
-                       [&](std::int64_t k, double v, std::int64_t) { mpad[k] = v != 0.0 ? 1 : 0; });
-    tiling::pack_box(f.data(), dims, frame, tiling::kXYZ, tiling::Fill::Zero, t.data<float>(),
-                     [&](double v, std::int64_t k) { return inside(mask, k) ? v : 0.0; });
-  }
+  pack_nextqsm_input(c, frame, mpad, t);
   c.done_with_inputs();
+  // D is made once the field's ppm copy is gone: the inputs are not parked before.
+  const Vec3 b = c.in.b0_dir ? *c.in.b0_dir : b0_dir_from_affine(grid.affine());  // used as given (not renormalised)
+  DipoleOp d(frame.size, grid.voxel_mm(), b, KernelOptions::nextqsm());
+  Context::Parked parked_kernel = c.park_while_running(d.kernel_storage());
+  // Where the run keeps these away between the graph runs too, each comes back only for the
+  // steps that read it (else away and back do nothing: they park around each graph run).
+  parked_mask.away();
+  parked_kernel.away();
   c.stage("background");
   Buffer bf_bytes(static_cast<std::size_t>(N) * sizeof(float), MemCategory::Other);
   const std::span<float> bf(reinterpret_cast<float*>(bf_bytes.data()), static_cast<std::size_t>(N));
+  Context::Parked parked_bf = c.park_while_running(bf_bytes);
+  parked_bf.away();
   Volume x = Volume::zeros(frame.size, grid.geometry());
-  const Context::Parked parked_bf = c.park_while_running(bf_bytes);
-  const Context::Parked parked_x = c.park_while_running(x.storage());
+  Context::Parked parked_x = c.park_while_running(x.storage());
+  auto all_away = [&] {
+    for (Context::Parked* p : {&parked_mask, &parked_kernel, &parked_bf, &parked_x}) p->away();
+  };
+  all_away();
   {
     std::vector<Tensor> o = c.run_model(0, {t});
+    t = Tensor();
+    parked_mask.back();
+    parked_bf.back();
     tiling::unpack_box(o.at(0).data<float>(), frame.size, all, tiling::kXYZ, all,
                        [&](std::int64_t k, double v, std::int64_t) {
                          bf[static_cast<std::size_t>(k)] = static_cast<float>(v) * static_cast<float>(mpad[k]);
                        });
   }
+  parked_mask.away();
+  parked_x.back();
   std::copy(bf.begin(), bf.end(), x.values().begin());
   c.stage("iterations");
   const int iters = static_cast<int>(std::size(kNextqsmLambdas));
   for (int i = 0; i < iters; ++i) {
-    tiling::pack_box(x.data(), frame.size, all, tiling::kXYZ, tiling::Fill::Zero, t.data<float>());
-    std::vector<Tensor> o = c.run_model(1, {t});
-    // The step's update as the VJP is read (grad_r = VJP/N): no gradient volume is held.
-    const double lambda_scale = kNextqsmLambdas[i] * nextqsm_data_term(d, bf, x.values());
+    std::vector<Tensor> o;
+    {
+      Tensor t = f32_tensor(shape);  // a run's input, made for it (the step between holds none)
+      tiling::pack_box(x.data(), frame.size, all, tiling::kXYZ, tiling::Fill::Zero, t.data<float>());
+      all_away();
+      o = c.run_model(1, {t});
+    }
+    const Buffer* o_block = o.at(0).storage();
+    QSM_ASSERT(o_block != nullptr, "a graph output that is not a block of its own");
+    Context::Parked parked_o = c.away_between_runs(*o_block);
+    parked_o.away();
+    // The step's data term, D(D·x − bf), in D's FFT buffer, each block back only while read.
+    parked_x.back();
+    d.load(x.data());
+    parked_x.away();
+    parked_kernel.back();
+    d.convolve();
+    d.release_spectrum();
+    parked_bf.back();
+    const double lambda_scale = kNextqsmLambdas[i] * nextqsm_residual(d, bf);
+    parked_bf.away();
+    d.convolve();
+    d.release_spectrum();
+    parked_kernel.away();
+    // The update as the VJP is read (grad_r = VJP/N): no gradient volume is held.
+    parked_x.back();
+    parked_o.back();
+    parked_mask.back();
     const double* dt = d.buffer();
     tiling::unpack_box(
         o.at(0).data<float>(), frame.size, all, tiling::kXYZ, all, [&](std::int64_t k, double v, std::int64_t) {
