@@ -180,6 +180,52 @@ void pack_nextqsm_input(const Context& c, const Box& frame, std::uint8_t* mpad, 
                    [&](double v, std::int64_t k) { return inside(mask, k) ? v : 0.0; });
 }
 
+// NeXtQSM's blocks held across its graph runs, and the guards that send them away (parked
+// around each graph run, or, under the tightest budgets, between the runs too: then each is
+// back only for the steps that read it).
+struct NextqsmBlocks {
+  Volume& x;
+  std::span<const float> bf;
+  const std::uint8_t* mpad;
+  Context::Parked &x_away, &kernel_away, &bf_away, &mask_away;
+
+  void all_away() {
+    for (Context::Parked* p : {&mask_away, &kernel_away, &bf_away, &x_away}) p->away();
+  }
+
+  // One gradient step on the VJP's output: the data term D(D·x − bf) in D's FFT buffer, then
+  // the update as the VJP is read (grad_r = VJP/N: no gradient volume is held).
+  void gradient_step(Context& c, DipoleOp& d, double lambda, const Tensor& vjp) {
+    const Buffer* vjp_block = vjp.storage();
+    QSM_ASSERT(vjp_block != nullptr, "a graph output that is not a block of its own");
+    Context::Parked vjp_away = c.away_between_runs(*vjp_block);
+    vjp_away.away();
+    x_away.back();
+    d.load(x.data());
+    x_away.away();
+    kernel_away.back();
+    d.convolve();
+    d.release_spectrum();
+    bf_away.back();
+    const double lambda_scale = lambda * nextqsm_residual(d, bf);
+    bf_away.away();
+    d.convolve();
+    d.release_spectrum();
+    kernel_away.away();
+    x_away.back();
+    vjp_away.back();
+    mask_away.back();
+    const double* dt = d.buffer();
+    const Dims3& frame = x.dims();
+    const Box all{{0, 0, 0}, frame};
+    const double n = static_cast<double>(x.voxels());
+    tiling::unpack_box(vjp.data<float>(), frame, all, tiling::kXYZ, all, [&](std::int64_t k, double v, std::int64_t) {
+      x.data()[k] = nextqsm_update(x.data()[k], lambda_scale, dt[k], v / n, mpad[k]);
+    });
+    d.release();
+  }
+};
+
 }  // namespace
 
 void run_nextqsm(Context& c) {
@@ -217,10 +263,8 @@ void run_nextqsm(Context& c) {
   parked_bf.away();
   Volume x = Volume::zeros(frame.size, grid.geometry());
   Context::Parked parked_x = c.park_while_running(x.storage());
-  auto all_away = [&] {
-    for (Context::Parked* p : {&parked_mask, &parked_kernel, &parked_bf, &parked_x}) p->away();
-  };
-  all_away();
+  NextqsmBlocks blocks{x, bf, mpad, parked_x, parked_kernel, parked_bf, parked_mask};
+  blocks.all_away();
   {
     std::vector<Tensor> o = c.run_model(0, {t});
     t = Tensor();
@@ -241,36 +285,10 @@ void run_nextqsm(Context& c) {
     {
       Tensor t = f32_tensor(shape);  // a run's input, made for it (the step between holds none)
       tiling::pack_box(x.data(), frame.size, all, tiling::kXYZ, tiling::Fill::Zero, t.data<float>());
-      all_away();
+      blocks.all_away();
       o = c.run_model(1, {t});
     }
-    const Buffer* o_block = o.at(0).storage();
-    QSM_ASSERT(o_block != nullptr, "a graph output that is not a block of its own");
-    Context::Parked parked_o = c.away_between_runs(*o_block);
-    parked_o.away();
-    // The step's data term, D(D·x − bf), in D's FFT buffer, each block back only while read.
-    parked_x.back();
-    d.load(x.data());
-    parked_x.away();
-    parked_kernel.back();
-    d.convolve();
-    d.release_spectrum();
-    parked_bf.back();
-    const double lambda_scale = kNextqsmLambdas[i] * nextqsm_residual(d, bf);
-    parked_bf.away();
-    d.convolve();
-    d.release_spectrum();
-    parked_kernel.away();
-    // The update as the VJP is read (grad_r = VJP/N): no gradient volume is held.
-    parked_x.back();
-    parked_o.back();
-    parked_mask.back();
-    const double* dt = d.buffer();
-    tiling::unpack_box(
-        o.at(0).data<float>(), frame.size, all, tiling::kXYZ, all, [&](std::int64_t k, double v, std::int64_t) {
-          x.data()[k] = nextqsm_update(x.data()[k], lambda_scale, dt[k], v / static_cast<double>(N), mpad[k]);
-        });
-    d.release();
+    blocks.gradient_step(c, d, kNextqsmLambdas[i], o.at(0));
     c.progress((i + 1) / static_cast<double>(iters), "iterations");
   }
   Volume out = make_like(grid);
