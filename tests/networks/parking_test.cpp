@@ -115,8 +115,10 @@ TEST(Parking, ABlockForgottenWhileParkedIsCountedAgainForItsFreeAndNotReadBack) 
     EXPECT_FALSE(p.parked());
     EXPECT_EQ(memory_current(), before + static_cast<std::int64_t>(a.size())) << "its free would count it out twice";
     EXPECT_EQ(a.data()[12345], std::byte{0}) << "forgotten bytes are not read back: its pages come back as zeros";
+    // Read back, its 2 MiB would be resident again; less than half of that is the touched page
+    // and what the test itself allocates (84 KiB under ASan+UBSan: shadow and reports).
     if (rss > 0) {
-      EXPECT_LE(process_rss_bytes(), rss + (std::int64_t{64} << 10)) << "forgetting read the block back";
+      EXPECT_LT(process_rss_bytes(), rss + (std::int64_t{1} << 20)) << "forgetting read the block back";
     }
     written = p.written();
   }
