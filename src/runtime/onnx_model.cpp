@@ -133,13 +133,15 @@ struct OnnxModel::Impl {
   std::int64_t only_share = 0;
 
   // Conv chains' window shares a budget may choose, the default first: finer slabs hold less
-  // (smaller windows and staging blocks) for more calls. oneDNN computes each plane the same way
+  // (smaller windows and staging blocks) for more calls. The 48th is where QSMnet's head chain
+  // at 181×217×181 takes 1-plane slabs. oneDNN computes each plane the same way
   // whatever slab it falls in, so the output is the same bits (tested); only where the engine
   // spills, as that is where a smaller least matters.
   std::vector<std::int64_t> window_shares() const {
     if (only_share > 0) return {only_share};
     if (opts.spill_activations && opts.stream_conv_chains && opts.backend == Backend::OneDnn)
-      return {graph::kChainWindowShare, 2 * graph::kChainWindowShare, 4 * graph::kChainWindowShare};
+      return {graph::kChainWindowShare, 2 * graph::kChainWindowShare, 4 * graph::kChainWindowShare,
+              8 * graph::kChainWindowShare};
     return {graph::kChainWindowShare};
   }
 

@@ -1248,6 +1248,54 @@ TEST(ConvChain, UpSamplingMadeAFewPlanesAtATime) {
   }
 }
 
+TEST(ConvChain, TheFinestShareRunsOnePlaneSlabsBitForBit) {
+  // A U-Net of 120 planes: a two-layer encoder chain, a half-resolution convolution, and a
+  // decoder chain making its up-sampled input inside (QSMnet's head). At a 24th share the
+  // chains' slabs are 2 planes; at a 48th they are 1 (windows of 3 or 4 planes, not 4 or 5), so
+  // each holds less, and the run there is the default slabs' run, bit for bit.
+  Net n;
+  n.input("x", {1, 2, 120, 10, 8});
+  n.conv("x", "e0", 2, 8);
+  n.add("Relu", {"e0"}, {"r0"});
+  n.conv("r0", "e1", 8, 8);
+  n.add("Relu", {"e1"}, {"r1"});
+  n.add("MaxPool", {"r1"}, {"p1"}, {attr_ints("kernel_shape", {2, 2, 2}), attr_ints("strides", {2, 2, 2})});
+  n.conv("p1", "e2", 8, 16);
+  n.add("Relu", {"e2"}, {"r2"});
+  n.weight("up_w", {16, 8, 2, 2, 2});
+  n.weight("up_b", {8});
+  n.add("ConvTranspose", {"r2", "up_w", "up_b"}, {"u"}, {attr_ints("strides", {2, 2, 2})});
+  n.add("Concat", {"u", "r1"}, {"cat"}, {attr_int("axis", 1)});
+  n.conv("cat", "d1", 16, 8);
+  n.add("Relu", {"d1"}, {"r3"});
+  n.conv("r3", "d2", 8, 8);
+  n.add("Relu", {"d2"}, {"r4"});
+  n.conv("r4", "y", 8, 1, 3, 1);
+  n.output("y");
+  expect_chain_matches(n);
+  OnnxModel m = load(n, Backend::OneDnn);
+  const std::vector<Tensor> in{
+      Tensor::from_vector(n.in_shapes[0], random_values(qsmcore::numel(n.in_shapes[0]), 1200))};
+  const Tensor whole = m.run(in)[0];
+  auto chain_scratch = [&](std::int64_t share) {
+    std::vector<std::size_t> bytes;
+    for (const auto& st : qsmcore::plan_for(m, n.in_shapes, share).steps())
+      if (st.op_type == "qsm.ConvChain") bytes.push_back(st.kernel ? st.kernel->scratch_bytes() : st.scratch);
+    return bytes;
+  };
+  const std::vector<std::size_t> at24 = chain_scratch(24), at48 = chain_scratch(48);
+  ASSERT_EQ(at24.size(), 3u) << "encoder, half-resolution and decoder chains";
+  ASSERT_EQ(at48.size(), at24.size());
+  EXPECT_LT(at48[0], at24[0]) << "the encoder's window";
+  EXPECT_LE(at48[1], at24[1]) << "a chain of one has no window";
+  EXPECT_LT(at48[2], at24[2]) << "the decoder's windows";
+  qsmcore::ModelInternals::run_on_window_share(m, 48);
+  const Tensor fine = m.run(in)[0];
+  ASSERT_EQ(m.last_spill().chain_window_share, 48);
+  ASSERT_EQ(fine.shape(), whole.shape());
+  EXPECT_EQ(std::memcmp(fine.raw(), whole.raw(), static_cast<std::size_t>(whole.numel()) * sizeof(float)), 0);
+}
+
 TEST(ConvChain, PoolingEndsTheChain) {
   // A U-Net's down-sampling: conv(s) -> MaxPool/AveragePool over disjoint windows. The pooling
   // is done group by group inside the chain (one conv is then chain enough), so the

@@ -321,18 +321,24 @@ int stream_conv_chains(TypedGraph& g, std::uint64_t max_weight_bytes, const Chai
     }
     // Those slabs lag the previous layer's by up to a stride − 1 planes more.
     const std::int64_t reach = std::max(kmax - 1, pool_back) + (smax - 1) + (addend_stride - 1);
-    std::int64_t slab = depth / share - reach;
-    // Finer slabs than the default never cost a chain: one too thin for them takes 2 planes
-    // (when the default's slab would have been at least that), its windows a larger share.
-    std::int64_t window_share = share;
-    if (slab < 2 && share > kChainWindowShare && depth / kChainWindowShare - reach >= 2) {
-      slab = 2;
-      window_share = depth / (slab + reach);
-    }
-    if (slab < 2) return;
-    if (slab < addend_stride) {  // too thin for whole sub-lattice planes: the up-sampling runs alone
+    // The chains and what each absorbs are the default share's whatever the share, so a budgeted
+    // run makes the same calls as an unbudgeted one: a chain needs slabs of 2 planes there.
+    const std::int64_t default_slab = depth / kChainWindowShare - reach;
+    if (default_slab < 2) return;
+    if (default_slab < addend_stride) {  // too thin for whole sub-lattice planes: the up-sampling runs alone
       if (rest.empty() && pool < 0 && !single) return;
       addend_up = -1;
+      addend_stride = 1;
+    }
+    // Finer slabs never cost a chain: one too thin for them takes its thinnest slab (1 plane,
+    // whole sub-lattice planes under an absorbed up-sampling), its windows a larger share. One
+    // plane is the least a window can gain on: QSMnet's head at 1/48 holds 4 planes per
+    // window, not 5 (−16.5 MB at 181×217×181).
+    std::int64_t slab = share > kChainWindowShare ? depth / share - reach : default_slab;
+    std::int64_t window_share = share;
+    if (slab < addend_stride) {
+      slab = addend_stride;
+      window_share = depth / (slab + reach);
     }
 
     TNode chain;
@@ -348,10 +354,16 @@ int stream_conv_chains(TypedGraph& g, std::uint64_t max_weight_bytes, const Chai
     };
     int_attr("slab", slab);
     // The windows' reservation: the share of the intermediates (+ 64 B alignment per window).
+    // Only at the default share: that keeps a chain's memory linear in the voxel count, which
+    // the measured tables assume. A finer share is a budget asking for the least a chain can
+    // hold, so there the kernel reserves exactly the windows its walk uses (0: no reservation;
+    // QSMnet's head at 1/48: 79.8 MB of windows against a share's 127.2 MB).
     int_attr("window_bytes",
-             saved / window_share + source_low / window_share +
-                 64 * static_cast<std::int64_t>(layers_end.size() - (pool < 0 ? 1 : 0) + 2 * sources.size()) +
-                 (addend_up >= 0 ? addend_scratch : 0));
+             share > kChainWindowShare
+                 ? 0
+                 : saved / window_share + source_low / window_share +
+                       64 * static_cast<std::int64_t>(layers_end.size() - (pool < 0 ? 1 : 0) + 2 * sources.size()) +
+                       (addend_up >= 0 ? addend_scratch : 0));
     auto add_in = [&](int v) {
       if (v >= 0 && std::find(chain.in.begin(), chain.in.end(), v) == chain.in.end()) chain.in.push_back(v);
     };
