@@ -100,7 +100,8 @@ bool reset_process_hwm();
 
 /// What the process holds resident beyond the engine's accounted bytes and `share` (the part of
 /// a budget left to what lies outside the engine: binary, libraries, thread stacks, generated
-/// kernels); 0 when it holds no more, where the resident set is unknown, or under
+/// kernels), with room for what a run still adds there (12 MiB: the allocator's slack, I/O
+/// threads); 0 when it holds no more, where the resident set is unknown, or under
 /// AddressSanitizer (whose shadow memory is resident too, and not the process's own).
 std::int64_t resident_outside_beyond(std::int64_t share);
 
