@@ -1248,30 +1248,43 @@ TEST(ConvChain, UpSamplingMadeAFewPlanesAtATime) {
   }
 }
 
+/// A two-level U-Net with 8 and 16 channels: `layers` 3³ convolutions at each full-resolution
+/// level (encoder and decoder), a max pooling, one half-resolution convolution, an up-sampling
+/// (ConvTranspose 2³/2) concatenated with the skip, and a 1x1x1 head.
+Net two_level_unet(const Shape& x, int layers) {
+  Net n;
+  n.input("x", x);
+  std::string last = "x";
+  for (int l = 0; l < layers; ++l) {
+    n.conv(last, "e" + std::to_string(l), l == 0 ? x[1] : 8, 8);
+    n.add("Relu", {"e" + std::to_string(l)}, {"er" + std::to_string(l)});
+    last = "er" + std::to_string(l);
+  }
+  const std::string skip = last;
+  n.add("MaxPool", {skip}, {"p"}, {attr_ints("kernel_shape", {2, 2, 2}), attr_ints("strides", {2, 2, 2})});
+  n.conv("p", "low", 8, 16);
+  n.add("Relu", {"low"}, {"lowr"});
+  n.weight("up_w", {16, 8, 2, 2, 2});
+  n.weight("up_b", {8});
+  n.add("ConvTranspose", {"lowr", "up_w", "up_b"}, {"u"}, {attr_ints("strides", {2, 2, 2})});
+  n.add("Concat", {"u", skip}, {"cat"}, {attr_int("axis", 1)});
+  last = "cat";
+  for (int l = 0; l < layers; ++l) {
+    n.conv(last, "d" + std::to_string(l), l == 0 ? 16 : 8, 8);
+    n.add("Relu", {"d" + std::to_string(l)}, {"dr" + std::to_string(l)});
+    last = "dr" + std::to_string(l);
+  }
+  n.conv(last, "y", 8, 1, 3, 1);
+  n.output("y");
+  return n;
+}
+
 TEST(ConvChain, TheFinestShareRunsOnePlaneSlabsBitForBit) {
   // A U-Net of 120 planes: a two-layer encoder chain, a half-resolution convolution, and a
   // decoder chain making its up-sampled input inside (QSMnet's head). At a 24th share the
   // chains' slabs are 2 planes; at a 48th they are 1 (windows of 3 or 4 planes, not 4 or 5), so
   // each holds less, and the run there is the default slabs' run, bit for bit.
-  Net n;
-  n.input("x", {1, 2, 120, 10, 8});
-  n.conv("x", "e0", 2, 8);
-  n.add("Relu", {"e0"}, {"r0"});
-  n.conv("r0", "e1", 8, 8);
-  n.add("Relu", {"e1"}, {"r1"});
-  n.add("MaxPool", {"r1"}, {"p1"}, {attr_ints("kernel_shape", {2, 2, 2}), attr_ints("strides", {2, 2, 2})});
-  n.conv("p1", "e2", 8, 16);
-  n.add("Relu", {"e2"}, {"r2"});
-  n.weight("up_w", {16, 8, 2, 2, 2});
-  n.weight("up_b", {8});
-  n.add("ConvTranspose", {"r2", "up_w", "up_b"}, {"u"}, {attr_ints("strides", {2, 2, 2})});
-  n.add("Concat", {"u", "r1"}, {"cat"}, {attr_int("axis", 1)});
-  n.conv("cat", "d1", 16, 8);
-  n.add("Relu", {"d1"}, {"r3"});
-  n.conv("r3", "d2", 8, 8);
-  n.add("Relu", {"d2"}, {"r4"});
-  n.conv("r4", "y", 8, 1, 3, 1);
-  n.output("y");
+  const Net n = two_level_unet({1, 2, 120, 10, 8}, 2);
   expect_chain_matches(n);
   OnnxModel m = load(n, Backend::OneDnn);
   const std::vector<Tensor> in{
@@ -1429,22 +1442,7 @@ TEST(ConvChain, ReverseConcatenationConsumesTheOlderPartFirst) {
 // ---- a U-Net-like chain: blocked layouts end to end ------------------------------------------
 
 TEST(OneDnnChain, ConvPoolDeconvConcatStaysBlocked) {
-  Net n;
-  n.input("x", {1, 2, 8, 12, 10});
-  n.conv("x", "e1", 2, 8);
-  n.add("Relu", {"e1"}, {"r1"});
-  n.add("MaxPool", {"r1"}, {"p1"}, {attr_ints("kernel_shape", {2, 2, 2}), attr_ints("strides", {2, 2, 2})});
-  n.conv("p1", "e2", 8, 16);
-  n.add("Relu", {"e2"}, {"r2"});
-  n.weight("up_w", {16, 8, 2, 2, 2});
-  n.weight("up_b", {8});
-  n.add("ConvTranspose", {"r2", "up_w", "up_b"}, {"u"}, {attr_ints("strides", {2, 2, 2})});
-  n.add("Concat", {"u", "r1"}, {"cat"}, {attr_int("axis", 1)});
-  n.conv("cat", "d1", 16, 8);
-  n.add("Relu", {"d1"}, {"r3"});
-  n.conv("r3", "y", 8, 1, 3, 1);
-  n.output("y");
-  const auto impls = compare(n);
+  const auto impls = compare(two_level_unet({1, 2, 8, 12, 10}, 1));
   // The Concat feeding d1 is split into two convs summed by a post-op (split_concat_convs).
   for (const char* op : {"MaxPool", "ConvTranspose", "Conv"}) expect_onednn(impls, op);
   for (const auto& [op, impl] : impls) EXPECT_NE(op, "Concat") << "the decoder concat should be split away";
