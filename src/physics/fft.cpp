@@ -30,6 +30,10 @@ struct Fftw;
 template <>
 struct Fftw<float> {
   using Plan = fftwf_plan;
+  static void threads(int n) {
+    static const bool ready = fftwf_init_threads() != 0;
+    if (ready) fftwf_plan_with_nthreads(n);
+  }
   static Plan r2c(const Dims3& d, float* in, std::complex<float>* out) {
     return fftwf_plan_dft_r2c_3d(static_cast<int>(d[2]), static_cast<int>(d[1]), static_cast<int>(d[0]), in,
                                  reinterpret_cast<fftwf_complex*>(out), FFTW_ESTIMATE);
@@ -50,6 +54,10 @@ struct Fftw<float> {
 template <>
 struct Fftw<double> {
   using Plan = fftw_plan;
+  static void threads(int n) {
+    static const bool ready = fftw_init_threads() != 0;
+    if (ready) fftw_plan_with_nthreads(n);
+  }
   static Plan r2c(const Dims3& d, double* in, std::complex<double>* out) {
     return fftw_plan_dft_r2c_3d(static_cast<int>(d[2]), static_cast<int>(d[1]), static_cast<int>(d[0]), in,
                                 reinterpret_cast<fftw_complex*>(out), FFTW_ESTIMATE);
@@ -72,7 +80,7 @@ struct Fftw<double> {
 // The spectrum and the plans are made by the first forward(): a caller may fill the real
 // buffer before the spectrum takes its room (FFTW_ESTIMATE plans without touching the arrays).
 template <class T>
-RealFft3<T>::RealFft3(const Dims3& dims) : dims_(dims) {
+RealFft3<T>::RealFft3(const Dims3& dims, int threads) : dims_(dims), threads_(threads > 1 ? threads : 1) {
   for (std::int64_t d : dims)
     if (d <= 0 || d > (1 << 30)) throw Error(ErrorKind::InvalidInput, "FFT size out of range");
   real_ = Buffer(static_cast<std::size_t>(real_count()) * sizeof(T), MemCategory::Other);
@@ -85,8 +93,11 @@ void RealFft3<T>::make_spectrum() {
   if (forward_plan_ != nullptr) return;
   std::lock_guard lock(planner_mutex());
   // FFTW's row-major n0×n1×n2 with n2 fastest is our column-major x-fastest volume reversed.
+  // The thread count is planner state: set for these plans only, 1 again for everyone else's.
+  if (threads_ > 1) Fftw<T>::threads(threads_);
   forward_plan_ = Fftw<T>::r2c(dims_, real(), spectrum());
   inverse_plan_ = Fftw<T>::c2r(dims_, spectrum(), real());
+  if (threads_ > 1) Fftw<T>::threads(1);
   if (forward_plan_ == nullptr || inverse_plan_ == nullptr) {
     for (void** p : {&forward_plan_, &inverse_plan_})
       if (*p != nullptr) {
@@ -128,7 +139,7 @@ void RealFft3<T>::inverse() {
 // forward_plan_ holds the portable plan (immutable, so forward/inverse need no lock);
 // inverse_plan_ stays null.
 template <class T>
-RealFft3<T>::RealFft3(const Dims3& dims) : dims_(dims) {
+RealFft3<T>::RealFft3(const Dims3& dims, int threads) : dims_(dims), threads_(threads > 1 ? threads : 1) {
   for (std::int64_t d : dims)
     if (d <= 0 || d > (1 << 30)) throw Error(ErrorKind::InvalidInput, "FFT size out of range");
   real_ = Buffer(static_cast<std::size_t>(real_count()) * sizeof(T), MemCategory::Other);

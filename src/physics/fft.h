@@ -13,12 +13,16 @@ template <class T>
 class RealFft3 {
  public:
   /// Plans r2c and c2r transforms of `dims` (FFTW_ESTIMATE: deterministic and quick to plan).
-  explicit RealFft3(const Dims3& dims);
+  /// `threads` > 1 plans FFTW's OpenMP transforms over that many threads (the classical stages,
+  /// which honour --threads); the networks' glue keeps 1, whose bits their tests pin. The portable
+  /// FFT (WebAssembly) runs on one thread whatever is asked.
+  explicit RealFft3(const Dims3& dims, int threads = 1);
   ~RealFft3();
   RealFft3(const RealFft3&) = delete;
   RealFft3& operator=(const RealFft3&) = delete;
 
   const Dims3& dims() const { return dims_; }
+  int threads() const { return threads_; }
   std::int64_t real_count() const { return dims_[0] * dims_[1] * dims_[2]; }
   /// Half spectrum: x from 0 to nx/2, then y, z (made by the first forward()).
   std::int64_t spectrum_count() const { return (dims_[0] / 2 + 1) * dims_[1] * dims_[2]; }
@@ -36,6 +40,7 @@ class RealFft3 {
 
  private:
   Dims3 dims_;
+  int threads_ = 1;
   Buffer real_;
   Buffer spectrum_;
   void make_spectrum();
