@@ -12,6 +12,13 @@ file(GLOB_RECURSE QSM_SOURCES CONFIGURE_DEPENDS
   ${CMAKE_SOURCE_DIR}/src/runtime/*.cpp
   ${CMAKE_SOURCE_DIR}/src/models/*.cpp
   ${CMAKE_SOURCE_DIR}/src/physics/*.cpp
+  ${CMAKE_SOURCE_DIR}/src/scan/*.cpp
+  ${CMAKE_SOURCE_DIR}/src/masking/*.cpp
+  ${CMAKE_SOURCE_DIR}/src/unwrap/*.cpp
+  ${CMAKE_SOURCE_DIR}/src/fieldmap/*.cpp
+  ${CMAKE_SOURCE_DIR}/src/bgremove/*.cpp
+  ${CMAKE_SOURCE_DIR}/src/inversion/*.cpp
+  ${CMAKE_SOURCE_DIR}/src/pipeline/*.cpp
   ${CMAKE_SOURCE_DIR}/src/networks/*.cpp
   ${CMAKE_SOURCE_DIR}/src/tiling/*.cpp
   ${CMAKE_SOURCE_DIR}/src/residency/*.cpp

@@ -8,6 +8,7 @@
 #                 reference-backend plan for small input shapes -> a run when the plan is tiny
 #   nifti_reader  bytes -> read_nifti as .nii and as .nii.gz (NIfTI-1 and -2)
 #   batch_files   bytes -> qsm batch's TSV manifest reader and its DIR/jobs.json reader
+#   sidecar       bytes -> a scan's JSON sidecar parser (and the phase-scaling rules)
 # Each target compiles only the sources it needs, straight from src/ (no CMake), through a
 # generated ninja file in build-fuzz/ (incremental between runs). Corpora in
 # build-fuzz/corpus/<target> grow across runs, seeded by fuzz/make_seeds.cpp, and every run replays
@@ -19,7 +20,7 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 secs="${1:-60}"
 shift || true
 out="${FUZZ_OUT:-$root/build-fuzz}"
-targets=(${FUZZ_TARGETS:-onnx_reader graph_plan nifti_reader batch_files})
+targets=(${FUZZ_TARGETS:-onnx_reader graph_plan nifti_reader batch_files sidecar})
 cxx="${CXX_FUZZ:-clang++}"
 # clang brings libFuzzer and the sanitizers; the planner's thread control needs clang's OpenMP.
 if ! command -v "$cxx" >/dev/null || ! echo '#include <omp.h>' | "$cxx" -fopenmp -x c++ -fsyntax-only - 2>/dev/null; then
@@ -42,6 +43,8 @@ srcs[graph_plan]="${reader[*]} $(ls src/graph/*.cpp src/graph/ops/*.cpp src/grap
 srcs[nifti_reader]="${common[*]} src/io/nifti.cpp src/io/atomic_file.cpp"
 libs[nifti_reader]="-lnifti2 -lznz -lz -lm"
 srcs[batch_files]="${common[*]} src/batch/manifest.cpp src/batch/jobs.cpp src/io/atomic_file.cpp"
+srcs[sidecar]="${common[*]} src/scan/sidecar.cpp src/scan/phase_scaling.cpp src/scan/scan_checks.cpp src/physics/units.cpp
+  src/physics/b0_direction.cpp"
 seed_srcs="${srcs[nifti_reader]}"
 
 obj() { echo "obj/$(echo "$1" | tr / _).o"; }
@@ -87,6 +90,16 @@ if [ -d "$cases" ]; then
     cp "$m" "$out/seeds/graph_plan/$(basename "$(dirname "$m")").onnx"
   done
 fi
+# Sidecars as dcm2niix, BIDS and qsm-forward write them: a per-echo file, a 4-D file's list of
+# echo times, a phase sidecar with its Units, one with B0_dir and unknown nested keys.
+mkdir -p "$out/seeds/sidecar"
+printf '%s' '{"Modality": "MR", "MagneticFieldStrength": 3, "ImagingFrequency": 123.222513, "Manufacturer": "Siemens",
+ "ImageType": ["ORIGINAL", "PRIMARY", "M", "ND"], "EchoNumber": 2, "EchoTime": 0.0123, "FlipAngle": 15}' \
+  > "$out/seeds/sidecar/dcm2niix_echo.json"
+printf '%s' '{"EchoTime": [0.004, 0.008, 0.012, 0.016], "MagneticFieldStrength": 7, "Units": "rad"}' \
+  > "$out/seeds/sidecar/list_rad.json"
+printf '%s' '{"EchoTime": 2e-3, "Units": "arbitrary", "B0_dir": [0, 0.25881904510252074, 0.9659258262890683],
+ "extra": {"nested": [1, null, true, "x\u00e9"]}}' > "$out/seeds/sidecar/b0_dir.json"
 
 # -rss_limit_mb / -malloc_limit_mb turn any allocation sized by an untrusted length into a
 # finding (the targets cap accounted memory at 128 MiB, so a refused plan is not one);
