@@ -41,6 +41,22 @@ struct PhantomOptions {
   bool shim = true;          // remove a 2nd-order polynomial fitted to the total field in the mask
   bool phase_offset = true;  // add qsm-forward's quadratic φ₀ bowl
   bool demean = false;       // subtract the in-mask mean from total and local field
+  // The head around the brain, for a scan as a scanner writes it (all off by default; off, the
+  // phantom is bit for bit what it was before these options). Normalised coordinates, every
+  // shell an ellipsoid centred at 0 with these semi-axes:
+  //   brain (the mask)   (0.72, 0.86, 0.70)   table entry 0
+  //   skull, inner       (0.78, 0.92, 0.76)   bone −6.3 ppm from inner to outer, no signal
+  //   skull, outer       (0.84, 0.96, 0.82)   (with `background`, as before)
+  //   scalp, outer       (0.90, 0.99, 0.88)   (y is limited by the field of view)
+  // extracerebral: CSF between the brain and the skull (the ventricles' χ, M0, R1, R2*) and a
+  //   scalp shell outside the skull (χ 0, i.e. water's; M0 0.75, R1 1 Hz, R2* 50 Hz), both with
+  //   signal; the air cavities (with `background`) stay air; φ₀ (phase_offset) then covers every
+  //   voxel with signal, not only the brain. χ, the mask and the local field stay the brain's.
+  bool extracerebral = false;
+  // air_outside: air (+9.2 ppm, no signal) everywhere outside the head (the scalp with
+  //   extracerebral, else the skull), so the total field holds the air/tissue interface's field;
+  //   the forward model's 2N padding takes the corner voxel's value, which is then air too.
+  bool air_outside = false;
   double peak_snr = std::numeric_limits<double>::infinity();  // no noise unless finite
   std::uint64_t seed = 0;
 
@@ -58,6 +74,12 @@ struct Phantom {
 };
 
 Phantom make_head_phantom(const PhantomOptions& o);
+
+/// The receiver phase offset φ₀ (rad) that make_head_phantom adds to every echo's phase: the
+/// quadratic bowl over the brain mask, or with `extracerebral` over every voxel with signal;
+/// 0 elsewhere and everywhere when !o.phase_offset. The truth for echo-combination tests:
+/// noise-free, phase = wrap(ppm_to_phase(total_field, TE, B0) + φ₀).
+Volume head_phantom_phase_offset(const PhantomOptions& o);
 
 /// The 2nd-order basis of qsm-forward's shim at voxel (i, j, k): 1, x, y, z, x²−y², xy,
 /// 2z²−x²−y², yz, xz with coordinates centred at dims/2 (here also scaled by dims/2, which

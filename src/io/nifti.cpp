@@ -11,14 +11,15 @@
 #include <array>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <memory>
 #include <vector>
 
+#include "core/checked_size.h"
 #include "io/atomic_file.h"
 #include "io/bad_file.h"
-#include "core/checked_size.h"
 #include "qsmcore/error.h"
 
 namespace qsmcore::io {
@@ -432,6 +433,70 @@ void write_values(Sink& sink, const double* v, std::int64_t n) {
   }
 }
 
+// An integer store's stored value for v under the header's scaling (already checked to fit).
+double stored_integer(double v, double slope, double inter) {
+  return std::nearbyint((v - inter) / slope);
+}
+
+template <class T>
+void write_scaled(Sink& sink, const double* v, std::int64_t n, double slope, double inter) {
+  std::vector<T> chunk(static_cast<std::size_t>(std::min<std::int64_t>(n, 1 << 20)));
+  for (std::int64_t start = 0; start < n; start += static_cast<std::int64_t>(chunk.size())) {
+    const std::int64_t m = std::min<std::int64_t>(static_cast<std::int64_t>(chunk.size()), n - start);
+    for (std::int64_t i = 0; i < m; ++i)
+      chunk[static_cast<std::size_t>(i)] = static_cast<T>(stored_integer(v[start + i], slope, inter));
+    sink.write(chunk.data(), static_cast<std::size_t>(m) * sizeof(T));
+  }
+}
+
+std::string number_text(double x) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.17g", x);
+  return b;
+}
+
+// The scaling the file will hold: NIfTI-1 keeps scl_slope/scl_inter as float32, so there they
+// must survive that rounding, or what is checked here would not be what read_nifti applies.
+void check_scaling(const std::string& path, const NiftiWriteOptions& o, int version) {
+  const bool integer_store = o.store == NiftiStore::U8 || o.store == NiftiStore::I16;
+  if (!integer_store && (o.scl_slope != 1.0 || o.scl_inter != 0.0))
+    throw Error(ErrorKind::InvalidInput,
+                path + ": scl_slope/scl_inter apply only to the integer stores (uint8, int16)");
+  if (!(o.scl_slope != 0.0) || !std::isfinite(o.scl_slope) || !std::isfinite(o.scl_inter))
+    throw Error(ErrorKind::InvalidInput, path + ": scl_slope must be finite and non-zero and scl_inter finite (got " +
+                                             number_text(o.scl_slope) + ", " + number_text(o.scl_inter) + ")");
+  if (version == 1 && (double(float(o.scl_slope)) != o.scl_slope || double(float(o.scl_inter)) != o.scl_inter))
+    throw Error(ErrorKind::InvalidInput, path + ": scl_slope " + number_text(o.scl_slope) + " / scl_inter " +
+                                             number_text(o.scl_inter) +
+                                             " are not exact in a NIfTI-1 header (float32); use NIfTI-2");
+}
+
+// Every value of an integer store must come back exactly: its stored integer in the type's
+// range and stored·slope + inter (what read_nifti computes) equal to it. Checked before the
+// file is opened, so a refusal writes nothing.
+void check_integer_values(const std::string& path, const Volume& v, const NiftiWriteOptions& o) {
+  const bool u8 = o.store == NiftiStore::U8;
+  const double lo = u8 ? 0.0 : -32768.0, hi = u8 ? 255.0 : 32767.0;
+  const double slope = o.scl_slope, inter = o.scl_inter;
+  const double* p = v.data();
+  for (std::int64_t i = 0; i < v.size(); ++i) {
+    const double q = stored_integer(p[i], slope, inter);
+    if (q >= lo && q <= hi && q * slope + inter == p[i]) continue;
+    if (u8 && slope == 1.0 && inter == 0.0)
+      throw Error(ErrorKind::InvalidInput,
+                  path + ": a uint8 volume must hold integers in [0, 255], found " + std::to_string(p[i]));
+    const std::int64_t vox = i % v.voxels();
+    const std::string where = "(" + std::to_string(vox % v.nx()) + "," + std::to_string(vox / v.nx() % v.ny()) + "," +
+                              std::to_string(vox / (v.nx() * v.ny())) +
+                              (v.frames() > 1 ? ", frame " + std::to_string(i / v.voxels()) : std::string()) + ")";
+    throw Error(ErrorKind::InvalidInput, path + ": value " + number_text(p[i]) + " at voxel " + where +
+                                             " cannot be stored as " + (u8 ? "uint8" : "int16") + " with scl_slope " +
+                                             number_text(slope) + " and scl_inter " + number_text(inter) +
+                                             ": round((v - inter)/slope) must lie in [" + number_text(lo) + ", " +
+                                             number_text(hi) + "] and read back exactly");
+  }
+}
+
 }  // namespace
 
 void write_nifti(const std::string& path, const Volume& v, const NiftiWriteOptions& o) {
@@ -439,19 +504,18 @@ void write_nifti(const std::string& path, const Volume& v, const NiftiWriteOptio
   if (!gzip && !ends_with(path, ".nii"))
     throw Error(ErrorKind::InvalidInput, path + ": a NIfTI output name must end in .nii or .nii.gz");
   if (v.empty()) throw Error(ErrorKind::InvalidInput, path + ": refusing to write an empty volume");
-  if (o.version != 1 && o.version != 2)
-    throw Error(ErrorKind::InvalidInput, path + ": NIfTI version must be 1 or 2");
-  if (o.store == NiftiStore::U8)
-    for (double x : v.values())
-      if (!(x >= 0.0 && x <= 255.0) || x != std::floor(x))
-        throw Error(ErrorKind::InvalidInput, path + ": a uint8 volume must hold integers in [0, 255], found " +
-                                                 std::to_string(x));
+  if (o.version != 1 && o.version != 2) throw Error(ErrorKind::InvalidInput, path + ": NIfTI version must be 1 or 2");
   int version = o.version;
   for (std::int64_t d : v.dims())
     if (d > 32767) version = 2;
   if (v.frames() > 32767) version = 2;
+  check_scaling(path, o, version);
+  if (o.store == NiftiStore::U8 || o.store == NiftiStore::I16) check_integer_values(path, v, o);
 
-  const int datatype = o.store == NiftiStore::F32 ? DT_FLOAT32 : o.store == NiftiStore::F64 ? DT_FLOAT64 : DT_UINT8;
+  const int datatype = o.store == NiftiStore::F32   ? DT_FLOAT32
+                       : o.store == NiftiStore::F64 ? DT_FLOAT64
+                       : o.store == NiftiStore::U8  ? DT_UINT8
+                                                    : DT_INT16;
   const std::int64_t dims[8] = {v.frames() > 1 ? 4 : 3, v.nx(), v.ny(), v.nz(), v.frames(), 1, 1, 1};
   nifti_set_debug_level(0);
   // data_fill 0: nifticlib allocates no voxel buffer; only the header fields are used.
@@ -463,8 +527,8 @@ void write_nifti(const std::string& path, const Volume& v, const NiftiWriteOptio
   nim->dz = v.voxel_mm()[2];
   nim->xyz_units = NIFTI_UNITS_MM;
   nim->time_units = NIFTI_UNITS_SEC;
-  nim->scl_slope = 1.0;
-  nim->scl_inter = 0.0;
+  nim->scl_slope = o.scl_slope;  // 1 and 0 (no scaling) unless an integer store asks for it
+  nim->scl_inter = o.scl_inter;
   const Geometry& g = v.geometry();
   nim->qform_code = nim->sform_code = g.xform_code;
   nifti_dmat44 m{};
@@ -498,7 +562,12 @@ void write_nifti(const std::string& path, const Volume& v, const NiftiWriteOptio
   switch (o.store) {
     case NiftiStore::F32: write_values<float>(sink, v.data(), v.size()); break;
     case NiftiStore::F64: write_values<double>(sink, v.data(), v.size()); break;
-    case NiftiStore::U8: write_values<std::uint8_t>(sink, v.data(), v.size()); break;
+    case NiftiStore::U8:
+      write_scaled<std::uint8_t>(sink, v.data(), v.size(), o.scl_slope, o.scl_inter);
+      break;
+    case NiftiStore::I16:
+      write_scaled<std::int16_t>(sink, v.data(), v.size(), o.scl_slope, o.scl_inter);
+      break;
   }
   sink.finish();
   file.commit();

@@ -49,17 +49,26 @@ NiftiHeader read_nifti_header(const std::string& path, const NiftiReadOptions& o
 /// any non-zero value becomes 1. A mismatch is Error{InvalidInput} naming both grids.
 Volume read_mask(const std::string& path, const Volume& reference);
 
-enum class NiftiStore { F32, F64, U8 };
+enum class NiftiStore { F32, F64, U8, I16 };
 
 struct NiftiWriteOptions {
   NiftiStore store = NiftiStore::F32;
   int version = 1;          // 1 or 2 (2 is chosen automatically when a dimension exceeds 32767)
   std::string description;  // descrip field, at most 79 characters kept
   int gzip_level = 3;       // for .nii.gz: fast, and χ maps still compress well
+  // The header's scaling, for the integer stores (U8, I16) only: a value v is stored as the
+  // integer round((v − scl_inter)/scl_slope), which read_nifti turns back into
+  // stored·scl_slope + scl_inter. E.g. Siemens phase: I16 with slope 2, inter −4096.
+  double scl_slope = 1.0;
+  double scl_inter = 0.0;
 };
 
-/// Writes atomically; `path` must end in .nii or .nii.gz (gzip by extension). U8 requires
-/// integer values in [0, 255]; anything else is Error{InvalidInput} before any byte is written.
+/// Writes atomically; `path` must end in .nii or .nii.gz (gzip by extension). The integer
+/// stores require every value to be representable: its stored integer within the type's range
+/// (U8 [0, 255], I16 [−32768, 32767]) and read back exactly (stored·slope + inter == v, in the
+/// header's precision: NIfTI-1 keeps slope and inter as float32, so they must be exact there).
+/// A non-representable value, a zero or non-finite slope, or scaling asked of a float store is
+/// Error{InvalidInput} before any byte is written.
 void write_nifti(const std::string& path, const Volume& v, const NiftiWriteOptions& options = {});
 
 }  // namespace qsmcore::io

@@ -1,10 +1,14 @@
-// The analytic head phantom (physics.md §4.3) run through qsm-forward's simulation (§3).
+// The analytic head phantom (physics.md §4.3) run through qsm-forward's simulation (§3), with,
+// on request, the head around the brain (extra-cerebral CSF, skull, scalp) and air around the
+// head, for a scan as a scanner writes it.
 #include <algorithm>
 #include <array>
 #include <cmath>
 #include <complex>
 #include <numbers>
 
+#include "core/accounted_array.h"
+#include "core/parallel.h"
 #include "physics/pcg.h"
 #include "qsmcore/error.h"
 #include "qsmcore/phantom.h"
@@ -68,16 +72,52 @@ double ellipsoid(double x, double y, double z, const Vec3& c, const Vec3& s) {
   return a * a + b * b + d * d;
 }
 
+// The head around the brain (normalised coordinates, all centred at 0; phantom.h): the skull
+// shell between kSkullInner and kSkullOuter, and with `extracerebral` CSF inside the skull
+// around the brain and a scalp shell out to kScalpOuter.
+constexpr Vec3 kOrigin{0.0, 0.0, 0.0};
+constexpr Vec3 kSkullInner{0.78, 0.92, 0.76}, kSkullOuter{0.84, 0.96, 0.82}, kScalpOuter{0.90, 0.99, 0.88};
+constexpr double kBonePpm = -6.3, kAirPpm = 9.2;  // physics.md §4.3
+// The scalp as one soft tissue (skin, fat, muscle): χ ≈ water's, so 0 relative; M0 / R1 / R2*
+// are ours ([O], 7 T: a short T1 from the fat makes it bright in a spoiled GRE, as scans show).
+constexpr double kScalpM0 = 0.75, kScalpR1 = 1.0, kScalpR2s = 50.0;
+
+// Air cavities (frontal sinus, ear canals), as the background sources have always had them.
+bool in_air_cavity(double x, double y, double z) {
+  if (ellipsoid(x, y, z, {0, 0.74, -0.55}, {0.10, 0.08, 0.07}) <= 1.0) return true;
+  for (double s : {-1.0, 1.0})
+    if (ellipsoid(x, y, z, {s * 0.80, -0.05, -0.40}, {0.05, 0.07, 0.05}) <= 1.0) return true;
+  return false;
+}
+
 // Background sources outside the brain: skull shell (bone) and air cavities (frontal sinus,
 // ear canals), at physics.md §4.3's bone and air values.
 double background_chi(double x, double y, double z) {
-  constexpr double bone = -6.3, air = 9.2;
-  if (ellipsoid(x, y, z, {0, 0.74, -0.55}, {0.10, 0.08, 0.07}) <= 1.0) return air;
-  for (double s : {-1.0, 1.0})
-    if (ellipsoid(x, y, z, {s * 0.80, -0.05, -0.40}, {0.05, 0.07, 0.05}) <= 1.0) return air;
-  if (ellipsoid(x, y, z, {0, 0, 0}, {0.84, 0.96, 0.82}) <= 1.0 && ellipsoid(x, y, z, {0, 0, 0}, {0.78, 0.92, 0.76}) > 1.0)
-    return bone;
+  if (in_air_cavity(x, y, z)) return kAirPpm;
+  if (ellipsoid(x, y, z, kOrigin, kSkullOuter) <= 1.0 && ellipsoid(x, y, z, kOrigin, kSkullInner) > 1.0)
+    return kBonePpm;
   return 0.0;
+}
+
+// What a voxel outside the brain holds: its χ (a background source, outside the mask) and
+// whether it gives signal, as which fluid or tissue.
+enum class Signal { None, Csf, Scalp };
+struct Outside {
+  double chi = 0.0;
+  Signal signal = Signal::None;
+};
+
+Outside outside_brain(const PhantomOptions& o, double csf_chi, double x, double y, double z) {
+  if (!o.extracerebral && !o.air_outside) return {o.background ? background_chi(x, y, z) : 0.0};
+  // The head ends at the scalp when there is one, else at the skull.
+  const double head = ellipsoid(x, y, z, kOrigin, o.extracerebral ? kScalpOuter : kSkullOuter);
+  if (o.background && in_air_cavity(x, y, z)) return {kAirPpm};
+  if (o.air_outside && head > 1.0) return {kAirPpm};
+  if (ellipsoid(x, y, z, kOrigin, kSkullInner) <= 1.0)
+    return o.extracerebral ? Outside{csf_chi, Signal::Csf} : Outside{};
+  if (ellipsoid(x, y, z, kOrigin, kSkullOuter) <= 1.0) return {o.background ? kBonePpm : 0.0};
+  if (o.extracerebral && head <= 1.0) return {0.0, Signal::Scalp};
+  return {};
 }
 
 // Rotation taking b̂ to ẑ (Rodrigues), so that an affine R·diag(voxel) has B0 = R⁻¹ẑ = b̂ in
@@ -130,7 +170,8 @@ double mask_mean(const Volume& v, const Volume& mask) {
 
 // qsm-forward's phase offset: a quadratic bowl centred on M0's centre of mass and scaled by its
 // spread, φ₀ = −t/(max t − min t)·π over the mask, t = Σ((xᵢ − cᵢ)/wᵢ)². The spread wᵢ is the
-// M0-weighted standard deviation of the coordinate (our reading of "spread").
+// M0-weighted standard deviation of the coordinate (our reading of "spread"). `mask` is where
+// φ₀ is defined: the brain mask, or (head-wide) every voxel with signal, i.e. M0 itself.
 Volume phase_offset(const Volume& m0, const Volume& mask) {
   double w = 0.0, c[3] = {0, 0, 0}, spread[3] = {0, 0, 0};
   const auto each = [&](auto&& f) {
@@ -164,38 +205,72 @@ Volume phase_offset(const Volume& m0, const Volume& mask) {
   return phi;
 }
 
-}  // namespace
+// A signal's tissue parameters (m0 = 0: no signal).
+struct SignalParams {
+  double m0 = 0.0, r1 = 0.0, r2s = 0.0;
+};
 
-Phantom make_head_phantom(const PhantomOptions& o) {
-  o.validate();
-  const Geometry geom = phantom_geometry(o);
+// What is painted on the grid: χ of every source (brain and background) for the total field,
+// and per voxel an index into `params` (0: no signal; i + 1: the table's tissue i; then the
+// scalp). One byte per voxel instead of three f64 maps keeps them out of the forward model's
+// peak.
+struct Painting {
+  Volume chi_all;
+  AccountedArray<std::uint8_t> label;
+  std::vector<SignalParams> params;
+};
+
+// Paints the brain's tissues (later table entries over earlier ones; mask = tissue 0) into
+// ph.chi / ph.mask and the painting, and what lies outside the brain into the painting alone.
+// Each voxel is written by one thread, from its own coordinates only.
+Painting paint_head(const PhantomOptions& o, const Geometry& geom, Phantom& ph) {
   const Dims3& d = o.dims;
   const auto tissues = head_phantom_tissues(o.calcification_ppm);
-  Phantom ph;
+  Painting p{Volume::zeros(d, geom), AccountedArray<std::uint8_t>(static_cast<std::size_t>(d[0] * d[1] * d[2])), {{}}};
+  for (const Tissue& t : tissues) p.params.push_back({t.m0, t.r1_hz, t.r2s_hz});
+  constexpr std::size_t csf = 2;  // the ventricles: extra-cerebral CSF is the same fluid
+  const auto scalp_label = static_cast<std::uint8_t>(p.params.size());
+  p.params.push_back({kScalpM0, kScalpR1, kScalpR2s});
   ph.chi = Volume::zeros(d, geom);
   ph.mask = Volume::zeros(d, geom);
-  Volume chi_all = Volume::zeros(d, geom);
-  Volume m0 = Volume::zeros(d, geom), r1 = Volume::zeros(d, geom), r2s = Volume::zeros(d, geom);
-  for (std::int64_t k = 0; k < d[2]; ++k)
+  parallel_for(d[2], true, [&](std::int64_t k) {
     for (std::int64_t j = 0; j < d[1]; ++j)
       for (std::int64_t i = 0; i < d[0]; ++i) {
         const double x = norm_coord(i, d[0]), y = norm_coord(j, d[1]), z = norm_coord(k, d[2]);
-        const Tissue* last = nullptr;
+        const std::int64_t v = i + d[0] * (j + d[1] * k);
+        std::size_t last = 0;
         if (inside(tissues[0], x, y, z, 1.0)) {
-          for (const Tissue& t : tissues)
-            if (inside(t, x, y, z, 1.0) || (t.bilateral && inside(t, x, y, z, -1.0))) last = &t;
+          for (std::size_t t = 0; t < tissues.size(); ++t)
+            if (inside(tissues[t], x, y, z, 1.0) || (tissues[t].bilateral && inside(tissues[t], x, y, z, -1.0)))
+              last = t + 1;
         }
-        if (last != nullptr) {
-          ph.mask.at(i, j, k) = 1.0;
-          ph.chi.at(i, j, k) = chi_all.at(i, j, k) = last->chi_ppm;
-          m0.at(i, j, k) = last->m0;
-          r1.at(i, j, k) = last->r1_hz;
-          r2s.at(i, j, k) = last->r2s_hz;
-        } else if (o.background) {
-          chi_all.at(i, j, k) = background_chi(x, y, z);
+        if (last != 0) {
+          ph.mask.data()[v] = 1.0;
+          ph.chi.data()[v] = p.chi_all.data()[v] = tissues[last - 1].chi_ppm;
+          p.label[static_cast<std::size_t>(v)] = static_cast<std::uint8_t>(last);
+        } else {
+          const Outside out = outside_brain(o, tissues[csf].chi_ppm, x, y, z);
+          p.chi_all.data()[v] = out.chi;
+          if (out.signal != Signal::None)
+            p.label[static_cast<std::size_t>(v)] =
+                static_cast<std::uint8_t>(out.signal == Signal::Csf ? csf + 1 : scalp_label);
         }
       }
+  });
+  return p;
+}
 
+// M0 per voxel (0 where there is no signal): the phase offset's weights.
+Volume m0_map(const Painting& p, const Volume& like) {
+  Volume m0 = Volume::zeros_like(like, 1);
+  parallel_for(m0.voxels(), true,
+               [&](std::int64_t v) { m0.data()[v] = p.params[p.label[static_cast<std::size_t>(v)]].m0; });
+  return m0;
+}
+
+// Total field of every source (chi_all is freed as soon as it is used), local field of χ·mask,
+// then qsm-forward's optional shim and demeaning.
+void simulate_fields(const PhantomOptions& o, Volume chi_all, Phantom& ph) {
   ForwardOptions fo;  // qsm-forward: 2N grid, corner-value padding, D(0) = 1/3
   ph.total_field = forward_field(chi_all, o.b0_dir, fo);
   chi_all = Volume();
@@ -207,41 +282,78 @@ Phantom make_head_phantom(const PhantomOptions& o) {
       for (double& x : f->values()) x -= mean;
     }
   }
+}
 
-  const Volume phi0 = o.phase_offset ? phase_offset(m0, ph.mask) : Volume::zeros(d, geom);
+// Magnitude and wrapped phase per echo (physics.md §3 steps 4 and 6): the noise-free signal of
+// every voxel with a tissue, then complex noise over the whole grid from one seeded stream
+// (drawn in voxel order, so the noise does not depend on the thread count).
+void synthesise_echoes(const PhantomOptions& o, const Painting& p, const Volume& phi0, Phantom& ph) {
   const auto n_te = static_cast<std::int64_t>(o.te_s.size());
-  ph.magnitude = Volume::zeros(d, geom, n_te);
-  ph.phase = Volume::zeros(d, geom, n_te);
+  const Dims3& d = o.dims;
+  ph.magnitude = Volume::zeros(d, ph.chi.geometry(), n_te);
+  ph.phase = Volume::zeros(d, ph.chi.geometry(), n_te);
   const double alpha = o.flip_deg * std::numbers::pi / 180.0;
+  const std::int64_t plane = d[0] * d[1];
   physics::Pcg32 rng(o.seed);
-  std::vector<std::complex<double>> s(static_cast<std::size_t>(ph.mask.voxels()));
+  AccountedArray<std::complex<double>> s(static_cast<std::size_t>(ph.mask.voxels()));
+  std::vector<double> plane_peak(static_cast<std::size_t>(d[2]));  // per plane, then in order
   for (std::int64_t e = 0; e < n_te; ++e) {
     const double te = o.te_s[static_cast<std::size_t>(e)];
-    double peak = 0.0;
-    for (std::int64_t i = 0; i < ph.mask.voxels(); ++i) {
-      if (ph.mask.data()[i] == 0.0) {
-        s[static_cast<std::size_t>(i)] = 0.0;
-        continue;
+    parallel_for(d[2], true, [&](std::int64_t k) {
+      double peak = 0.0;
+      for (std::int64_t i = k * plane; i < (k + 1) * plane; ++i) {
+        const SignalParams& t = p.params[p.label[static_cast<std::size_t>(i)]];
+        if (t.m0 == 0.0) {
+          s[static_cast<std::size_t>(i)] = 0.0;
+          continue;
+        }
+        // Spoiled steady state × T2* decay × precession (physics.md §3 step 4).
+        const double e1 = std::exp(-o.tr_s * t.r1);
+        const double amp = t.m0 * std::sin(alpha) * (1.0 - e1) / (1.0 - std::cos(alpha) * e1) * std::exp(-te * t.r2s);
+        const double ph_rad = ppm_to_phase(ph.total_field.data()[i], te, o.b0_t) + phi0.data()[i];
+        s[static_cast<std::size_t>(i)] = std::polar(amp, ph_rad);
+        peak = std::max(peak, amp);
       }
-      // Spoiled steady state × T2* decay × precession (physics.md §3 step 4).
-      const double e1 = std::exp(-o.tr_s * r1.data()[i]);
-      const double amp = m0.data()[i] * std::sin(alpha) * (1.0 - e1) / (1.0 - std::cos(alpha) * e1) *
-                         std::exp(-te * r2s.data()[i]);
-      const double ph_rad = ppm_to_phase(ph.total_field.data()[i], te, o.b0_t) + phi0.data()[i];
-      s[static_cast<std::size_t>(i)] = std::polar(amp, ph_rad);
-      peak = std::max(peak, amp);
-    }
+      plane_peak[static_cast<std::size_t>(k)] = peak;
+    });
+    double peak = 0.0;
+    for (double pk : plane_peak) peak = std::max(peak, pk);
     if (std::isfinite(o.peak_snr)) {
       const double sigma = peak / o.peak_snr;
       for (auto& v : s) v += std::complex<double>(rng.normal(), rng.normal()) * sigma;
     }
-    for (std::int64_t i = 0; i < ph.mask.voxels(); ++i) {
+    parallel_for(ph.mask.voxels(), true, [&](std::int64_t i) {
       const auto v = s[static_cast<std::size_t>(i)];
       ph.magnitude.frame(e)[static_cast<std::size_t>(i)] = std::abs(v);
       ph.phase.frame(e)[static_cast<std::size_t>(i)] = v == 0.0 ? 0.0 : wrap_phase(std::arg(v));
-    }
+    });
   }
+}
+
+// φ₀ over the brain, or with the head around it over every voxel with signal (M0 > 0).
+Volume phase_offset_of(const PhantomOptions& o, const Painting& p, const Volume& mask) {
+  if (!o.phase_offset) return Volume::zeros_like(mask);
+  const Volume m0 = m0_map(p, mask);
+  return phase_offset(m0, o.extracerebral ? m0 : mask);
+}
+
+}  // namespace
+
+Phantom make_head_phantom(const PhantomOptions& o) {
+  o.validate();
+  Phantom ph;
+  Painting p = paint_head(o, phantom_geometry(o), ph);
+  simulate_fields(o, std::move(p.chi_all), ph);
+  const Volume phi0 = phase_offset_of(o, p, ph.mask);
+  synthesise_echoes(o, p, phi0, ph);
   return ph;
+}
+
+Volume head_phantom_phase_offset(const PhantomOptions& o) {
+  o.validate();
+  Phantom ph;
+  const Painting p = paint_head(o, phantom_geometry(o), ph);
+  return phase_offset_of(o, p, ph.mask);
 }
 
 }  // namespace qsmcore
