@@ -15,5 +15,6 @@ int main(int argc, char** argv) {
   qsmcore::cli::register_phantom_command(app);
   qsmcore::cli::register_measure_command(app);
   qsmcore::cli::register_batch_commands(app);
+  qsmcore::cli::register_unwrap_command(app);
   return qsmcore::cli::parse_and_run(app, argc, argv);
 }
