@@ -42,7 +42,7 @@ endif()
 include(${CMAKE_CURRENT_LIST_DIR}/sources.cmake)
 # What needs a native library (oneDNN, nifticlib, libcurl, OpenSSL, libpng) or a process to spawn;
 # measuring (it measures VmHWM) and cohorts (SLURM) are native tools.
-list(FILTER QSM_SOURCES EXCLUDE REGEX "/kernels/onednn/|/measure/|/batch/|/io/(nifti|download|png_preview|sha256|input_check)\\.cpp$|/system/spawn\\.cpp$|/scan/read_scan\\.cpp$|/models/(weight_resolve|weight_hash_cache)\\.cpp$")
+list(FILTER QSM_SOURCES EXCLUDE REGEX "/kernels/onednn/|/measure/|/batch/|/io/(nifti|download|png_preview|sha256|input_check)\\.cpp$|/system/spawn\\.cpp$|/scan/(read_scan|dicom)\\.cpp$|/models/(weight_resolve|weight_hash_cache)\\.cpp$")
 
 add_library(qsmcore STATIC ${QSM_SOURCES})
 qsm_unity_library(qsmcore)

@@ -108,4 +108,23 @@ Scan read_scan(const ScanFiles& files, const ScanOverrides& overrides = {});
 /// overrides.phase_scale); TEs and B0 must come from `overrides`. `what` names the data in errors.
 Scan make_scan(Volume magnitude, Volume phase, const ScanOverrides& overrides, const std::string& what = "scan");
 
+/// Converts a folder of DICOM files (searched 5 folders deep) with dcm2niix into `work_dir`
+/// (created if missing; it must hold no .nii, .nii.gz or .json yet, so that only this
+/// conversion's files are read) as one .nii.gz and .json sidecar per series and echo, and returns
+/// the magnitude's and the phase's files in echo order, for read_scan. Files are told apart by
+/// their sidecars: ImageType P/PHASE (or dcm2niix's _ph postfix) is phase, M/MAGNITUDE
+/// magnitude, R/I/REAL/IMAGINARY ignored; a series is its SeriesInstanceUID (else SeriesNumber)
+/// and part; echoes are ordered by EchoNumber, else EchoTime. A magnitude series not on the
+/// phase's grid is ignored; among several, DERIVED ones give way to ORIGINAL ones and then those
+/// with the phase's echo count to the others. Vendor integer phase stays as dcm2niix writes it
+/// (scl_slope/scl_inter): read_scan's phase scaling detects it. Error{InvalidInput} naming the
+/// folder when dcm2niix is not installed (Debian package dcm2niix) or fails, the folder holds no
+/// DICOM images, no phase or no magnitude series, several phase (or magnitude) series that
+/// cannot be told apart (each named), echoes of one series that cannot be told apart, or
+/// magnitude and phase with different echo counts. `notes` (if given) gets one line each for
+/// the conversion, the series ignored and dcm2niix's warnings. Native only (not in the
+/// WebAssembly build).
+ScanFiles convert_dicom(const std::string& dicom_dir, const std::string& work_dir,
+                        std::vector<std::string>* notes = nullptr);
+
 }  // namespace qsmcore
