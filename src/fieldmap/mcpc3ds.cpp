@@ -67,6 +67,8 @@ double median_of(AccountedArray<float>& values) {
   return static_cast<double>(*mid);
 }
 
+constexpr double kMinSigmaVoxels = 1.5;
+
 // The angle of the Gaussian-smoothed complex field w·e^{iφ} (w = the echo's magnitude) inside the
 // mask, 0 outside.
 AccountedArray<float> smoothed_angle(const AccountedArray<float>& phi, const Volume& magnitude, std::int64_t echo,
@@ -81,8 +83,12 @@ AccountedArray<float> smoothed_angle(const AccountedArray<float>& phi, const Vol
     re[s] = static_cast<float>(w * std::cos(phi[s]));
     im[s] = static_cast<float>(w * std::sin(phi[s]));
   });
+  // At least kMinSigmaVoxels per axis: an offset where the echoes' difference was unwrapped wrong
+  // (a voxel or two beside an air cavity) is then outvoted by its neighbours, whatever the voxel.
   const Vec3& vox = mask.voxel_mm();
-  smooth_complex(re, im, mask.dims(), {sigma_mm / vox[0], sigma_mm / vox[1], sigma_mm / vox[2]});
+  Vec3 sigma_vox{};
+  for (int a = 0; a < 3; ++a) sigma_vox[a] = std::max(sigma_mm / vox[a], kMinSigmaVoxels);
+  smooth_complex(re, im, mask.dims(), sigma_vox);
   parallel_for(n, true, [&](std::int64_t i) {
     const auto s = static_cast<std::size_t>(i);
     re[s] = mask_inside(m[i]) ? std::atan2(im[s], re[s]) : 0.0f;

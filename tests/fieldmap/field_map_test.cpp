@@ -147,8 +147,9 @@ TEST(MapField, NoiseFreeFieldIsTheTruthPlusThePropagatedOffsetError) {
   const FieldError exact = field_error(fm.total_field_hz, expected, p.mask, o.te_s[0], false);
   EXPECT_LE(exact.failures, allowed_failures(p.mask));
   EXPECT_LT(exact.rms, 1e-3);
-  // Against the truth itself, up to a constant: the smoothed offset's error (see the next test,
-  // ~0.07 rad RMS) times ~10 Hz/rad, measured 0.79 Hz RMS beside the field's own 7.5 Hz.
+  // Against the truth itself, up to a constant: the smoothed offset's error (see the next test)
+  // times ~10 Hz/rad, measured 0.79 Hz RMS beside the field's own 7.5 Hz when the smoothing was
+  // 7 mm; its default now (2 mm, at least 1.5 voxels: 4.5 mm on these 3 mm voxels) does better.
   const FieldError e = field_error(fm.total_field_hz, truth, p.mask, o.te_s[0], true);
   EXPECT_LE(e.failures, allowed_failures(p.mask));
   EXPECT_LT(e.rms, 1.0);
@@ -176,8 +177,9 @@ TEST(MapField, HeadWithScalpAndAirOutside) {
 }
 
 // The removed offset against the phantom's bowl (which spans π over the brain), wrap-aware and up
-// to a constant. The smoothing (σ = 7 mm, with its bias corrected by a second pass) leaves
-// measured 0.067 rad RMS, 0.24 rad at most (the mask's edge, where the window is one-sided).
+// to a constant. The smoothing (with its bias corrected by a second pass) left 0.067 rad RMS and
+// 0.24 rad at most (the mask's edge, where the window is one-sided) at σ = 7 mm; less at the
+// default's 4.5 mm on these voxels.
 // Unsmoothed (σ = 0) the estimate is φ₀ itself, to f32 rounding, wherever the echoes' difference
 // (which wraps twice as fast as echo 1) was unwrapped right: all but 14 voxels by the air cavity.
 TEST(Mcpc3ds, RemovedOffsetMatchesThePhantomBowl) {
