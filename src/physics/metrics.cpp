@@ -153,4 +153,33 @@ QsmMetrics compute_metrics(const Volume& pred, const Volume& ref, const Volume* 
   return m;
 }
 
+double demeaned_nrmse(const Volume& pred, const Volume& ref, const Volume& mask) {
+  if (!same_grid(pred, ref, 1e-3) || !same_grid(pred, mask, 1e-3))
+    throw Error(ErrorKind::InvalidInput, "NRMSE: the prediction (" + describe_grid(pred) + "), reference (" +
+                                             describe_grid(ref) + ") and mask (" + describe_grid(mask) +
+                                             ") must share a grid");
+  double sp = 0.0, sr = 0.0;
+  std::int64_t n = 0;
+  for (std::int64_t i = 0; i < pred.voxels(); ++i) {
+    if (!mask_inside(mask.data()[i])) continue;
+    const double p = pred.data()[i], r = ref.data()[i];
+    if (!std::isfinite(p) || !std::isfinite(r))
+      throw Error(ErrorKind::InvalidInput, "NRMSE: a non-finite value inside the mask at voxel " + std::to_string(i));
+    sp += p;
+    sr += r;
+    ++n;
+  }
+  if (n == 0) throw Error(ErrorKind::InvalidInput, "NRMSE: the mask selects no voxel");
+  const double mp = sp / static_cast<double>(n), mr = sr / static_cast<double>(n);
+  double err = 0.0, norm = 0.0;
+  for (std::int64_t i = 0; i < pred.voxels(); ++i) {
+    if (!mask_inside(mask.data()[i])) continue;
+    const double r = ref.data()[i] - mr, e = (pred.data()[i] - mp) - r;
+    err += e * e;
+    norm += r * r;
+  }
+  if (!(norm > 0.0)) throw Error(ErrorKind::InvalidInput, "NRMSE: the reference is constant inside the mask");
+  return 100.0 * std::sqrt(err / norm);
+}
+
 }  // namespace qsmcore

@@ -8,6 +8,7 @@
 
 #include "onnx/test_util.h"
 #include "physics/filters.h"
+#include "qsmcore/error.h"
 #include "qsmcore/metrics.h"
 
 namespace qsmcore {
@@ -136,6 +137,42 @@ TEST(Filters, LaplacianOfAWideGaussianMatchesTheContinuousOne) {
     const double want = A * (r2(i, 20, 20) / (S2 * S2) - 3.0 / S2) * std::exp(-r2(i, 20, 20) / (2 * S2));
     EXPECT_NEAR(l.at(i, 20, 20), want, 0.01 * peak) << i;
   }
+}
+
+// QSM-CI's demeaned NRMSE on cases whose value follows from its definition alone.
+TEST(DemeanedNrmse, IsZeroForAnOffsetOneHundredForZeroAndCountsWhatWasLeftOut) {
+  const Dims3 d{8, 6, 5};
+  Volume ref = Volume::zeros(d, Geometry::isotropic(1.0)), mask = Volume::zeros_like(ref);
+  for (std::int64_t i = 0; i < ref.voxels(); ++i) {
+    ref.data()[i] = std::sin(0.37 * static_cast<double>(i)) + 0.2;
+    mask.data()[i] = i % 7 == 0 ? 0.0 : 1.0;
+  }
+  Volume shifted = ref.clone(), zero = Volume::zeros_like(ref), doubled = ref.clone();
+  for (double& x : shifted.values()) x += 3.5;  // a constant is not scored
+  EXPECT_NEAR(demeaned_nrmse(shifted, ref, mask), 0.0, 1e-9);
+  EXPECT_NEAR(demeaned_nrmse(zero, ref, mask), 100.0, 1e-9);  // nothing predicted: the whole reference is error
+  // p = 2r: (p − p̄) − (r − r̄) = r − r̄, so the error is the reference's own norm.
+  for (double& x : doubled.values()) x *= 2.0;
+  EXPECT_NEAR(demeaned_nrmse(doubled, ref, mask), 100.0, 1e-9);
+  // One voxel left at 0 (eroded) counts: the error is exactly that voxel's deviation, spread by
+  // the mean's shift over the n voxels of the mask.
+  Volume eroded = ref.clone();
+  eroded.data()[1] = 0.0;
+  double n = 0.0, mr = 0.0, norm = 0.0;
+  for (std::int64_t i = 0; i < ref.voxels(); ++i)
+    if (mask.data()[i] > 0.5) {
+      mr += ref.data()[i];
+      n += 1.0;
+    }
+  mr /= n;
+  for (std::int64_t i = 0; i < ref.voxels(); ++i)
+    if (mask.data()[i] > 0.5) norm += (ref.data()[i] - mr) * (ref.data()[i] - mr);
+  const double dv = -ref.data()[1];  // the change at voxel 1
+  const double want = 100.0 * std::sqrt((dv * dv * (1.0 - 1.0 / n)) / norm);
+  EXPECT_NEAR(demeaned_nrmse(eroded, ref, mask), want, 1e-9);
+  Volume bad = ref.clone();
+  bad.data()[2] = std::nan("");
+  EXPECT_THROW(demeaned_nrmse(bad, ref, mask), Error);
 }
 
 }  // namespace
