@@ -15,11 +15,13 @@ struct MethodName {
   BfrMethod method;
   const char* name;
 };
-constexpr MethodName kMethods[] = {{BfrMethod::Vsharp, "vsharp"}, {BfrMethod::Sharp, "sharp"},
+constexpr MethodName kMethods[] = {{BfrMethod::Vsharp, "vsharp"},   {BfrMethod::Sharp, "sharp"},
                                    {BfrMethod::Resharp, "resharp"}, {BfrMethod::Ismv, "ismv"},
                                    {BfrMethod::Pdf, "pdf"},         {BfrMethod::Lbv, "lbv"}};
 
-[[noreturn]] void invalid(const std::string& m) { throw Error(ErrorKind::InvalidInput, "background removal: " + m); }
+[[noreturn]] void invalid(const std::string& m) {
+  throw Error(ErrorKind::InvalidInput, "background removal: " + m);
+}
 
 void check_inputs(const Volume& field, const Volume& mask, const BfrOptions& o) {
   if (field.empty()) invalid("the field is empty");
@@ -56,9 +58,12 @@ Dims3 bfr_fft_grid(const Dims3& dims, const BfrOptions& o) {
     case BfrMethod::Sharp:
     case BfrMethod::Vsharp:
     case BfrMethod::Resharp:
-    case BfrMethod::Ismv: return smv_fft_grid(dims);
-    case BfrMethod::Pdf: return bgremove::pdf_fft_grid(dims);
-    case BfrMethod::Lbv: break;
+    case BfrMethod::Ismv:
+      return smv_fft_grid(dims);
+    case BfrMethod::Pdf:
+      return bgremove::pdf_fft_grid(dims);
+    case BfrMethod::Lbv:
+      break;
   }
   return {0, 0, 0};
 }
@@ -66,12 +71,18 @@ Dims3 bfr_fft_grid(const Dims3& dims, const BfrOptions& o) {
 BfrResult remove_background(const Volume& total_field, const Volume& mask, const Vec3& b0_dir, const BfrOptions& o) {
   check_inputs(total_field, mask, o);
   switch (o.method) {
-    case BfrMethod::Sharp: return bgremove::sharp(total_field, mask, o);
-    case BfrMethod::Vsharp: return bgremove::vsharp(total_field, mask, o);
-    case BfrMethod::Resharp: return bgremove::resharp(total_field, mask, o);
-    case BfrMethod::Ismv: return bgremove::ismv(total_field, mask, o);
-    case BfrMethod::Pdf: return bgremove::pdf(total_field, mask, b0_dir, o);
-    case BfrMethod::Lbv: return bgremove::lbv(total_field, mask, o);
+    case BfrMethod::Sharp:
+      return bgremove::sharp(total_field, mask, o);
+    case BfrMethod::Vsharp:
+      return bgremove::vsharp(total_field, mask, o);
+    case BfrMethod::Resharp:
+      return bgremove::resharp(total_field, mask, o);
+    case BfrMethod::Ismv:
+      return bgremove::ismv(total_field, mask, o);
+    case BfrMethod::Pdf:
+      return bgremove::pdf(total_field, mask, b0_dir, o);
+    case BfrMethod::Lbv:
+      return bgremove::lbv(total_field, mask, o);
   }
   throw Error(ErrorKind::Internal, "background removal: unknown method");
 }
