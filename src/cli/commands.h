@@ -12,6 +12,7 @@ void register_run_command(CLI::App& app);      // qsm run
 void register_phantom_command(CLI::App& app);  // qsm phantom
 void register_measure_command(CLI::App& app);  // qsm measure
 void register_batch_commands(CLI::App& app);   // qsm batch plan|submit|status|resume|run|task
+void register_pipeline_command(CLI::App& app);  // qsm pipeline: a scan's phase to its local field
 void register_unwrap_command(CLI::App& app);    // qsm unwrap: ROMEO or Laplacian on a phase file
 
 /// Parses the command line and runs the command: 0, CLI11's status for a usage error, 2 for a

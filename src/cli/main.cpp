@@ -5,7 +5,7 @@
 
 int main(int argc, char** argv) {
   qsmcore::cli::reexec_with_passive_omp_wait(argv);
-  CLI::App app{"qsm - deep-learning QSM networks on CPUs within a memory budget"};
+  CLI::App app{"qsm - QSM from a scanner's phase to a χ map, and its deep-learning networks, on CPUs within a memory budget"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "qsm " QSM_VERSION_TEXT);
   qsmcore::cli::register_onnx_commands(app);
@@ -15,6 +15,7 @@ int main(int argc, char** argv) {
   qsmcore::cli::register_phantom_command(app);
   qsmcore::cli::register_measure_command(app);
   qsmcore::cli::register_batch_commands(app);
+  qsmcore::cli::register_pipeline_command(app);
   qsmcore::cli::register_unwrap_command(app);
   return qsmcore::cli::parse_and_run(app, argc, argv);
 }

@@ -23,6 +23,7 @@
 #include "qsmcore/error.h"
 #include "qsmcore/measure.h"
 #include "qsmcore/models.h"
+#include "pipeline/stage_measure.h"
 
 namespace qsmcore::cli {
 namespace {
@@ -42,6 +43,7 @@ struct MeasureArgs {
   int threads = 1;
   bool all = false;
   bool json = false;
+  bool stages = false;  // --stages: the field pipeline's stages, not a network
 };
 
 std::vector<std::int64_t> parse_dims(const std::string& text, const std::string& what) {
@@ -280,7 +282,48 @@ void measure_all_wasm(const MeasureArgs& a) {
   if (!a.emit_table.empty()) std::printf("wrote the wasm32 figures of %d network(s) into %s\n", measured, a.emit_table.c_str());
 }
 
+// qsm measure --stages: each stage of the field pipeline on head phantoms, fitted per stage key;
+// with --emit-table the generated src/pipeline/measured_stages.h.
+void measure_stages(const MeasureArgs& a) {
+  const auto log = [&a](const std::string& line) {
+    if (!a.json) std::fprintf(stderr, "%s\n", line.c_str());
+  };
+  const std::vector<pipeline::StagePoint> points =
+      pipeline::measure_stage_points(pipeline::default_stage_shapes(), a.threads, log);
+  std::vector<std::string> keys;
+  for (const auto& p : points)
+    if (std::find(keys.begin(), keys.end(), p.key) == keys.end()) keys.push_back(p.key);
+  std::vector<pipeline::FittedStage> fitted;
+  nlohmann::json j = nlohmann::json::array();
+  for (const std::string& k : keys) {
+    std::vector<pipeline::StagePoint> mine;
+    for (const auto& p : points)
+      if (p.key == k) mine.push_back(p);
+    fitted.push_back(pipeline::fit_stage(mine));
+    const auto& f = fitted.back();
+    j.push_back({{"key", f.key}, {"fixed_bytes", f.fixed_bytes}, {"per_voxel", f.per_voxel},
+                 {"per_echo_voxel", f.per_echo_voxel}, {"per_fft_voxel", f.per_fft_voxel},
+                 {"per_mask_voxel", f.per_mask_voxel},
+                 {"max_residual_bytes", f.max_residual_bytes}, {"points", f.points}});
+    if (!a.json)
+      std::printf(
+          "%-28s fixed %10lld B  %6.2f B/voxel  %6.2f B/voxel/echo  %6.2f B/FFT voxel  %6.2f B/mask voxel  "
+          "(residual %.0f B)\n",
+          f.key.c_str(), static_cast<long long>(f.fixed_bytes), f.per_voxel, f.per_echo_voxel, f.per_fft_voxel,
+          f.per_mask_voxel, f.max_residual_bytes);
+  }
+  if (a.json) std::printf("%s\n", j.dump(2).c_str());
+  if (!a.emit_table.empty()) {
+    const std::string how =
+        "qsm measure --stages --emit-table src/pipeline/measured_stages.h --threads " + std::to_string(a.threads);
+    const std::string text = pipeline::measured_stages_header(fitted, how);
+    io::write_file_atomically(a.emit_table, std::as_bytes(std::span(text.data(), text.size())));
+    std::printf("wrote %s (%zu stage(s))\n", a.emit_table.c_str(), fitted.size());
+  }
+}
+
 void measure(const MeasureArgs& a) {
+  if (a.stages) return measure_stages(a);
   if (a.all && !a.wasm_build.empty()) return measure_all_wasm(a);
   if (!a.wasm_build.empty()) throw Error(ErrorKind::InvalidInput, "--wasm works with --all (and --only ID)");
   if (a.all) return measure_all(a);
@@ -345,6 +388,9 @@ void register_measure_command(CLI::App& app) {
   cmd->add_option("--threads", a->threads, "threads (default 1: the table is single-threaded)")
       ->check(CLI::Range(1, 1024));
   cmd->add_flag("--json", a->json, "print the measurement as JSON");
+  cmd->add_flag("--stages", a->stages,
+                "measure the field pipeline's stages (qsm pipeline) on head phantoms instead of a network; "
+                "--emit-table writes src/pipeline/measured_stages.h");
   cmd->callback([a] { measure(*a); });
 }
 

@@ -1,0 +1,104 @@
+// From a scan's phase to its local field in one call (pipeline.md §§1–5): a brain mask (the
+// user's, one made from the data, or HD-BET's), the total field from the echoes (phase offset
+// removed, unwrapped, TE-weighted fit), and the background removed. Every stage's peak memory is
+// predicted before anything runs, from measured figures (src/pipeline/measured_stages.h, made by
+// `qsm measure --stages`), so a run that cannot fit its budget is refused before it allocates;
+// each stage's seconds and predicted and measured peak are reported.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "qsmcore/bgremove.h"
+#include "qsmcore/fieldmap.h"
+#include "qsmcore/masking.h"
+#include "qsmcore/onnx_model.h"
+#include "qsmcore/physics.h"
+#include "qsmcore/scan.h"
+#include "qsmcore/volume.h"
+
+namespace qsmcore {
+
+/// Where the brain mask comes from.
+enum class MaskSource {
+  Data,     // brain_mask() on the scan (MaskOptions)
+  Given,    // FieldPipelineOptions::mask
+  Network,  // the registry's HD-BET on the echoes' root-sum-of-squares magnitude
+};
+
+/// The default background removal: the method that measured best on our phantoms
+/// (bench/field_pipeline.sh; the choice and its figures are in the report's notes).
+BfrOptions default_bfr_options();
+
+struct FieldPipelineOptions {
+  MaskSource mask_source = MaskSource::Data;
+  const Volume* mask = nullptr;             // MaskSource::Given: on the scan's grid, above 0.5 = brain
+  std::vector<std::string> mask_net_files;  // MaskSource::Network: HD-BET's ONNX file(s)
+  MaskOptions masking;
+  FieldMapOptions fieldmap;
+  BfrOptions bfr = default_bfr_options();
+  /// The dipole inversion after the local field: none (the local field is the result) or TKD
+  /// (thresholded k-space division, physics.h), referenced to the mean inside the mask.
+  bool invert_tkd = false;
+  TkdOptions tkd;
+  /// threads (0 = what the process may use) and mem_budget (kAutoMemBudget = what the process
+  /// may use, 0 = none) as a network run takes them; the other fields are for HD-BET's run.
+  ModelOptions engine;
+  std::function<void(double fraction, const std::string& stage)> progress;  // may be empty
+  /// `qsm measure --stages` measures the stages to make the table predictions come from: it runs
+  /// them without a prediction (and without a budget).
+  bool measuring = false;
+};
+
+/// One stage's record, in the order they ran.
+struct StageRecord {
+  std::string stage;   // "mask", "field map", "background removal", ...
+  std::string method;  // "phase quality", "MCPC-3D-S + ROMEO, phase SNR weights", "V-SHARP 12..1 mm", ...
+  double seconds = 0.0;
+  /// Accounted bytes above what was held when the pipeline started: predicted before the
+  /// pipeline ran, and measured (the stage's high-water).
+  std::int64_t predicted_peak_bytes = 0, measured_peak_bytes = 0;
+  /// What was held above the pipeline's start when the stage began: measured_peak_bytes less this
+  /// is the stage's own high-water (what `qsm measure --stages` fits).
+  std::int64_t held_at_start_bytes = 0;
+  std::vector<std::pair<std::string, double>> figures;  // e.g. {"mask voxels", 1.2e6}, {"eroded voxels", ...}
+};
+
+struct FieldPipelineResult {
+  Volume mask;             // the brain mask the stages used (0/1)
+  Volume total_field_hz;   // Hz inside the mask, 0 outside
+  Volume local_field_ppm;  // ppm inside local_mask, 0 outside
+  Volume local_mask;       // where the local field is valid (the mask less what BFR eroded)
+  Volume chi_ppm;          // with invert_tkd: χ inside local_mask, its mean there 0; else empty
+  std::int64_t eroded_voxels = 0;
+  std::vector<StageRecord> stages;
+  /// Accounted bytes above what was held when the pipeline started (the scan, when the caller
+  /// gave it up, is freed on the way and counts against this from there on).
+  std::int64_t predicted_peak_bytes = 0, measured_peak_bytes = 0;
+  std::vector<std::string> notes;  // what was assumed, for the user and the report
+};
+
+/// The peak run_field_pipeline will reach on a scan of `dims` × `echoes`, in accounted bytes
+/// above what is held when it starts (the scan itself not counted: the caller holds it), and the
+/// stage at which it is reached. `scan_given_up`: the scan's volumes are freed after the field
+/// map (run_field_pipeline(Scan&&)), so later stages do not stand on them. `mask_voxels`: the
+/// brain mask's size, which ROMEO's queue follows; -1 = not known yet (a given mask's count,
+/// else every voxel: an upper bound, which the pipeline refines once its mask is made).
+struct PipelinePrediction {
+  std::int64_t peak_bytes = 0;
+  std::string peak_stage;
+  std::vector<std::pair<std::string, std::int64_t>> stages;  // each stage's predicted peak
+};
+PipelinePrediction predict_field_pipeline(const Dims3& dims, const Vec3& voxel_mm, std::int64_t echoes,
+                                          const FieldPipelineOptions& o, bool scan_given_up,
+                                          std::int64_t mask_voxels = -1);
+
+/// Runs the stages. Refuses (Error{OutOfBudget}) when what is held plus the prediction exceeds
+/// the budget, naming the least budget that runs: before anything is allocated, and again, with
+/// the mask's own size, once a mask made from the data exists (before the field map). The scan
+/// overload taking it by value frees the echoes once the field map no longer needs them.
+FieldPipelineResult run_field_pipeline(Scan&& scan, const FieldPipelineOptions& o);
+FieldPipelineResult run_field_pipeline(const Scan& scan, const FieldPipelineOptions& o);
+
+}  // namespace qsmcore

@@ -1,0 +1,394 @@
+// run_field_pipeline: the stages in order — mask, field map, background removal — each timed and
+// metered (its accounted high-water above what the pipeline started on), after a prediction of
+// every stage's peak from the measured table (stage_costs.h) that refuses a run over its budget
+// before anything is allocated. The scan's echoes are freed as soon as the field map is made when
+// the caller gives them up, so background removal does not stand on them.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+
+#include "core/parallel.h"
+#include "pipeline/stage_costs.h"
+#include "qsmcore/error.h"
+#include "qsmcore/memory.h"
+#include "qsmcore/models.h"
+#include "qsmcore/networks.h"
+#include "qsmcore/physics.h"
+#include "qsmcore/pipeline.h"
+
+namespace qsmcore {
+
+BfrOptions default_bfr_options() {
+  BfrOptions b;
+  b.method = BfrMethod::Vsharp;
+  return b;
+}
+
+namespace {
+
+std::int64_t volume_bytes(const Dims3& d, std::int64_t frames = 1) {
+  return d[0] * d[1] * d[2] * frames * static_cast<std::int64_t>(sizeof(double));
+}
+
+std::string mib_text(std::int64_t bytes) {
+  char text[48];
+  std::snprintf(text, sizeof text, "%.1f MiB", static_cast<double>(bytes) / (1 << 20));
+  return text;
+}
+
+std::string grid_text(const Dims3& d, std::int64_t echoes) {
+  return std::to_string(d[0]) + "×" + std::to_string(d[1]) + "×" + std::to_string(d[2]) + " × " +
+         std::to_string(echoes) + " echo" + (echoes == 1 ? "" : "es");
+}
+
+// The root-sum-of-squares magnitude over the echoes: what HD-BET segments.
+Volume rss_magnitude(const Volume& magnitude) {
+  Volume rss = Volume::zeros_like(magnitude, 1);
+  const std::int64_t n = magnitude.voxels();
+  parallel_for(n, true, [&](std::int64_t i) {
+    double s = 0.0;
+    for (std::int64_t e = 0; e < magnitude.frames(); ++e) {
+      const double m = magnitude.data()[i + e * n];
+      s += m * m;
+    }
+    rss.data()[i] = std::sqrt(s);
+  });
+  return rss;
+}
+
+NetworkOptions mask_net_options(const FieldPipelineOptions& o, bool predict_only) {
+  NetworkOptions n;
+  n.model = o.engine;
+  n.model.mem_budget = 0;  // the pipeline budgets the whole run; HD-BET's peak is part of its prediction
+  n.predict_only = predict_only;
+  return n;
+}
+
+NetworkRun run_mask_net(const Volume& rss, const FieldPipelineOptions& o, bool predict_only) {
+  if (o.mask_net_files.empty())
+    throw Error(ErrorKind::InvalidInput, "the HD-BET mask needs HD-BET's ONNX file(s) (qsm fetch hd-bet)");
+  NetworkInputs in;
+  in.magnitude = &rss;
+  return run_network(require_model("hd-bet"), o.mask_net_files, in, mask_net_options(o, predict_only));
+}
+
+// What the mask stage holds at its peak above its start: the table's line, or for HD-BET its own
+// predicted run on the magnitude's root-sum-of-squares (which it holds meanwhile).
+std::int64_t mask_stage_bytes(const pipeline::StageSize& size, const FieldPipelineOptions& o) {
+  if (o.mask_source != MaskSource::Network) return pipeline::stage_bytes(pipeline::mask_key(o), size, o);
+  const Volume rss = Volume::zeros(size.dims, Geometry::with_voxel(size.voxel_mm));
+  const NetworkRun planned = run_mask_net(rss, o, true);
+  return volume_bytes(size.dims) + planned.predicted_peak_bytes;
+}
+
+bool uses_weights(const FieldPipelineOptions& o) {
+  return o.bfr.method == BfrMethod::Pdf;
+}
+
+}  // namespace
+
+PipelinePrediction predict_field_pipeline(const Dims3& dims, const Vec3& voxel_mm, std::int64_t echoes,
+                                          const FieldPipelineOptions& o, bool scan_given_up, std::int64_t mask_voxels) {
+  if (mask_voxels < 0)
+    mask_voxels =
+        o.mask_source == MaskSource::Given && o.mask != nullptr ? count_inside(*o.mask) : dims[0] * dims[1] * dims[2];
+  const pipeline::StageSize size{dims, voxel_mm, echoes, mask_voxels};
+  PipelinePrediction p;
+  const std::int64_t v = volume_bytes(dims);
+  std::int64_t held = 0;
+  const auto stage = [&](const char* name, std::int64_t above) {
+    p.stages.emplace_back(name, held + above);
+    if (held + above > p.peak_bytes) {
+      p.peak_bytes = held + above;
+      p.peak_stage = name;
+    }
+  };
+  stage("mask", mask_stage_bytes(size, o));
+  held += v;  // the mask
+  stage("field map", pipeline::stage_bytes(pipeline::fieldmap_key(o, echoes), size, o));
+  held += 2 * v;  // the total field and its noise
+  if (scan_given_up) held -= 2 * volume_bytes(dims, echoes);
+  if (!uses_weights(o)) held -= v;  // the noise is freed unless it weights the removal
+  stage("background removal", pipeline::stage_bytes(pipeline::bfr_key(o), size, o));
+  held += 2 * v;                   // the local field and its mask
+  if (uses_weights(o)) held -= v;  // the weights go
+  if (o.invert_tkd) stage("inversion", pipeline::stage_bytes(pipeline::kTkdKey, size, o));
+  return p;
+}
+
+namespace {
+
+// Times a stage and meters its high-water above the pipeline's start; keeps the overall peak.
+class StageMeter {
+ public:
+  explicit StageMeter(FieldPipelineResult& r) : r_(r), base_(memory_current()) {}
+  /// What the pipeline holds now above its start.
+  std::int64_t held() const { return memory_current() - base_; }
+
+  template <class F>
+  void run(std::string stage, std::string method, std::int64_t predicted, F&& body) {
+    StageRecord record;
+    record.stage = std::move(stage);
+    record.method = std::move(method);
+    record.held_at_start_bytes = memory_current() - base_;
+    reset_memory_peak();
+    const auto t0 = std::chrono::steady_clock::now();
+    body(record);
+    record.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    record.predicted_peak_bytes = predicted;
+    record.measured_peak_bytes = memory_peak() - base_;
+    r_.measured_peak_bytes = std::max(r_.measured_peak_bytes, record.measured_peak_bytes);
+    r_.stages.push_back(std::move(record));
+  }
+
+ private:
+  FieldPipelineResult& r_;
+  std::int64_t base_;
+};
+
+// Progress over the whole pipeline: each stage a share of the bar.
+struct Progress {
+  const FieldPipelineOptions& o;
+  std::function<void(double)> stage(double from, double to, const std::string& name) const {
+    if (!o.progress) return {};
+    auto report = o.progress;
+    return [report, from, to, name](double f) { report(from + (to - from) * std::clamp(f, 0.0, 1.0), name); };
+  }
+};
+
+void check_inputs(const Scan& scan, const FieldPipelineOptions& o) {
+  if (scan.phase.empty() || scan.magnitude.empty())
+    throw Error(ErrorKind::InvalidInput, "the field pipeline needs the scan's magnitude and phase");
+  if (static_cast<std::int64_t>(scan.te_s.size()) != scan.echoes())
+    throw Error(ErrorKind::InvalidInput, "the scan has " + std::to_string(scan.echoes()) + " echoes but " +
+                                             std::to_string(scan.te_s.size()) + " echo times");
+  if (!(scan.b0_t > 0.0)) throw Error(ErrorKind::InvalidInput, "the scan has no field strength");
+  if (o.mask_source == MaskSource::Given) {
+    if (o.mask == nullptr) throw Error(ErrorKind::InvalidInput, "a given mask was asked for, but none was given");
+    if (!same_grid(*o.mask, scan.phase))
+      throw Error(ErrorKind::InvalidInput, "the mask (" + describe_grid(*o.mask) + ") is not on the scan's grid (" +
+                                               describe_grid(scan.phase) + ")");
+  }
+}
+
+// The budget the run must keep to (0 = none), and where it came from.
+std::pair<std::int64_t, std::string> resolved_budget(const ModelOptions& engine) {
+  const ModelOptions m = with_process_defaults(engine);
+  return {m.mem_budget, m.mem_budget_source};
+}
+
+// `held_above_start`: what the pipeline already holds of the prediction's figures (the mask, when
+// the prediction is refined after it); the rest of what is held is the caller's.
+void refuse_over_budget(const Scan& scan, const PipelinePrediction& p, const FieldPipelineOptions& o,
+                        std::int64_t held_above_start = 0) {
+  const auto [budget, source] = resolved_budget(o.engine);
+  if (budget <= 0) return;
+  const std::int64_t held = memory_current() - held_above_start;
+  if (held + p.peak_bytes <= budget) return;
+  throw Error(ErrorKind::OutOfBudget,
+              "the field pipeline on " + grid_text(scan.phase.dims(), scan.echoes()) + " needs " +
+                  mib_text(p.peak_bytes) + " at its peak (" + p.peak_stage + ") on top of the " + mib_text(held) +
+                  " already held, more than the budget of " + mib_text(budget) +
+                  (source.empty() ? "" : " (" + source + ")") + "; the least budget that runs it is " +
+                  mib_text(held + p.peak_bytes) + " (" + std::to_string(held + p.peak_bytes) + " bytes)");
+}
+
+Volume binarised(const Volume& m) {
+  Volume out = Volume::zeros_like(m, 1);
+  for (std::int64_t i = 0; i < m.voxels(); ++i) out.data()[i] = mask_inside(m.data()[i]) ? 1.0 : 0.0;
+  return out;
+}
+
+void mask_stage(const Scan& scan, const FieldPipelineOptions& o, const Progress& pr, StageMeter& meter,
+                std::int64_t predicted, FieldPipelineResult& r) {
+  const char* method = o.mask_source == MaskSource::Given          ? "given"
+                       : o.mask_source == MaskSource::Network      ? "HD-BET"
+                       : o.masking.method == MaskMethod::Magnitude ? "magnitude Otsu"
+                                                                   : "phase quality Otsu";
+  meter.run("mask", method, predicted, [&](StageRecord& rec) {
+    if (o.mask_source == MaskSource::Given) {
+      r.mask = binarised(*o.mask);
+    } else if (o.mask_source == MaskSource::Network) {
+      Volume rss = rss_magnitude(scan.magnitude);
+      NetworkRun run = run_mask_net(rss, o, false);
+      const NetworkOutput* m = run.find("mask");
+      if (m == nullptr) throw Error(ErrorKind::Internal, "HD-BET returned no mask");
+      r.mask = binarised(m->volume);
+    } else {
+      MaskOptions mo = o.masking;
+      mo.progress = pr.stage(0.0, 0.1, "mask");
+      r.mask = brain_mask(scan.magnitude, scan.phase, scan.te_s, mo);
+    }
+    const std::int64_t inside = count_inside(r.mask);
+    if (inside == 0) throw Error(ErrorKind::InvalidInput, "the brain mask is empty");
+    rec.figures.emplace_back("mask voxels", static_cast<double>(inside));
+  });
+}
+
+const char* to_text(EchoWeighting w) {
+  switch (w) {
+    case EchoWeighting::PhaseSnr:
+      return "phase SNR (mag·TE)";
+    case EchoWeighting::PhaseVariance:
+      return "phase variance (mag²·TE²)";
+    case EchoWeighting::Average:
+      return "average";
+    case EchoWeighting::Te:
+      return "TE";
+  }
+  return "?";
+}
+
+std::string fieldmap_method(const FieldPipelineOptions& o, std::int64_t echoes) {
+  std::string m = o.fieldmap.unwrap == UnwrapMethod::Romeo ? "ROMEO" : "Laplacian";
+  if (echoes > 1 && o.fieldmap.remove_phase_offset) m = "MCPC-3D-S + " + m;
+  if (echoes > 1) m += ", weighted fit: " + std::string(to_text(o.fieldmap.weighting));
+  return m;
+}
+
+FieldMap fieldmap_stage(const Scan& scan, const FieldPipelineOptions& o, StageMeter& meter, std::int64_t predicted,
+                        FieldPipelineResult& r) {
+  FieldMap map;
+  meter.run("field map", fieldmap_method(o, scan.echoes()), predicted, [&](StageRecord&) {
+    FieldMapOptions fo = o.fieldmap;
+    fo.output_phase_offset = false;  // not an output of the pipeline
+    if (o.progress) {
+      auto report = o.progress;
+      fo.progress = [report](double f, const std::string& step) {
+        report(0.1 + 0.5 * std::clamp(f, 0.0, 1.0), "field map: " + step);
+      };
+    }
+    map = map_field(scan.magnitude, scan.phase, scan.te_s, r.mask, fo);
+  });
+  for (std::string& n : map.notes) r.notes.push_back(std::move(n));
+  return map;
+}
+
+// The noise map becomes PDF's data weights in place (1/noise, normalised by their mean inside
+// the mask); other methods do not read it.
+void noise_to_weights(Volume& noise, const Volume& mask) {
+  double sum = 0.0;
+  std::int64_t n = 0;
+  for (std::int64_t i = 0; i < noise.voxels(); ++i) {
+    double& w = noise.data()[i];
+    w = (mask.data()[i] > 0.5 && w > 0.0 && std::isfinite(w)) ? 1.0 / w : 0.0;
+    if (w > 0.0) {
+      sum += w;
+      ++n;
+    }
+  }
+  const double mean = n > 0 ? sum / static_cast<double>(n) : 1.0;
+  for (double& w : noise.values()) w /= mean;
+}
+
+std::string bfr_method(const BfrOptions& b) {
+  std::string m = to_string(b.method);
+  if (!b.radii_mm.empty()) {
+    m += " r=";
+    for (std::size_t i = 0; i < b.radii_mm.size(); ++i) {
+      char t[32];
+      std::snprintf(t, sizeof t, "%s%g", i ? "," : "", b.radii_mm[i]);
+      m += t;
+    }
+    m += " mm";
+  }
+  return m;
+}
+
+void bfr_stage(const Scan& scan, FieldMap& map, const FieldPipelineOptions& o, const Progress& pr, StageMeter& meter,
+               std::int64_t predicted, FieldPipelineResult& r) {
+  meter.run("background removal", bfr_method(o.bfr), predicted, [&](StageRecord& rec) {
+    BfrOptions bo = o.bfr;
+    bo.progress = pr.stage(0.6, 1.0, "background removal");
+    if (uses_weights(o)) {
+      noise_to_weights(map.noise_hz, r.mask);
+      bo.weights = &map.noise_hz;
+    }
+    // The methods are linear: the removal runs on the field in Hz and its result is scaled to
+    // ppm in place, with no ppm copy of the total field.
+    BfrResult b = remove_background(map.total_field_hz, r.mask, scan.b0_dir, bo);
+    const double to_ppm = 1.0 / hz_per_ppm(scan.b0_t);
+    for (double& x : b.local_field.values()) x *= to_ppm;
+    r.local_field_ppm = std::move(b.local_field);
+    r.local_mask = std::move(b.mask);
+    r.eroded_voxels = b.eroded_voxels;
+    rec.figures.emplace_back("eroded voxels", static_cast<double>(b.eroded_voxels));
+    if (b.iterations > 0) {
+      rec.figures.emplace_back("iterations", b.iterations);
+      rec.figures.emplace_back("relative residual", b.residual);
+    }
+  });
+  map.noise_hz = Volume();
+}
+
+// TKD on the local field inside its mask, referenced to the mean there (pipeline.md §6.6).
+void tkd_stage(const Scan& scan, const FieldPipelineOptions& o, StageMeter& meter, std::int64_t predicted,
+               FieldPipelineResult& r) {
+  char method[48];
+  std::snprintf(method, sizeof method, "TKD, threshold %g", o.tkd.threshold);
+  meter.run("inversion", method, predicted, [&](StageRecord&) {
+    r.chi_ppm = tkd(r.local_field_ppm, r.local_mask, scan.b0_dir, o.tkd);
+    double sum = 0.0;
+    std::int64_t n = 0;
+    for (std::int64_t i = 0; i < r.chi_ppm.voxels(); ++i)
+      if (r.local_mask.data()[i] > 0.5) {
+        sum += r.chi_ppm.data()[i];
+        ++n;
+      }
+    const double mean = n > 0 ? sum / static_cast<double>(n) : 0.0;
+    for (std::int64_t i = 0; i < r.chi_ppm.voxels(); ++i)
+      r.chi_ppm.data()[i] = r.local_mask.data()[i] > 0.5 ? r.chi_ppm.data()[i] - mean : 0.0;
+  });
+}
+
+FieldPipelineResult run_stages(const Scan& scan, Scan* owned, const FieldPipelineOptions& o) {
+  check_inputs(scan, o);
+  const ModelOptions engine = with_process_defaults(o.engine);
+  ScopedThreads threads(engine.threads);
+  PipelinePrediction p;
+  if (o.measuring) {
+    p.stages.assign(4, {"", 0});
+  } else {
+    p = predict_field_pipeline(scan.phase.dims(), scan.phase.voxel_mm(), scan.echoes(), o, owned != nullptr);
+    refuse_over_budget(scan, p, o);
+  }
+
+  FieldPipelineResult r;
+  r.predicted_peak_bytes = p.peak_bytes;
+  StageMeter meter(r);
+  const Progress pr{o};
+  mask_stage(scan, o, pr, meter, p.stages[0].second, r);
+  if (!o.measuring && o.mask_source != MaskSource::Given) {
+    // The later stages follow the mask's size (ROMEO queues its edges): predicted again with the
+    // mask made, and refused now if that no longer fits, before the field map allocates.
+    p = predict_field_pipeline(scan.phase.dims(), scan.phase.voxel_mm(), scan.echoes(), o, owned != nullptr,
+                               count_inside(r.mask));
+    refuse_over_budget(scan, p, o, meter.held());
+    r.predicted_peak_bytes = p.peak_bytes;
+    r.stages[0].predicted_peak_bytes = p.stages[0].second;
+  }
+  FieldMap map = fieldmap_stage(scan, o, meter, p.stages[1].second, r);
+  if (owned != nullptr) {  // the echoes' room goes back before the background is removed
+    owned->magnitude = Volume();
+    owned->phase = Volume();
+  }
+  if (!uses_weights(o)) map.noise_hz = Volume();
+  bfr_stage(scan, map, o, pr, meter, p.stages[2].second, r);
+  r.total_field_hz = std::move(map.total_field_hz);
+  if (o.invert_tkd) tkd_stage(scan, o, meter, p.stages[3].second, r);
+  if (o.progress) o.progress(1.0, "done");
+  return r;
+}
+
+}  // namespace
+
+FieldPipelineResult run_field_pipeline(Scan&& scan, const FieldPipelineOptions& o) {
+  Scan owned = std::move(scan);
+  return run_stages(owned, &owned, o);
+}
+
+FieldPipelineResult run_field_pipeline(const Scan& scan, const FieldPipelineOptions& o) {
+  return run_stages(scan, nullptr, o);
+}
+
+}  // namespace qsmcore

@@ -1,0 +1,56 @@
+// The measured stage lines (measured_stages.h) and how a stage's options pick its line.
+#include "pipeline/stage_costs.h"
+
+#include <cmath>
+
+#include "pipeline/measured_stages.h"
+#include "qsmcore/error.h"
+
+namespace qsmcore::pipeline {
+
+std::string mask_key(const FieldPipelineOptions& o) {
+  switch (o.mask_source) {
+    case MaskSource::Given:
+      return "mask/given";
+    case MaskSource::Network:
+      return "mask/hd-bet";
+    case MaskSource::Data:
+      break;
+  }
+  return o.masking.method == MaskMethod::Magnitude ? "mask/magnitude" : "mask/phase-quality";
+}
+
+std::string fieldmap_key(const FieldPipelineOptions& o, std::int64_t echoes) {
+  if (o.fieldmap.unwrap == UnwrapMethod::Laplacian) return "fieldmap/laplacian";
+  return echoes > 1 ? "fieldmap/romeo" : "fieldmap/romeo-single-echo";
+}
+
+std::string bfr_key(const FieldPipelineOptions& o) {
+  return std::string("bfr/") + to_string(o.bfr.method);
+}
+
+std::int64_t fft_voxels(std::string_view key, const StageSize& size, const FieldPipelineOptions& o) {
+  if (!key.starts_with("bfr/")) return 0;  // the other stages' FFTs run on the volume's own grid
+  const Dims3 g = bfr_fft_grid(size.dims, o.bfr);
+  return g[0] * g[1] * g[2];
+}
+
+const StageLine& stage_line(std::string_view key) {
+  for (const StageLine& l : kMeasuredStages)
+    if (l.key == key) return l;
+  throw Error(ErrorKind::Internal, "no measured memory for the stage '" + std::string(key) +
+                                       "': regenerate src/pipeline/measured_stages.h (qsm measure --stages)");
+}
+
+std::int64_t stage_bytes(std::string_view key, const StageSize& size, const FieldPipelineOptions& o) {
+  const StageLine& l = stage_line(key);
+  const Dims3& d = size.dims;
+  const double n = static_cast<double>(d[0] * d[1] * d[2]);
+  const double f = static_cast<double>(fft_voxels(key, size, o));
+  const double bytes = static_cast<double>(l.fixed_bytes) + l.per_voxel * n +
+                       l.per_echo_voxel * n * static_cast<double>(size.echoes) + l.per_fft_voxel * f +
+                       l.per_mask_voxel * static_cast<double>(size.mask_voxels);
+  return static_cast<std::int64_t>(std::ceil(bytes));
+}
+
+}  // namespace qsmcore::pipeline
