@@ -18,6 +18,7 @@ file(GLOB_RECURSE QSM_SOURCES CONFIGURE_DEPENDS
   ${CMAKE_SOURCE_DIR}/src/fieldmap/*.cpp
   ${CMAKE_SOURCE_DIR}/src/bgremove/*.cpp
   ${CMAKE_SOURCE_DIR}/src/inversion/*.cpp
+  ${CMAKE_SOURCE_DIR}/src/relaxometry/*.cpp
   ${CMAKE_SOURCE_DIR}/src/pipeline/*.cpp
   ${CMAKE_SOURCE_DIR}/src/networks/*.cpp
   ${CMAKE_SOURCE_DIR}/src/tiling/*.cpp
