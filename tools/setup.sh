@@ -9,7 +9,8 @@ pkgs=(cmake ninja-build g++ pkg-config git
   libdnnl-dev libfftw3-dev libnifti2-dev libcli11-dev nlohmann-json3-dev libssl-dev
   libcurl4-openssl-dev libpng-dev libgtest-dev libgmock-dev libbenchmark-dev
   python3-torch python3-onnx python3-numpy
-  python3-dev python3-venv python3-setuptools python3-wheel python3-pybind11 python3-nibabel python3-pytest dcm2niix python3-pydicom)
+  python3-dev python3-venv python3-setuptools python3-wheel python3-pybind11 python3-nibabel python3-pytest dcm2niix python3-pydicom
+  mricron-data)  # the MNI152 atlases of the atlas phantom (physics.md §4.4)
 command -v node >/dev/null && command -v npm >/dev/null || pkgs+=(nodejs npm)
 missing=()
 for p in "${pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done

@@ -1,6 +1,8 @@
-// The analytic head phantom of physics.md §4.3 and the qsm-forward simulation of §3 on it:
-// ground-truth χ, total field (with skull and air background sources, optionally shimmed),
-// local field, multi-echo magnitude and phase, and the brain mask.
+// The head phantoms and the qsm-forward simulation of physics.md §3 on them: ground-truth χ,
+// total field (with skull and air background sources, optionally shimmed), local field,
+// multi-echo magnitude and phase, and the brain mask. Two anatomies: the analytic ellipsoids of
+// §4.3 (the default) and the atlas phantom of §4.4 (real anatomy painted from the MNI152-space
+// atlases of Debian's mricron-data, optionally deformed at random).
 #pragma once
 #include <cstdint>
 #include <limits>
@@ -27,6 +29,14 @@ struct Tissue {
 /// The table in painting order (later entries overwrite earlier ones); entry 0 is the brain
 /// and defines the mask. The calcification (last) is painted only when its χ is given.
 std::vector<Tissue> head_phantom_tissues(std::optional<double> calcification_ppm = std::nullopt);
+
+/// Which anatomy the phantom has: the analytic ellipsoids (physics.md §4.3) or the atlas head
+/// (§4.4: cortex, white-matter tracts, deep grey nuclei from the MNI152 atlases; the rest ours).
+enum class Anatomy { Ellipsoids, Atlas };
+
+/// The atlas phantom's natural grid: the MNI152 box of the 1 mm atlases (x −90…90, y −126…90,
+/// z −72…108 mm) at 1 mm, on which it is the atlases voxel for voxel.
+inline constexpr Dims3 kAtlasNaturalDims{181, 217, 181};
 
 struct PhantomOptions {
   Dims3 dims{128, 128, 128};
@@ -59,6 +69,18 @@ struct PhantomOptions {
   bool air_outside = false;
   double peak_snr = std::numeric_limits<double>::infinity();  // no noise unless finite
   std::uint64_t seed = 0;
+  // The anatomy. With Atlas, the atlases are read from atlas_dir and resampled (nearest
+  // neighbour) onto `dims` × `voxel_mm`, the grid's centre on the MNI box's centre (0, −18, 18)
+  // mm (the brain spans about 142 × 180 × 144 mm: a smaller field of view cuts it, and
+  // kAtlasNaturalDims at 1 mm is the atlases' own grid). The head around the brain
+  // (extracerebral, air_outside, background) is built from the brain mask by distance: CSF
+  // 0–3 mm, skull 3–9 mm, scalp 9–14 mm, with air cavities (frontal sinus, mastoid air cells)
+  // where they sit in MNI space. `deform` (Atlas only) applies a random rotation (≤ 10°),
+  // scaling (±10 % per axis) and smooth elastic displacement drawn from `seed`: as many
+  // different heads as seeds.
+  Anatomy anatomy = Anatomy::Ellipsoids;
+  std::string atlas_dir = "/usr/share/mricron/templates";
+  bool deform = false;
 
   /// Error{InvalidInput} naming the first bad option.
   void validate() const;
@@ -73,12 +95,40 @@ struct Phantom {
   Volume phase;        // rad in (−π, π], one frame per echo
 };
 
+/// The phantom of o.anatomy: the ellipsoids, or the atlas head (make_atlas_phantom).
 Phantom make_head_phantom(const PhantomOptions& o);
 
-/// The receiver phase offset φ₀ (rad) that make_head_phantom adds to every echo's phase: the
-/// quadratic bowl over the brain mask, or with `extracerebral` over every voxel with signal;
-/// 0 elsewhere and everywhere when !o.phase_offset. The truth for echo-combination tests:
-/// noise-free, phase = wrap(ppm_to_phase(total_field, TE, B0) + φ₀).
+/// One tissue class of the atlas phantom, label = its index in atlas_phantom_tissues() + 1.
+/// χ: physics.md §4.3 where the table has the tissue, ours otherwise (see `source`); M0, R1 and
+/// R2* as the ellipsoid table's ([O], typical 7 T). The head classes after the brain's carry the
+/// χ they have with `background` (the skull's is 0 without it) and lie outside the mask.
+struct AtlasTissue {
+  std::string name;
+  std::string source;  // where its voxels come from (atlas and labels, or synthetic)
+  double chi_ppm;
+  double m0, r1_hz, r2s_hz;
+  bool brain;  // inside the mask
+};
+
+/// The atlas phantom's classes in label order (the calcification, last, only when given).
+std::vector<AtlasTissue> atlas_phantom_tissues(std::optional<double> calcification_ppm = std::nullopt);
+
+/// The atlas phantom (physics.md §4.4) simulated as make_head_phantom simulates the ellipsoids;
+/// o.anatomy is ignored. Error{Io} or Error{InvalidInput} naming the atlas file that is missing
+/// or not a label atlas; the Colin27 subject and the atlases drawn on it (ch2*, aal, brodmann)
+/// are the project's blind test and are never opened. With `labels`, also its tissue labels
+/// (as atlas_phantom_labels gives them), filled after the simulation so they add nothing to
+/// its peak.
+Phantom make_atlas_phantom(const PhantomOptions& o, Volume* labels = nullptr);
+
+/// The atlas phantom's tissue labels on o's grid (0: nothing; see atlas_phantom_tissues), as
+/// make_atlas_phantom paints them: the brain's classes inside the mask, the head's outside.
+Volume atlas_phantom_labels(const PhantomOptions& o);
+
+/// The receiver phase offset φ₀ (rad) that make_head_phantom adds to every echo's phase (either
+/// anatomy): the quadratic bowl over the brain mask, or with `extracerebral` over every voxel
+/// with signal; 0 elsewhere and everywhere when !o.phase_offset. The truth for echo-combination
+/// tests: noise-free, phase = wrap(ppm_to_phase(total_field, TE, B0) + φ₀).
 Volume head_phantom_phase_offset(const PhantomOptions& o);
 
 /// The 2nd-order basis of qsm-forward's shim at voxel (i, j, k): 1, x, y, z, x²−y², xy,

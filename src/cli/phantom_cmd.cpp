@@ -1,5 +1,7 @@
-// qsm phantom: writes the analytic head phantom (physics.md §4.3) simulated as qsm-forward does
-// (§3): chi, total_field, local_field, mask (.nii.gz), magnitude and phase (one frame per echo)
+// qsm phantom: writes a numerical head phantom simulated as qsm-forward does (physics.md §3): the
+// analytic ellipsoids (§4.3) or, with --anatomy atlas, the atlas head (§4.4, MNI152 atlases of
+// mricron-data; --deform makes a different head per seed): chi, total_field, local_field, mask
+// (.nii.gz; the atlas head adds its tissue labels), magnitude and phase (one frame per echo)
 // and phantom.json with every parameter. --raw adds the head around the brain, air around the
 // head and noise (a scan as a scanner writes it); --phase-format siemens stores the phase as
 // Siemens does; --layout echoes|bids writes one file per echo with sidecars, or a BIDS dataset
@@ -38,7 +40,8 @@ constexpr double kRawPeakSnr = 100.0;
 
 struct PhantomArgs {
   std::string out;
-  std::string size = "128";
+  std::string size = "128";  // 181,217,181 for the atlas anatomy (its natural grid)
+  bool size_given = false;
   std::string voxel = "1";
   double b0 = 7.0;
   std::string b0_dir = "0,0,1";
@@ -55,6 +58,9 @@ struct PhantomArgs {
   std::string layout = "4d";         // 4d | echoes | bids
   std::string subject = "phantom";
   bool subject_given = false;
+  std::string anatomy = "ellipsoids";  // ellipsoids | atlas
+  std::string atlas_dir = PhantomOptions().atlas_dir;
+  bool atlas_dir_given = false, deform = false;
 };
 
 std::vector<double> numbers(const std::string& text, const char* what) {
@@ -108,9 +114,22 @@ void check_file_options(const PhantomArgs& a) {
                 "--preview writes PNGs, which a BIDS dataset may not hold; use another layout");
 }
 
+// The anatomy's options: --atlas-dir and --deform belong to the atlas head.
+void anatomy_options(const PhantomArgs& a, PhantomOptions& o) {
+  if (a.anatomy != "ellipsoids" && a.anatomy != "atlas")
+    throw Error(ErrorKind::InvalidInput, "--anatomy '" + a.anatomy + "': expected ellipsoids or atlas");
+  const bool atlas = a.anatomy == "atlas";
+  if (!atlas && (a.atlas_dir_given || a.deform))
+    throw Error(ErrorKind::InvalidInput, "--atlas-dir and --deform apply to --anatomy atlas only");
+  o.anatomy = atlas ? Anatomy::Atlas : Anatomy::Ellipsoids;
+  o.atlas_dir = a.atlas_dir;
+  o.deform = a.deform;
+  o.dims = atlas && !a.size_given ? kAtlasNaturalDims : triple<std::int64_t>(a.size, "--size");
+}
+
 PhantomOptions phantom_options(const PhantomArgs& a) {
   PhantomOptions o;
-  o.dims = triple<std::int64_t>(a.size, "--size");
+  anatomy_options(a, o);
   o.voxel_mm = triple<double>(a.voxel, "--voxel");
   o.b0_t = a.b0;
   o.b0_dir = parse_b0_dir(a.b0_dir);
@@ -185,6 +204,20 @@ json phantom_record(const PhantomOptions& o, const PhantomArgs& a) {
   j["Demeaned"] = o.demean;
   j["Extracerebral"] = o.extracerebral;
   j["AirOutside"] = o.air_outside;
+  j["Anatomy"] = o.anatomy == Anatomy::Atlas ? "atlas" : "ellipsoids";
+  if (o.anatomy == Anatomy::Atlas) {
+    j["AtlasDir"] = o.atlas_dir;
+    j["Deform"] = o.deform;
+    json labels = json::array();
+    const auto tissues = atlas_phantom_tissues(o.calcification_ppm);
+    for (std::size_t i = 0; i < tissues.size(); ++i)
+      labels.push_back({{"Index", i + 1},
+                        {"Name", tissues[i].name},
+                        {"Source", tissues[i].source},
+                        {"Chi_ppm", tissues[i].chi_ppm},
+                        {"InMask", tissues[i].brain}});
+    j["Labels"] = labels;
+  }
   j["PhaseFormat"] = a.phase_format;
   j["Layout"] = a.layout;
   if (a.layout == "bids") j["Subject"] = a.subject;
@@ -231,16 +264,18 @@ class PhantomWriter {
   StagedOutputs& staged_;
 };
 
-// The truth beside the scan (4d and echoes layouts), as the phantom has always written it.
-void write_truth_files(PhantomWriter& w, const fs::path& dir, const Phantom& p) {
+// The truth beside the scan (4d and echoes layouts), as the phantom has always written it; the
+// atlas head adds labels.nii.gz (its tissue labels, listed in phantom.json "Labels").
+void write_truth_files(PhantomWriter& w, const fs::path& dir, const Phantom& p, const Volume& labels) {
   w.nifti(dir / "chi.nii.gz", p.chi, io::NiftiStore::F32, "chi (ppm)");
   w.nifti(dir / "total_field.nii.gz", p.total_field, io::NiftiStore::F32, "total field (ppm)");
   w.nifti(dir / "local_field.nii.gz", p.local_field, io::NiftiStore::F32, "local field (ppm)");
   w.nifti(dir / "mask.nii.gz", p.mask, io::NiftiStore::U8, "brain mask");
+  if (!labels.empty()) w.nifti(dir / "labels.nii.gz", labels, io::NiftiStore::U8, "tissue labels (phantom.json)");
 }
 
-void write_4d(PhantomWriter& w, const fs::path& dir, const Phantom& p) {
-  write_truth_files(w, dir, p);
+void write_4d(PhantomWriter& w, const fs::path& dir, const Phantom& p, const Volume& labels) {
+  write_truth_files(w, dir, p, labels);
   w.nifti(dir / "magnitude.nii.gz", p.magnitude, io::NiftiStore::F32, "magnitude per echo");
   w.phase(dir / "phase.nii.gz", p.phase, "phase per echo");
 }
@@ -260,16 +295,27 @@ void write_echo_files(PhantomWriter& w, const Phantom& p, const PhantomOptions& 
   }
 }
 
+// The atlas head's tissue labels as a BIDS discrete segmentation: `stem`.nii.gz and its look-up
+// table `stem`.tsv (index, name).
+void write_bids_labels(PhantomWriter& w, const fs::path& stem, const Volume& labels, const PhantomOptions& o) {
+  w.nifti(stem.string() + ".nii.gz", labels, io::NiftiStore::U8, "tissue labels (_dseg.tsv)");
+  std::string tsv = "index\tname\n";
+  const auto tissues = atlas_phantom_tissues(o.calcification_ppm);
+  for (std::size_t i = 0; i < tissues.size(); ++i) tsv += std::to_string(i + 1) + "\t" + tissues[i].name + "\n";
+  w.text(stem.string() + ".tsv", tsv);
+}
+
 // A BIDS raw dataset (MEGRE, pipeline.md §1.1) with the truth as a derivative dataset,
 // derivatives/qsm-phantom, named in BIDS-Derivatives style: _Chimap (ppm), _desc-brain_mask,
 // _desc-total_fieldmap and _desc-local_fieldmap (ppm, as their sidecars say).
-void write_bids(PhantomWriter& w, const fs::path& dir, const Phantom& p, const PhantomOptions& o,
+void write_bids(PhantomWriter& w, const fs::path& dir, const Phantom& p, const Volume& labels, const PhantomOptions& o,
                 const PhantomArgs& a) {
   const std::string sub = "sub-" + a.subject;
-  const json generated_by =
-      json::array({{{"Name", "qsmcore"},
-                    {"Version", QSM_VERSION_TEXT},
-                    {"Description", "qsm phantom: analytic head phantom, qsm-forward simulation"}}});
+  const std::string head =
+      o.anatomy == Anatomy::Atlas ? "atlas head phantom (MNI152 atlases of mricron-data)" : "analytic head phantom";
+  const json generated_by = json::array({{{"Name", "qsmcore"},
+                                          {"Version", QSM_VERSION_TEXT},
+                                          {"Description", "qsm phantom: " + head + ", qsm-forward simulation"}}});
   w.json_file(dir / "dataset_description.json", {{"Name", "qsmcore head phantom"},
                                                  {"BIDSVersion", "1.9.0"},
                                                  {"DatasetType", "raw"},
@@ -304,25 +350,27 @@ void write_bids(PhantomWriter& w, const fs::path& dir, const Phantom& p, const P
   w.nifti(anat / (sub + "_desc-local_fieldmap.nii.gz"), p.local_field, io::NiftiStore::F32, "local field (ppm)");
   w.json_file(anat / (sub + "_desc-local_fieldmap.json"),
               {{"Units", "ppm"}, {"Description", "true local field: the brain's chi alone"}});
+  if (!labels.empty()) write_bids_labels(w, anat / (sub + "_desc-tissue_dseg"), labels, o);
 }
 
 void run_phantom(const PhantomArgs& a) {
   check_file_options(a);
   const PhantomOptions o = phantom_options(a);  // before the folder is made: bad options leave no trace
 
-  const Phantom p = make_head_phantom(o);
+  Volume labels;  // the atlas head's tissue labels (none for the ellipsoids)
+  const Phantom p = o.anatomy == Anatomy::Atlas ? make_atlas_phantom(o, &labels) : make_head_phantom(o);
   const fs::path dir(a.out);
   StagedOutputs staged;  // creates the folder when the first file is staged
   PhantomWriter w(a, staged);
   if (a.layout == "4d") {
-    write_4d(w, dir, p);
+    write_4d(w, dir, p, labels);
   } else if (a.layout == "echoes") {
-    write_truth_files(w, dir, p);
+    write_truth_files(w, dir, p, labels);
     write_echo_files(w, p, o, a, [&](std::size_t e, bool phase) {
       return dir / ((phase ? "phase_e" : "magnitude_e") + std::to_string(e + 1));
     });
   } else {
-    write_bids(w, dir, p, o, a);
+    write_bids(w, dir, p, labels, o, a);
   }
   const fs::path record =
       a.layout == "bids" ? dir / "derivatives" / "qsm-phantom" / "phantom.json" : dir / "phantom.json";
@@ -338,7 +386,8 @@ void register_phantom_command(CLI::App& app) {
                                  "Write a numerical head phantom with ground-truth χ, fields, phase, magnitude, mask");
   auto args = std::make_shared<PhantomArgs>();
   cmd->add_option("--out", args->out, "output folder (created if missing)")->required();
-  cmd->add_option("--size", args->size, "grid: N or X,Y,Z voxels (default 128)");
+  auto* size =
+      cmd->add_option("--size", args->size, "grid: N or X,Y,Z voxels (default 128; 181,217,181 for the atlas)");
   cmd->add_option("--voxel", args->voxel, "voxel size in mm: V or X,Y,Z (default 1)");
   cmd->add_option("--b0", args->b0, "field strength in T (default 7)");
   cmd->add_option("--b0-dir", args->b0_dir,
@@ -348,7 +397,7 @@ void register_phantom_command(CLI::App& app) {
   cmd->add_option("--flip", args->flip, "flip angle in degrees (default 15)");
   auto* snr =
       cmd->add_option("--snr", args->snr, "peak SNR of the complex noise (default: no noise; 100 with --raw; 0: none)");
-  cmd->add_option("--seed", args->seed, "noise seed (default 0)");
+  cmd->add_option("--seed", args->seed, "noise seed, and the atlas's deformation with --deform (default 0)");
   cmd->add_option("--calcification", args->calcification, "χ of the calcification in ppm (default: none)");
   cmd->add_flag("--no-background", args->no_background, "no skull or air sources outside the brain");
   cmd->add_flag("--no-shim", args->no_shim, "keep the 2nd-order part of the total field");
@@ -369,9 +418,18 @@ void register_phantom_command(CLI::App& app) {
   auto* subject =
       cmd->add_option("--subject", args->subject, "BIDS subject label, letters and digits (default phantom)");
   cmd->add_flag("--preview", args->preview, "also write a PNG of three orthogonal slices per output");
-  cmd->callback([args, snr, subject] {
+  cmd->add_option("--anatomy", args->anatomy,
+                  "ellipsoids (default: the analytic head) or atlas (real anatomy from the MNI152 atlases of "
+                  "mricron-data; also writes labels.nii.gz)");
+  auto* atlas_dir =
+      cmd->add_option("--atlas-dir", args->atlas_dir, "folder of the atlases (default " + args->atlas_dir + ")");
+  cmd->add_flag("--deform", args->deform,
+                "atlas: a random rotation, scaling and elastic deformation from --seed (a different head per seed)");
+  cmd->callback([args, snr, subject, size, atlas_dir] {
     args->snr_given = snr->count() > 0;
     args->subject_given = subject->count() > 0;
+    args->size_given = size->count() > 0;
+    args->atlas_dir_given = atlas_dir->count() > 0;
     run_phantom(*args);
   });
 }
