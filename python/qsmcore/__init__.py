@@ -46,11 +46,31 @@ from ._qsmcore import (  # noqa: F401,E402  (re-exported)
 from ._util import MemBudget, parse_mem_budget  # noqa: E402
 from ._networks import run_network, run_network_nifti  # noqa: F401,E402
 from . import physics  # noqa: F401,E402
+from . import stages  # noqa: F401,E402
+from .stages import (  # noqa: F401,E402  (re-exported)
+    brain_mask,
+    field_pipeline,
+    invert_dipole,
+    laplacian_unwrap,
+    make_scan,
+    map_field,
+    r2star,
+    read_scan,
+    remove_background,
+    romeo_unwrap,
+    romeo_voxel_quality,
+    swi,
+    t2star,
+    unwrap_echoes,
+)
 
 __all__ = [
     "OnnxModel", "ValueInfo", "models", "model", "resolve_weights", "run_network", "run_network_nifti",
     "physics", "Error", "InvalidInputError", "BudgetError", "NotFoundError", "IoError", "HttpError",
     "UnsupportedError", "InvalidModelError", "ChecksumError", "InternalError", "ModelSpec",
+    "stages", "read_scan", "make_scan", "brain_mask", "romeo_unwrap", "romeo_voxel_quality", "unwrap_echoes",
+    "laplacian_unwrap", "map_field", "remove_background", "invert_dipole", "r2star", "t2star", "swi",
+    "field_pipeline",
 ]
 __version__ = "0.1.0"
 

@@ -60,10 +60,17 @@ def head_phantom(shape: Sequence[int] = (128, 128, 128), voxel_size: Vec3 = (1.0
                  b0_dir: Vec3 = (0.0, 0.0, 1.0), te: Sequence[float] = (0.004, 0.012, 0.020, 0.028),
                  tr: float = 0.05, flip: float = 15.0, calcification: Optional[float] = None,
                  background: bool = True, shim: bool = True, phase_offset: bool = True, demean: bool = False,
-                 snr: Optional[float] = None, seed: int = 0) -> Dict[str, np.ndarray]:
+                 snr: Optional[float] = None, seed: int = 0, extracerebral: bool = False,
+                 air_outside: bool = False) -> Dict[str, np.ndarray]:
     """The analytic head phantom (``qsm phantom``): ``chi``, ``total_field``, ``local_field`` (ppm),
-    ``mask``, ``magnitude`` and ``phase`` (one frame per echo, last axis) and the ``affine``."""
+    ``mask``, ``magnitude`` and ``phase`` (one frame per echo, last axis) and the ``affine``.
+
+    ``extracerebral`` adds CSF between brain and skull and a scalp, both with signal (the receiver
+    phase offset then covers them too); ``air_outside`` fills everything outside the head with air
+    (+9.2 ppm, no signal), so the total field holds the air/tissue interface's field. χ, the mask
+    and the local field stay the brain's."""
     return _p.head_phantom({"shape": [int(s) for s in shape], "voxel_size": voxel_size, "b0": float(b0),
                             "b0_dir": b0_dir, "te": [float(t) for t in te], "tr": float(tr), "flip": float(flip),
                             "calcification": calcification, "background": background, "shim": shim,
-                            "phase_offset": phase_offset, "demean": demean, "snr": snr, "seed": int(seed)})
+                            "phase_offset": phase_offset, "demean": demean, "snr": snr, "seed": int(seed),
+                            "extracerebral": bool(extracerebral), "air_outside": bool(air_outside)})

@@ -11,5 +11,6 @@ void bind_onnx_model(py::module_& m);
 void bind_registry(py::module_& m);
 void bind_networks(py::module_& m);
 void bind_physics(py::module_& m);
+void bind_stages(py::module_& m);
 
 }  // namespace qsmpy

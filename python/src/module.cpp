@@ -9,4 +9,5 @@ PYBIND11_MODULE(_qsmcore, m) {
   qsmpy::bind_registry(m);
   qsmpy::bind_networks(m);
   qsmpy::bind_physics(m);
+  qsmpy::bind_stages(m);
 }

@@ -124,6 +124,8 @@ py::dict head_phantom(const py::dict& kw) {
   o.shim = kw["shim"].cast<bool>();
   o.phase_offset = kw["phase_offset"].cast<bool>();
   o.demean = kw["demean"].cast<bool>();
+  if (kw.contains("extracerebral")) o.extracerebral = kw["extracerebral"].cast<bool>();
+  if (kw.contains("air_outside")) o.air_outside = kw["air_outside"].cast<bool>();
   if (!kw["snr"].is_none()) o.peak_snr = kw["snr"].cast<double>();
   o.seed = kw["seed"].cast<std::uint64_t>();
   o.validate();
