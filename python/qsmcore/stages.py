@@ -582,18 +582,19 @@ def field_pipeline(magnitude: ArrayLike, phase: ArrayLike, te: EchoTimes, b0: fl
                    bfr: Optional[str] = None, inversion: str = "none", threads: Optional[int] = 0,
                    mem_budget: MemBudget = None, progress: Optional[Progress] = None, *,
                    offset_correction: bool = True, weighting: str = "snr",
-                   bfr_radii: Optional[Sequence[float]] = None, tkd_threshold: float = 0.19,
+                   bfr_radii: Optional[Sequence[float]] = None, tkd_threshold: float = 0.15,
                    phase_scale: Optional[float] = None,
                    mask_net_files: Optional[Sequence[PathLike]] = None) -> Dict[str, Any]:
     """From a multi-echo scan's magnitude and phase to its local field (and with
-    ``inversion="tkd"`` χ) in one call, as ``qsm pipeline``: the scan checked as
+    ``inversion=`` one of INVERSION_METHODS: χ) in one call, as ``qsm pipeline``: the scan checked as
     :func:`make_scan` does (phase in rad or vendor integers, ``phase_scale`` overriding), the
     brain mask (``mask`` given, else from the data by ``mask_method`` ``"quality"`` or
     ``"magnitude"``, or ``"hd-bet"``: the registry's HD-BET on the echoes' root-sum-of-squares,
     its weights found as :func:`qsmcore.resolve_weights` does unless ``mask_net_files``), the
     total field (:func:`map_field` with ``unwrap``, ``offset_correction``, ``weighting``), the
     background removed (``bfr``: a method of :func:`remove_background`, None = the measured best;
-    ``bfr_radii`` in mm), then optionally TKD (``tkd_threshold``) referenced to the mask's mean.
+    ``bfr_radii`` in mm), then optionally a dipole inversion (TKD's threshold ``tkd_threshold``),
+    χ referenced to the mask's mean.
 
     Every stage's peak memory is predicted before anything runs; with ``mem_budget`` (bytes, a
     size such as ``"2GiB"``, ``"none"``/0, or None for what the process may use) a run that
@@ -619,7 +620,7 @@ def field_pipeline(magnitude: ArrayLike, phase: ArrayLike, te: EchoTimes, b0: fl
                "weighting": _choice(weighting, ("snr", "variance", "average", "te"), "weighting"),
                "bfr": None if bfr is None else _choice(bfr, BFR_METHODS, "bfr"),
                "bfr_radii": [] if bfr_radii is None else [float(r) for r in np.atleast_1d(bfr_radii)],
-               "inversion": _choice(inversion, ("none", "tkd"), "inversion"),
+               "inversion": _choice(inversion, ("none",) + INVERSION_METHODS, "inversion"),
                "tkd_threshold": float(tkd_threshold), "threads": _threads(threads),
                "mem_budget": parse_mem_budget(mem_budget), "progress": progress})
     if kw["mask"] is None and mask_method == "hd-bet":

@@ -10,6 +10,7 @@
 
 #include "convert.h"
 #include "qsmcore/error.h"
+#include "qsmcore/inversion.h"
 #include "qsmcore/memory.h"
 #include "qsmcore/pipeline.h"
 #include "qsmcore/scan.h"
@@ -66,11 +67,10 @@ qsmcore::FieldPipelineOptions pipeline_options(const py::dict& kw) {
   if (auto bfr = optional_arg<std::string>(kw, "bfr")) o.bfr.method = qsmcore::parse_bfr_method(*bfr);
   o.bfr.radii_mm = arg<std::vector<double>>(kw, "bfr_radii");
   const std::string inv = arg<std::string>(kw, "inversion");
-  if (inv == "tkd") {
-    o.invert_tkd = true;
-    o.tkd.threshold = arg<double>(kw, "tkd_threshold");
-  } else if (inv != "none") {
-    throw Error(ErrorKind::InvalidInput, "inversion '" + inv + "': expected 'none' or 'tkd'");
+  if (inv != "none") {
+    o.invert = true;
+    o.inversion.method = qsmcore::parse_inversion_method(inv);
+    o.inversion.threshold = arg<double>(kw, "tkd_threshold");
   }
   o.engine.threads = arg<int>(kw, "threads");
   if (o.engine.threads < 0) throw Error(ErrorKind::InvalidInput, "threads must be >= 0");

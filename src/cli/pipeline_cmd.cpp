@@ -44,10 +44,11 @@ struct PipelineArgs {
   std::string inversion = "none";
   std::string unwrap = "romeo", bfr, bfr_radii, weighting = "snr";
   std::string te, b0_dir;
-  std::optional<double> b0, phase_scale, tkd_threshold, offset_sigma;
+  std::optional<double> b0, phase_scale, tkd_threshold, offset_sigma, lambda;
   bool no_offset = false, no_preview = false, quiet = false;
   std::string mem_budget;
   int threads = 0;
+  std::optional<int> mask_erode;
 };
 
 [[noreturn]] void invalid(const std::string& m) {
@@ -89,6 +90,10 @@ void parse_mask_choice(const PipelineArgs& a, FieldPipelineOptions& o) {
   if (!a.mask_net.empty()) {
     if (a.mask_net != "hd-bet") invalid("--mask-net " + a.mask_net + ": the mask network is hd-bet");
     o.mask_source = MaskSource::Network;
+  }
+  if (a.mask_erode) {
+    if (*a.mask_erode < 0) invalid("--mask-erode must be 0 or more voxels");
+    o.masking.erode = *a.mask_erode;
   }
   if (a.mask_method == "quality") {
     o.masking.method = MaskMethod::PhaseQuality;
@@ -132,11 +137,11 @@ Setup parse_setup(const PipelineArgs& a) {
   o.fieldmap.weighting = parse_weighting(a.weighting);
   if (!a.bfr.empty()) o.bfr.method = parse_bfr_method(a.bfr);
   if (!a.bfr_radii.empty()) o.bfr.radii_mm = parse_number_list(a.bfr_radii, "--bfr-radii");
-  if (a.inversion == "tkd") {
-    o.invert_tkd = true;
-    if (a.tkd_threshold) o.tkd.threshold = *a.tkd_threshold;
-  } else if (a.inversion != "none") {
-    invalid("--inversion " + a.inversion + ": none or tkd");
+  if (a.inversion != "none") {
+    o.invert = true;
+    o.inversion.method = parse_inversion_method(a.inversion);
+    if (a.tkd_threshold) o.inversion.threshold = *a.tkd_threshold;
+    if (a.lambda) o.inversion.lambda = *a.lambda;
   }
   o.engine.threads = a.threads;
   apply_mem_budget(a.mem_budget, o.engine);
@@ -271,6 +276,7 @@ std::string report_text(const Record& rec) {
                   {"unwrap", rec.a.unwrap},
                   {"phase_offset_removal", !rec.a.no_offset},
                   {"offset_sigma_mm", rec.s.opts.fieldmap.offset_sigma_mm},
+                  {"unreliable_residual_rad", rec.s.opts.unreliable_residual_rad},
                   {"echo_weighting", rec.a.weighting},
                   {"bfr", to_string(rec.s.opts.bfr.method)},
                   {"bfr_radii_mm", rec.s.opts.bfr.radii_mm},
@@ -290,6 +296,7 @@ std::string report_text(const Record& rec) {
   j["mask_voxels"] = count_inside(rec.r.mask);
   j["local_mask_voxels"] = count_inside(rec.r.local_mask);
   j["eroded_voxels"] = rec.r.eroded_voxels;
+  j["unreliable_voxels"] = rec.r.unreliable_voxels;
   j["notes"] = rec.notes;
   j["total_seconds"] = rec.seconds;
   j["outputs"] = rec.outputs;
@@ -321,7 +328,7 @@ nlohmann::json stage_outputs(const PipelineArgs& a, const FieldPipelineResult& r
   write("local_field", r.local_field_ppm, io::NiftiStore::F32, "local field (ppm)", "ppm", true);
   write("mask", r.local_mask, io::NiftiStore::U8, "where the local field is valid", "label", false);
   write("brain_mask", r.mask, io::NiftiStore::U8, "brain mask before background removal", "label", false);
-  if (!r.chi_ppm.empty()) write("chi", r.chi_ppm, io::NiftiStore::F32, "chi (ppm), TKD", "ppm", true);
+  if (!r.chi_ppm.empty()) write("chi", r.chi_ppm, io::NiftiStore::F32, "chi (ppm)", "ppm", true);
   return list;
 }
 
@@ -362,18 +369,16 @@ void run(const PipelineArgs& a) {
     s.opts.mask = &given_mask;
   }
   const nlohmann::json scan_info = scan_json(scan);
-  const PipelinePrediction p =
-      predict_field_pipeline(scan.phase.dims(), scan.phase.voxel_mm(), scan.echoes(), s.opts, true);
   CommandMemory m;
   m.measured = memory_peak() - start;
   const std::int64_t held = memory_current() - start;  // the scan and the given mask
-  m.predicted = held + p.peak_bytes;
 
   ProgressBar bar(a.quiet);
   if (bar.enabled()) s.opts.progress = [&bar](double f, const std::string& stage) { bar.update(f, stage); };
   const FieldPipelineResult r = run_field_pipeline(std::move(scan), s.opts);
   bar.finish();
   m.measured = std::max(m.measured, held + r.measured_peak_bytes);
+  m.predicted = held + r.predicted_peak_bytes;  // refined once a mask made from the data had its size
   for (const std::string& n : r.notes) notes.push_back(n);
 
   StagedOutputs staged;
@@ -397,7 +402,7 @@ void register_pipeline_command(CLI::App& app) {
       "strength from MagneticFieldStrength unless --b0, B0's direction from --b0-dir, else the sidecar's B0_dir, "
       "else the affine. Phase in radians or vendor integers (detected, and said); --phase-scale overrides.\n"
       "Outputs in --out: total_field.nii.gz (Hz), local_field.nii.gz (ppm), mask.nii.gz (where the local field is "
-      "valid), brain_mask.nii.gz, chi.nii.gz (with --inversion tkd), PNG previews and report.json (each stage's "
+      "valid), brain_mask.nii.gz, chi.nii.gz (with --inversion), PNG previews and report.json (each stage's "
       "seconds and predicted and measured peak memory). Everything is checked before the first stage runs; the "
       "files are written as one set, so a failure leaves none of them.");
   auto a = std::make_shared<PipelineArgs>();
@@ -410,6 +415,7 @@ void register_pipeline_command(CLI::App& app) {
   cmd->add_option("--mask-net", a->mask_net, "hd-bet: the registry's HD-BET on the echoes' root-sum-of-squares");
   cmd->add_option("--mask-method", a->mask_method,
                   "mask from the data: quality (ROMEO phase quality, default) or magnitude");
+  cmd->add_option("--mask-erode", a->mask_erode, "mask from the data: voxels eroded after filling its holes");
   cmd->add_option("--unwrap", a->unwrap, "romeo (default) or laplacian");
   cmd->add_flag("--no-offset-correction", a->no_offset, "do not remove the receiver phase offset (MCPC-3D-S)");
   cmd->add_option("--offset-sigma", a->offset_sigma, "the phase offset's smoothing (Gaussian σ in mm)");
@@ -418,8 +424,10 @@ void register_pipeline_command(CLI::App& app) {
   cmd->add_option("--bfr", a->bfr,
                   "background removal: vsharp, sharp, resharp, ismv, pdf, lbv (default: the measured best)");
   cmd->add_option("--bfr-radii", a->bfr_radii, "sphere radii in mm for the SHARP family (V-SHARP: largest first)");
-  cmd->add_option("--inversion", a->inversion, "none (default: stop at the local field) or tkd");
-  cmd->add_option("--tkd-threshold", a->tkd_threshold, "TKD's threshold (default 0.19)");
+  cmd->add_option("--inversion", a->inversion,
+                  "none (default: stop at the local field), tv (TV-ADMM), rts, tkd, tikhonov or ilsqr");
+  cmd->add_option("--tkd-threshold", a->tkd_threshold, "TKD's threshold (default 0.15)");
+  cmd->add_option("--lambda", a->lambda, "the inversion's regularisation weight (default: the method's)");
   cmd->add_option("--te", a->te, "echo times in s, comma-separated (default: the sidecars' EchoTime)");
   cmd->add_option("--b0", a->b0, "field strength in T (default: the sidecar's MagneticFieldStrength)");
   cmd->add_option("--b0-dir", a->b0_dir, "B0 direction in voxel axes x,y,z (default: sidecar B0_dir, else the affine)");

@@ -29,9 +29,14 @@ std::string bfr_key(const FieldPipelineOptions& o) {
   return std::string("bfr/") + to_string(o.bfr.method);
 }
 
+std::string inversion_key(const FieldPipelineOptions& o) {
+  return std::string("inversion/") + to_string(o.inversion.method);
+}
+
 std::int64_t fft_voxels(std::string_view key, const StageSize& size, const FieldPipelineOptions& o) {
-  if (!key.starts_with("bfr/")) return 0;  // the other stages' FFTs run on the volume's own grid
-  const Dims3 g = bfr_fft_grid(size.dims, o.bfr);
+  Dims3 g{0, 0, 0};  // the other stages' FFTs run on the volume's own grid
+  if (key.starts_with("bfr/")) g = bfr_fft_grid(size.dims, o.bfr);
+  if (key.starts_with("inversion/")) g = inversion_fft_dims(size.dims, o.inversion);
   return g[0] * g[1] * g[2];
 }
 

@@ -29,11 +29,12 @@ struct StageSize {
 };
 
 /// The table's key of each stage as the options choose it: "mask/phase-quality", "mask/magnitude",
-/// "mask/given", "fieldmap/romeo", "fieldmap/romeo-single-echo", "fieldmap/laplacian", "bfr/vsharp", ...
+/// "mask/given", "fieldmap/romeo", "fieldmap/romeo-single-echo", "fieldmap/laplacian", "bfr/vsharp",
+/// ..., "inversion/tv", ...
 std::string mask_key(const FieldPipelineOptions& o);
 std::string fieldmap_key(const FieldPipelineOptions& o, std::int64_t echoes);
 std::string bfr_key(const FieldPipelineOptions& o);
-inline constexpr std::string_view kTkdKey = "inversion/tkd";
+std::string inversion_key(const FieldPipelineOptions& o);
 
 /// Voxels of the grid the stage's FFTs run on (0 for a stage without FFTs).
 std::int64_t fft_voxels(std::string_view key, const StageSize& size, const FieldPipelineOptions& o);

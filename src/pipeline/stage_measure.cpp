@@ -31,9 +31,13 @@ std::vector<FieldPipelineOptions> option_sets(int threads) {
     o.measuring = true;
     return o;
   };
-  FieldPipelineOptions a = base();  // the defaults, with TKD
-  a.invert_tkd = true;
-  sets.push_back(a);
+  for (InversionMethod m : {InversionMethod::Tkd, InversionMethod::Tikhonov, InversionMethod::TvAdmm,
+                            InversionMethod::Rts, InversionMethod::Ilsqr}) {
+    FieldPipelineOptions a = base();  // the defaults, then each inversion
+    a.invert = true;
+    a.inversion.method = m;
+    sets.push_back(a);
+  }
   FieldPipelineOptions b = base();
   b.masking.method = MaskMethod::Magnitude;
   b.fieldmap.unwrap = UnwrapMethod::Laplacian;
@@ -67,7 +71,7 @@ std::string key_of(const StageRecord& r, const FieldPipelineOptions& o, std::int
   if (r.stage == "mask") return mask_key(o);
   if (r.stage == "field map") return fieldmap_key(o, echoes);
   if (r.stage == "background removal") return bfr_key(o);
-  if (r.stage == "inversion") return std::string(kTkdKey);
+  if (r.stage == "inversion") return inversion_key(o);
   throw Error(ErrorKind::Internal, "a pipeline stage without a table key: " + r.stage);
 }
 
