@@ -579,7 +579,7 @@ def swi(magnitude: ArrayLike, field_hz: ArrayLike, mask: ArrayLike, te: EchoTime
 def field_pipeline(magnitude: ArrayLike, phase: ArrayLike, te: EchoTimes, b0: float,
                    voxel_size: Optional[Vec3] = None, affine: Any = None, b0_dir: Optional[Vec3] = None,
                    mask: ArrayLike = None, mask_method: str = "quality", unwrap: str = "romeo",
-                   bfr: Optional[str] = None, inversion: str = "none", threads: Optional[int] = 0,
+                   bfr: Optional[str] = None, inversion: str = "tv", threads: Optional[int] = 0,
                    mem_budget: MemBudget = None, progress: Optional[Progress] = None, *,
                    offset_correction: bool = True, weighting: str = "snr",
                    bfr_radii: Optional[Sequence[float]] = None, tkd_threshold: float = 0.15,
@@ -602,7 +602,8 @@ def field_pipeline(magnitude: ArrayLike, phase: ArrayLike, te: EchoTimes, b0: fl
 
     Returns a dict: ``total_field_hz`` (Hz, in the brain mask), ``local_field`` (ppm),
     ``mask`` (where the local field is valid), ``brain_mask`` (before background removal),
-    ``chi`` (ppm, with TKD), ``eroded_voxels``, ``stages`` (one dict per stage: ``stage``,
+    ``chi`` (ppm, unless ``inversion="none"``), ``eroded_voxels``, ``unreliable_voxels`` (mask-edge
+    voxels whose echoes did not fit the field, left out of background removal), ``stages`` (one dict per stage: ``stage``,
     ``method``, ``seconds``, ``predicted_peak_bytes``, ``measured_peak_bytes`` — accounted bytes
     above the pipeline's start — ``held_at_start_bytes`` and the stage's figures),
     ``predicted_peak_bytes`` and ``measured_peak_bytes`` (the whole call's, the engine's copy of

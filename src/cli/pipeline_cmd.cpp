@@ -41,7 +41,7 @@ namespace fs = std::filesystem;
 struct PipelineArgs {
   std::string mag, phase, dicom, mask, mask_net, mask_method = "quality";
   std::string out, report;
-  std::string inversion = "none";
+  std::string inversion = "tv";
   std::string unwrap = "romeo", bfr, bfr_radii, weighting = "snr";
   std::string te, b0_dir;
   std::optional<double> b0, phase_scale, tkd_threshold, offset_sigma, lambda;
@@ -221,7 +221,8 @@ nlohmann::json stages_json(const FieldPipelineResult& r) {
                         {"method", s.method},
                         {"seconds", s.seconds},
                         {"predicted_peak_bytes", s.predicted_peak_bytes},
-                        {"measured_peak_bytes", s.measured_peak_bytes}};
+                        {"measured_peak_bytes", s.measured_peak_bytes},
+                        {"held_at_start_bytes", s.held_at_start_bytes}};
     for (const auto& [k, v] : s.figures) j[k] = v;
     st.push_back(std::move(j));
   }
@@ -402,7 +403,8 @@ void register_pipeline_command(CLI::App& app) {
       "strength from MagneticFieldStrength unless --b0, B0's direction from --b0-dir, else the sidecar's B0_dir, "
       "else the affine. Phase in radians or vendor integers (detected, and said); --phase-scale overrides.\n"
       "Outputs in --out: total_field.nii.gz (Hz), local_field.nii.gz (ppm), mask.nii.gz (where the local field is "
-      "valid), brain_mask.nii.gz, chi.nii.gz (with --inversion), PNG previews and report.json (each stage's "
+      "valid), brain_mask.nii.gz, chi.nii.gz (ppm; unless --inversion none), PNG previews and report.json (each "
+      "stage's "
       "seconds and predicted and measured peak memory). Everything is checked before the first stage runs; the "
       "files are written as one set, so a failure leaves none of them.");
   auto a = std::make_shared<PipelineArgs>();
@@ -425,7 +427,8 @@ void register_pipeline_command(CLI::App& app) {
                   "background removal: vsharp, sharp, resharp, ismv, pdf, lbv (default: the measured best)");
   cmd->add_option("--bfr-radii", a->bfr_radii, "sphere radii in mm for the SHARP family (V-SHARP: largest first)");
   cmd->add_option("--inversion", a->inversion,
-                  "none (default: stop at the local field), tv (TV-ADMM), rts, tkd, tikhonov or ilsqr");
+                  "tv (TV-ADMM, the default: the measured best), rts, tkd, tikhonov, ilsqr, or none (stop at the "
+                  "local field)");
   cmd->add_option("--tkd-threshold", a->tkd_threshold, "TKD's threshold (default 0.15)");
   cmd->add_option("--lambda", a->lambda, "the inversion's regularisation weight (default: the method's)");
   cmd->add_option("--te", a->te, "echo times in s, comma-separated (default: the sidecars' EchoTime)");

@@ -81,7 +81,9 @@ NetworkRun run_mask_net(const Volume& rss, const FieldPipelineOptions& o, bool p
 // predicted run on the magnitude's root-sum-of-squares (which it holds meanwhile).
 std::int64_t mask_stage_bytes(const pipeline::StageSize& size, const FieldPipelineOptions& o) {
   if (o.mask_source != MaskSource::Network) return pipeline::stage_bytes(pipeline::mask_key(o), size, o);
-  const Volume rss = Volume::zeros(size.dims, Geometry::with_voxel(size.voxel_mm));
+  // A magnitude of ones: HD-BET crops to the head's extent, so signal everywhere is its largest run.
+  Volume rss = Volume::zeros(size.dims, Geometry::with_voxel(size.voxel_mm));
+  for (double& x : rss.values()) x = 1.0;
   const NetworkRun planned = run_mask_net(rss, o, true);
   return volume_bytes(size.dims) + planned.predicted_peak_bytes;
 }
