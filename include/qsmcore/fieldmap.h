@@ -45,8 +45,6 @@ struct FieldMapOptions {
   /// Fill FieldMap::phase_offset (8 bytes a voxel); off, it stays empty and its room is never
   /// taken (a pipeline that does not write it).
   bool output_phase_offset = true;
-  /// Also return fit_residual (one volume more while it is held).
-  bool output_fit_residual = false;
   std::function<void(double fraction, const std::string& step)> progress;
 };
 
@@ -62,12 +60,6 @@ struct FieldMap {
   /// rad, the removed receiver offset inside the mask (zeros when none was removed; empty when
   /// FieldMapOptions::output_phase_offset is off).
   Volume phase_offset;
-  /// With output_fit_residual: how far each voxel's echoes lie from the fitted field, in rad —
-  /// √(Σ_e mag_e²·wrap(φ_e − φ₀ − 2π·B·TE_e)² / Σ_e mag_e²), the offset-free phase against the fit.
-  /// At the noise's level (σ/mag) where the phase evolves linearly with TE; near π where it does
-  /// not (a voxel aliased by a steep field beside bone or air, a wrong 2π, no signal): what a
-  /// mask made from the data leaves out before background removal. 0 outside the mask.
-  Volume fit_residual;
   std::vector<std::string> notes;  // what was assumed (e.g. single echo: offset taken as 0; σ)
 };
 

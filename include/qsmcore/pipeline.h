@@ -38,11 +38,6 @@ struct FieldPipelineOptions {
   std::vector<std::string> mask_net_files;  // MaskSource::Network: HD-BET's ONNX file(s)
   MaskOptions masking;
   FieldMapOptions fieldmap;
-  /// Voxels at the mask's edge whose echoes lie further than this (rad, FieldMap::fit_residual)
-  /// from the fitted field are left out of background removal: a phase aliased by the steep field
-  /// beside bone or air, which the removal would spread over the whole brain. Interior voxels stay
-  /// (holes are filled back). 0 keeps every voxel of the mask.
-  double unreliable_residual_rad = 0.5;
   BfrOptions bfr = default_bfr_options();
   /// The dipole inversion after the local field (inversion.h): off (the local field is the
   /// result), or `inversion.method` on the local field inside its mask, χ referenced as
@@ -75,10 +70,8 @@ struct StageRecord {
 struct FieldPipelineResult {
   Volume mask;                         // the brain mask the stages used (0/1)
   Volume total_field_hz;               // Hz inside the mask, 0 outside
-  Volume field_mask;                   // the mask less its unreliable edge: what background removal ran on
   Volume local_field_ppm;              // ppm inside local_mask, 0 outside
-  Volume local_mask;                   // where the local field is valid (field_mask less what BFR eroded)
-  std::int64_t unreliable_voxels = 0;  // mask voxels left out of field_mask
+  Volume local_mask;                   // where the local field is valid (the mask less what BFR eroded)
   Volume chi_ppm;                      // with invert: χ inside local_mask (referenced as asked); else empty
   std::int64_t eroded_voxels = 0;
   std::vector<StageRecord> stages;

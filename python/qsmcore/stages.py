@@ -602,8 +602,7 @@ def field_pipeline(magnitude: ArrayLike, phase: ArrayLike, te: EchoTimes, b0: fl
 
     Returns a dict: ``total_field_hz`` (Hz, in the brain mask), ``local_field`` (ppm),
     ``mask`` (where the local field is valid), ``brain_mask`` (before background removal),
-    ``chi`` (ppm, unless ``inversion="none"``), ``eroded_voxels``, ``unreliable_voxels`` (mask-edge
-    voxels whose echoes did not fit the field, left out of background removal), ``stages`` (one dict per stage: ``stage``,
+    ``chi`` (ppm, unless ``inversion="none"``), ``eroded_voxels``, ``stages`` (one dict per stage: ``stage``,
     ``method``, ``seconds``, ``predicted_peak_bytes``, ``measured_peak_bytes`` — accounted bytes
     above the pipeline's start — ``held_at_start_bytes`` and the stage's figures),
     ``predicted_peak_bytes`` and ``measured_peak_bytes`` (the whole call's, the engine's copy of

@@ -154,7 +154,6 @@ py::dict results(qsmcore::FieldPipelineResult&& r, std::vector<std::string> note
   d["brain_mask"] = volume_to_numpy(std::move(r.mask));
   if (!r.chi_ppm.empty()) d["chi"] = volume_to_numpy(std::move(r.chi_ppm));
   d["eroded_voxels"] = r.eroded_voxels;
-  d["unreliable_voxels"] = r.unreliable_voxels;
   d["stages"] = stages_list(r);
   d["predicted_peak_bytes"] = predicted;
   d["measured_peak_bytes"] = measured;

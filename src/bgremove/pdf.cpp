@@ -36,22 +36,22 @@ namespace {
 // iterations. Each iteration costs two f32 FFT pairs on the padded grid, so 20 it is; the relative
 // residual ‖Aᵀr‖/‖Aᵀb‖ is then 3.5e-3 to 6e-3 on the phantom and 1e-3 to 3e-3 on the analytic
 // backgrounds of the tests: the iteration cap, not the tolerance, usually ends the run.
-constexpr double kDefaultTolerance = 1e-3;
+constexpr double kPdfTolerance = 1e-3;
 constexpr int kDefaultMaxIterations = 20;
 
-[[noreturn]] void invalid(const std::string& m) {
+[[noreturn]] void pdf_invalid(const std::string& m) {
   throw Error(ErrorKind::InvalidInput, "PDF: " + m);
 }
 
 // Below this many padded voxels PDF runs on one thread, its FFTs included: a parallel region per
 // pass costs more than such a grid's work, and much more when the cores are shared (a 45³ grid
 // took 4–16 s on 2 busy threads against 0.1 s on one).
-constexpr std::int64_t kParallelVoxels = std::int64_t{1} << 18;
+constexpr std::int64_t kPdfParallelVoxels = std::int64_t{1} << 18;
 
 // Sums f(k) over planes k in a fixed order, each plane on one thread: the result does not depend on
 // the thread count.
 template <class F>
-double sum_planes(std::int64_t planes, bool parallel, F&& plane_sum) {
+double pdf_sum_planes(std::int64_t planes, bool parallel, F&& plane_sum) {
   std::vector<double> part(static_cast<std::size_t>(planes), 0.0);
   parallel_for(planes, parallel, [&](std::int64_t k) { part[static_cast<std::size_t>(k)] = plane_sum(k); });
   double s = 0.0;
@@ -72,24 +72,24 @@ struct Weights {
 
 Weights check_inputs(const Volume& field, const Volume& mask, const BfrOptions& o) {
   if (field.frames() != 1)
-    invalid("the field has " + std::to_string(field.frames()) + " frames; one field map expected");
+    pdf_invalid("the field has " + std::to_string(field.frames()) + " frames; one field map expected");
   const double* f = field.data();
   const double* m = mask.data();
   for (std::int64_t v = 0; v < field.voxels(); ++v)
-    if (mask_inside(m[v]) && !std::isfinite(f[v])) invalid("the field is not finite inside the mask");
+    if (mask_inside(m[v]) && !std::isfinite(f[v])) pdf_invalid("the field is not finite inside the mask");
   Weights w;
   if (o.weights == nullptr) return w;
-  if (o.weights->frames() != 1) invalid("the weights have more than one frame");
+  if (o.weights->frames() != 1) pdf_invalid("the weights have more than one frame");
   const double* x = o.weights->data();
   double sum = 0.0;
   std::int64_t n = 0;
   for (std::int64_t v = 0; v < field.voxels(); ++v) {
     if (!mask_inside(m[v])) continue;
-    if (!(x[v] >= 0.0) || !std::isfinite(x[v])) invalid("the weights must be finite and non-negative inside the mask");
+    if (!(x[v] >= 0.0) || !std::isfinite(x[v])) pdf_invalid("the weights must be finite and non-negative inside the mask");
     sum += x[v];
     ++n;
   }
-  if (!(sum > 0.0)) invalid("the weights are zero everywhere inside the mask");
+  if (!(sum > 0.0)) pdf_invalid("the weights are zero everywhere inside the mask");
   w.w = x;
   w.scale = static_cast<double>(n) / sum;
   return w;
@@ -132,7 +132,7 @@ PdfSolver::PdfSolver(const Volume& field, const Volume& mask, const Vec3& b0_dir
       w_(w),
       vol_(field.dims()),
       grid_(pdf_fft_grid(field.dims())),
-      par_(grid_[0] * grid_[1] * grid_[2] >= kParallelVoxels),
+      par_(grid_[0] * grid_[1] * grid_[2] >= kPdfParallelVoxels),
       fft_(grid_, par_ ? max_threads() : 1) {
   make_kernel_f32(field.voxel_mm(), b0_dir);
   make_mask(mask);
@@ -210,7 +210,7 @@ void PdfSolver::load_residual(Volume& bg, double alpha) {
 double PdfSolver::norm2_outside() {
   const float* r = fft_.real();
   const std::uint8_t* in = inside_.data();
-  return sum_planes(grid_[2], par_, [&](std::int64_t k) {
+  return pdf_sum_planes(grid_[2], par_, [&](std::int64_t k) {
     double s = 0.0;
     for_rows(k, [&](std::int64_t pr, std::int64_t vr) {
       for (std::int64_t i = 0; i < grid_[0]; ++i)
@@ -224,7 +224,7 @@ double PdfSolver::norm2_outside() {
 double PdfSolver::norm2_data() {
   const float* r = fft_.real();
   const std::uint8_t* in = inside_.data();
-  return sum_planes(vol_[2], par_, [&](std::int64_t k) {
+  return pdf_sum_planes(vol_[2], par_, [&](std::int64_t k) {
     double s = 0.0;
     for_rows(k, [&](std::int64_t pr, std::int64_t vr) {
       if (vr < 0) return;
@@ -280,7 +280,7 @@ void PdfSolver::solve(Volume& bg, double tol, int max_iterations, const std::fun
 
 BfrResult pdf(const Volume& field, const Volume& mask, const Vec3& b0_dir, const BfrOptions& o) {
   const Weights w = check_inputs(field, mask, o);
-  const double tol = o.tolerance > 0.0 ? o.tolerance : kDefaultTolerance;
+  const double tol = o.tolerance > 0.0 ? o.tolerance : kPdfTolerance;
   const int max_iterations = o.max_iterations > 0 ? o.max_iterations : kDefaultMaxIterations;
   BfrResult res;
   res.local_field = Volume::zeros_like(field, 1);  // holds the background estimate until the end
@@ -295,7 +295,7 @@ BfrResult pdf(const Volume& field, const Volume& mask, const Vec3& b0_dir, const
   const double* m = mask.data();
   res.mask = Volume::zeros_like(field, 1);
   double* mo = res.mask.data();
-  parallel_for(field.voxels(), field.voxels() >= kParallelVoxels, [&](std::int64_t v) {
+  parallel_for(field.voxels(), field.voxels() >= kPdfParallelVoxels, [&](std::int64_t v) {
     const bool in = mask_inside(m[v]);
     out[v] = in ? f[v] - out[v] : 0.0;
     mo[v] = in ? 1.0 : 0.0;

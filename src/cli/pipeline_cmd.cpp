@@ -51,7 +51,7 @@ struct PipelineArgs {
   std::optional<int> mask_erode;
 };
 
-[[noreturn]] void invalid(const std::string& m) {
+[[noreturn]] void bad_option(const std::string& m) {
   throw Error(ErrorKind::InvalidInput, m);
 }
 
@@ -61,7 +61,7 @@ std::vector<std::string> file_list(const std::string& text, const char* option) 
   while (from <= text.size()) {
     const std::size_t comma = text.find(',', from);
     const std::string f = text.substr(from, comma == std::string::npos ? std::string::npos : comma - from);
-    if (f.empty()) invalid(std::string(option) + " '" + text + "': an empty file name");
+    if (f.empty()) bad_option(std::string(option) + " '" + text + "': an empty file name");
     files.push_back(f);
     if (comma == std::string::npos) break;
     from = comma + 1;
@@ -74,7 +74,7 @@ EchoWeighting parse_weighting(const std::string& w) {
   if (w == "variance") return EchoWeighting::PhaseVariance;
   if (w == "average") return EchoWeighting::Average;
   if (w == "te") return EchoWeighting::Te;
-  invalid("--echo-weighting " + w + ": snr, variance, average or te");
+  bad_option("--echo-weighting " + w + ": snr, variance, average or te");
 }
 
 // Everything the options say, checked before a file is opened.
@@ -85,14 +85,14 @@ struct Setup {
 };
 
 void parse_mask_choice(const PipelineArgs& a, FieldPipelineOptions& o) {
-  if (!a.mask.empty() && !a.mask_net.empty()) invalid("--mask and --mask-net both name a mask; give one");
+  if (!a.mask.empty() && !a.mask_net.empty()) bad_option("--mask and --mask-net both name a mask; give one");
   if (!a.mask.empty()) o.mask_source = MaskSource::Given;
   if (!a.mask_net.empty()) {
-    if (a.mask_net != "hd-bet") invalid("--mask-net " + a.mask_net + ": the mask network is hd-bet");
+    if (a.mask_net != "hd-bet") bad_option("--mask-net " + a.mask_net + ": the mask network is hd-bet");
     o.mask_source = MaskSource::Network;
   }
   if (a.mask_erode) {
-    if (*a.mask_erode < 0) invalid("--mask-erode must be 0 or more voxels");
+    if (*a.mask_erode < 0) bad_option("--mask-erode must be 0 or more voxels");
     o.masking.erode = *a.mask_erode;
   }
   if (a.mask_method == "quality") {
@@ -100,14 +100,14 @@ void parse_mask_choice(const PipelineArgs& a, FieldPipelineOptions& o) {
   } else if (a.mask_method == "magnitude") {
     o.masking.method = MaskMethod::Magnitude;
   } else {
-    invalid("--mask-method " + a.mask_method + ": quality or magnitude");
+    bad_option("--mask-method " + a.mask_method + ": quality or magnitude");
   }
 }
 
 Setup parse_setup(const PipelineArgs& a) {
   Setup s;
   if (a.dicom.empty() == (a.mag.empty() || a.phase.empty()))
-    invalid(a.dicom.empty() ? "give the scan: --mag and --phase (NIfTI), or --dicom DIR"
+    bad_option(a.dicom.empty() ? "give the scan: --mag and --phase (NIfTI), or --dicom DIR"
                             : "--dicom and --mag/--phase both name a scan; give one");
   if (a.dicom.empty()) {
     s.files.magnitude = file_list(a.mag, "--mag");
@@ -115,12 +115,12 @@ Setup parse_setup(const PipelineArgs& a) {
   }
   if (!a.te.empty()) s.overrides.te_s = parse_number_list(a.te, "--te");
   if (a.b0) {
-    if (!(*a.b0 > 0.0)) invalid("--b0 must be a positive field strength in tesla");
+    if (!(*a.b0 > 0.0)) bad_option("--b0 must be a positive field strength in tesla");
     s.overrides.b0_t = a.b0;
   }
   if (!a.b0_dir.empty()) s.overrides.b0_dir = parse_b0_dir(a.b0_dir);
   if (a.phase_scale) {
-    if (!(*a.phase_scale != 0.0) || !std::isfinite(*a.phase_scale)) invalid("--phase-scale must be a non-zero number");
+    if (!(*a.phase_scale != 0.0) || !std::isfinite(*a.phase_scale)) bad_option("--phase-scale must be a non-zero number");
     s.overrides.phase_scale = a.phase_scale;
   }
   FieldPipelineOptions& o = s.opts;
@@ -130,7 +130,7 @@ Setup parse_setup(const PipelineArgs& a) {
   } else if (a.unwrap == "laplacian") {
     o.fieldmap.unwrap = UnwrapMethod::Laplacian;
   } else {
-    invalid("--unwrap " + a.unwrap + ": romeo or laplacian");
+    bad_option("--unwrap " + a.unwrap + ": romeo or laplacian");
   }
   o.fieldmap.remove_phase_offset = !a.no_offset;
   if (a.offset_sigma) o.fieldmap.offset_sigma_mm = *a.offset_sigma;
@@ -277,7 +277,6 @@ std::string report_text(const Record& rec) {
                   {"unwrap", rec.a.unwrap},
                   {"phase_offset_removal", !rec.a.no_offset},
                   {"offset_sigma_mm", rec.s.opts.fieldmap.offset_sigma_mm},
-                  {"unreliable_residual_rad", rec.s.opts.unreliable_residual_rad},
                   {"echo_weighting", rec.a.weighting},
                   {"bfr", to_string(rec.s.opts.bfr.method)},
                   {"bfr_radii_mm", rec.s.opts.bfr.radii_mm},
@@ -297,7 +296,6 @@ std::string report_text(const Record& rec) {
   j["mask_voxels"] = count_inside(rec.r.mask);
   j["local_mask_voxels"] = count_inside(rec.r.local_mask);
   j["eroded_voxels"] = rec.r.eroded_voxels;
-  j["unreliable_voxels"] = rec.r.unreliable_voxels;
   j["notes"] = rec.notes;
   j["total_seconds"] = rec.seconds;
   j["outputs"] = rec.outputs;

@@ -7,7 +7,6 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
-#include <numbers>
 #include <string>
 
 #include "core/parallel.h"
@@ -185,25 +184,6 @@ double template_shift(const Volume& unwrapped, const Volume& pair, const Volume&
   return chosen;
 }
 
-// The magnitude²-weighted RMS misfit of the offset-free echoes against the fitted field.
-Volume fit_residual(const Volume& magnitude, const CorrectedPhase& cp, const std::vector<double>& te_s,
-                    const Volume& mask, const Volume& field_hz) {
-  Volume r = Volume::zeros_like(field_hz, 1);
-  const std::int64_t n = r.voxels(), echoes = magnitude.frames();
-  parallel_for(n, true, [&](std::int64_t i) {
-    if (!mask_inside(mask.data()[i])) return;
-    double sw = 0.0, sr = 0.0;
-    for (std::int64_t e = 0; e < echoes; ++e) {
-      const double m = magnitude.data()[i + e * n], w = m * m;
-      const double d = wrap(cp.at(e, i) - kTwoPi * field_hz.data()[i] * te_s[static_cast<std::size_t>(e)]);
-      sw += w;
-      sr += w * d * d;
-    }
-    r.data()[i] = sw > 0.0 ? std::sqrt(sr / sw) : std::numbers::pi;  // no signal: nothing fits
-  });
-  return r;
-}
-
 }  // namespace fieldmap
 
 FieldMap map_field(const Volume& magnitude, const Volume& phase, const std::vector<double>& te_s, const Volume& mask,
@@ -234,7 +214,6 @@ FieldMap map_field(const Volume& magnitude, const Volume& phase, const std::vect
   step(0.8, "noise");
   out.noise_hz = Volume::zeros_like(phase, 1);
   fieldmap::noise_map(magnitude, cp, te_s, mask, out.total_field_hz, o.weighting, out.noise_hz, out.notes);
-  if (o.output_fit_residual) out.fit_residual = fieldmap::fit_residual(magnitude, cp, te_s, mask, out.total_field_hz);
   if (o.output_phase_offset) {
     out.phase_offset = Volume::zeros_like(phase, 1);
     if (offset) {

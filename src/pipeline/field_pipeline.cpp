@@ -113,7 +113,7 @@ PipelinePrediction predict_field_pipeline(const Dims3& dims, const Vec3& voxel_m
   stage("mask", mask_stage_bytes(size, o));
   held += v;  // the mask
   stage("field map", pipeline::stage_bytes(pipeline::fieldmap_key(o, echoes), size, o));
-  held += 3 * v;  // the total field, its noise and the reliable part of the mask
+  held += 2 * v;  // the total field and its noise
   if (scan_given_up) held -= 2 * volume_bytes(dims, echoes);
   if (!uses_weights(o)) held -= v;  // the noise is freed unless it weights the removal
   stage("background removal", pipeline::stage_bytes(pipeline::bfr_key(o), size, o));
@@ -253,27 +253,12 @@ std::string fieldmap_method(const FieldPipelineOptions& o, std::int64_t echoes) 
   return m;
 }
 
-// The mask less its voxels whose echoes do not fit the field (residual above `threshold` rad),
-// holes filled back (a voxel inside the brain stays: only the edge's aliased rim goes), then its
-// largest component. The mask itself where there is no residual (one echo, or the check off).
-Volume reliable_part(const Volume& mask, const Volume& residual, double threshold) {
-  if (residual.empty()) return mask.clone();
-  Volume keep = Volume::zeros_like(mask, 1);
-  for (std::int64_t i = 0; i < mask.voxels(); ++i)
-    keep.data()[i] = mask.data()[i] > 0.5 && residual.data()[i] <= threshold ? 1.0 : 0.0;
-  Volume filled = fill_holes(keep);
-  for (std::int64_t i = 0; i < mask.voxels(); ++i)
-    if (!(mask.data()[i] > 0.5)) filled.data()[i] = 0.0;
-  return largest_component(filled);
-}
-
 FieldMap fieldmap_stage(const Scan& scan, const FieldPipelineOptions& o, StageMeter& meter, std::int64_t predicted,
                         FieldPipelineResult& r) {
   FieldMap map;
-  meter.run("field map", fieldmap_method(o, scan.echoes()), predicted, [&](StageRecord& rec) {
+  meter.run("field map", fieldmap_method(o, scan.echoes()), predicted, [&](StageRecord&) {
     FieldMapOptions fo = o.fieldmap;
     fo.output_phase_offset = false;  // not an output of the pipeline
-    fo.output_fit_residual = o.unreliable_residual_rad > 0.0 && scan.echoes() > 1;
     if (o.progress) {
       auto report = o.progress;
       fo.progress = [report](double f, const std::string& step) {
@@ -281,10 +266,6 @@ FieldMap fieldmap_stage(const Scan& scan, const FieldPipelineOptions& o, StageMe
       };
     }
     map = map_field(scan.magnitude, scan.phase, scan.te_s, r.mask, fo);
-    r.field_mask = reliable_part(r.mask, map.fit_residual, o.unreliable_residual_rad);
-    map.fit_residual = Volume();
-    r.unreliable_voxels = count_inside(r.mask) - count_inside(r.field_mask);
-    rec.figures.emplace_back("unreliable voxels left out", static_cast<double>(r.unreliable_voxels));
   });
   for (std::string& n : map.notes) r.notes.push_back(std::move(n));
   return map;
@@ -327,12 +308,12 @@ void bfr_stage(const Scan& scan, FieldMap& map, const FieldPipelineOptions& o, c
     BfrOptions bo = o.bfr;
     bo.progress = pr.stage(0.6, o.invert ? 0.8 : 1.0, "background removal");
     if (uses_weights(o)) {
-      noise_to_weights(map.noise_hz, r.field_mask);
+      noise_to_weights(map.noise_hz, r.mask);
       bo.weights = &map.noise_hz;
     }
     // The methods are linear: the removal runs on the field in Hz and its result is scaled to
     // ppm in place, with no ppm copy of the total field.
-    BfrResult b = remove_background(map.total_field_hz, r.field_mask, scan.b0_dir, bo);
+    BfrResult b = remove_background(map.total_field_hz, r.mask, scan.b0_dir, bo);
     const double to_ppm = 1.0 / hz_per_ppm(scan.b0_t);
     for (double& x : b.local_field.values()) x *= to_ppm;
     r.local_field_ppm = std::move(b.local_field);

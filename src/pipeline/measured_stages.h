@@ -14,40 +14,40 @@
 namespace qsmcore::pipeline {
 
 inline constexpr std::array<StageLine, 17> kMeasuredStages{{
-    // 8 point(s), largest residual 36495 B
-    {"mask/phase-quality", 24454, 12.060000, 0.000000, 0.000000, 0.000000},
-    // 9 point(s), largest residual 44237 B
-    {"fieldmap/romeo-single-echo", 20153, 24.120000, 0.000000, 0.000000, 0.000000},
-    // 24 point(s), largest residual 88998 B
-    {"bfr/pdf", 99872, 8.659752, 0.000000, 14.425307, 0.000000},
-    // 8 point(s), largest residual 36772 B
-    {"inversion/tkd", 24730, 8.040000, 0.000000, 4.020000, 0.000000},
-    // 8 point(s), largest residual 36772 B
-    {"inversion/tikhonov", 24730, 8.040000, 0.000000, 4.020000, 0.000000},
-    // 8 point(s), largest residual 93825 B
-    {"inversion/tv", 94172, 1.791079, 0.000000, 28.564451, 0.000000},
-    // 8 point(s), largest residual 94646 B
-    {"inversion/rts", 147158, 4.656806, 0.000000, 26.027572, 0.000000},
-    // 8 point(s), largest residual 130945 B
-    {"inversion/ilsqr", 105348, 1.074647, 0.000000, 41.258670, 0.000000},
-    // 8 point(s), largest residual 27372 B
-    {"mask/magnitude", 18340, 9.045000, 0.000000, 0.000000, 0.000000},
-    // 8 point(s), largest residual 2888943 B
-    {"fieldmap/laplacian", 5337447, 35.298380, 4.083314, 0.000000, 0.000000},
-    // 8 point(s), largest residual 61102 B
-    {"bfr/sharp", 41032, 16.080000, 0.000000, 4.020000, 0.000000},
-    // 16 point(s), largest residual 24330 B
-    {"mask/given", 16303, 8.040000, 0.000000, 0.000000, 0.000000},
-    // 16 point(s), largest residual 89437 B
-    {"bfr/vsharp", 84339, 18.517863, 0.000000, 10.791560, 0.000000},
-    // 16 point(s), largest residual 96724 B
-    {"bfr/resharp", 122078, 12.268942, 0.000000, 19.256011, 0.000000},
-    // 16 point(s), largest residual 70948 B
-    {"bfr/ismv", 65781, 14.139647, 0.000000, 9.098670, 0.000000},
-    // 16 point(s), largest residual 48660 B
-    {"bfr/lbv", 32605, 16.080000, 0.000000, 0.000000, 0.000000},
-    // 15 point(s), largest residual 149023 B
-    {"fieldmap/romeo", 89753, 49.245000, 0.000000, 0.000000, 0.000000},
+    // 8 point(s), largest residual 0 B
+    {"mask/phase-quality", 1, 12.060000, 0.000000, 0.000000, 0.000000},
+    // 9 point(s), largest residual 971 B
+    {"fieldmap/romeo-single-echo", -4374, 19.244036, 0.000000, 0.000000, 11.823775},
+    // 24 point(s), largest residual 7607 B
+    {"bfr/pdf", 50563, 8.659752, 0.000000, 14.425307, 0.000000},
+    // 8 point(s), largest residual 0 B
+    {"inversion/tkd", 1, 8.040000, 0.000000, 4.020000, 0.000000},
+    // 8 point(s), largest residual 0 B
+    {"inversion/tikhonov", 1, 8.040000, 0.000000, 4.020000, 0.000000},
+    // 8 point(s), largest residual 11295 B
+    {"inversion/tv", 44118, 1.791079, 0.000000, 28.564451, 0.000000},
+    // 8 point(s), largest residual 29366 B
+    {"inversion/rts", 114706, 4.656806, 0.000000, 26.027572, 0.000000},
+    // 8 point(s), largest residual 6777 B
+    {"inversion/ilsqr", 26471, 1.074647, 0.000000, 41.258670, 0.000000},
+    // 8 point(s), largest residual 0 B
+    {"mask/magnitude", 1, 9.045000, 0.000000, 0.000000, 0.000000},
+    // 8 point(s), largest residual 690900 B
+    {"fieldmap/laplacian", 1259291, 32.934042, 0.977326, 0.000000, 0.000000},
+    // 8 point(s), largest residual 0 B
+    {"bfr/sharp", 1, 16.080000, 0.000000, 4.020000, 0.000000},
+    // 16 point(s), largest residual 0 B
+    {"mask/given", 1, 8.040000, 0.000000, 0.000000, 0.000000},
+    // 16 point(s), largest residual 9036 B
+    {"bfr/vsharp", 35294, 18.517863, 0.000000, 10.791560, 0.000000},
+    // 16 point(s), largest residual 20330 B
+    {"bfr/resharp", 79412, 12.268942, 0.000000, 19.256011, 0.000000},
+    // 16 point(s), largest residual 6777 B
+    {"bfr/ismv", 26471, 14.139647, 0.000000, 9.098670, 0.000000},
+    // 16 point(s), largest residual 0 B
+    {"bfr/lbv", 1, 16.080000, 0.000000, 0.000000, 0.000000},
+    // 15 point(s), largest residual 1495 B
+    {"fieldmap/romeo", -4841, 31.299006, 0.000915, 0.000000, 11.862845},
 }};
 
 }  // namespace qsmcore::pipeline

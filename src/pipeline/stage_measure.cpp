@@ -216,21 +216,21 @@ FittedStage fit_stage(const std::vector<StagePoint>& points) {
       best = c;
     }
   }
-  // Slopes rounded up by 0.5 %: what a stage holds is not quite a line between the measured shapes
-  // (V-SHARP's radii that fit, iSMV's iterations, FFT plans), measured at most 0.2 % off it.
-  for (int c = 1; c < kColumns; ++c) best[c] *= 1.005;
-  FittedStage f;
-  f.key = points.front().key;
-  f.points = points.size();
+  // The fixed part raised to the highest point, and by the fit's largest gap to a point: a shape
+  // between the measured ones may lie as far above the line as the farthest measured one lay from
+  // it (an exact line gets no margin).
   double above = -INFINITY, gap = 0.0;
   for (std::size_t i = 0; i < x.size(); ++i) {
     above = std::max(above, y[i] - line_at(best, x[i]));
     gap = std::max(gap, std::abs(y[i] - line_at(best, x[i])));
   }
-  // Raised to the highest point, and by the largest gap between the line and a point: a shape
-  // between the measured ones may lie as far above the line as the farthest measured one lay
-  // below it (an exact line, such as a stage's whole volumes, gets no margin).
+  FittedStage f;
+  f.key = points.front().key;
+  f.points = points.size();
   f.fixed_bytes = static_cast<std::int64_t>(std::ceil(best[0] + above + gap));
+  // And the slopes rounded up by 0.5 %: what a stage holds is not quite a line between the measured
+  // shapes (V-SHARP's radii that fit, iSMV's iterations, FFT plans), measured at most 0.2 % off it.
+  for (int c = 1; c < kColumns; ++c) best[c] *= 1.005;
   f.per_voxel = best[1];
   f.per_echo_voxel = best[2];
   f.per_fft_voxel = best[3];

@@ -72,8 +72,7 @@ TEST(FieldPipeline, TheChainAddsLittleToTheRemovalsOwnResult) {
   EXPECT_EQ(r.stages[0].stage, "mask");
   EXPECT_EQ(r.stages[1].stage, "field map");
   EXPECT_EQ(r.stages[2].stage, "background removal");
-  EXPECT_EQ(count_inside(r.field_mask) - count_inside(r.local_mask), r.eroded_voxels);
-  EXPECT_EQ(count_inside(r.mask) - count_inside(r.field_mask), r.unreliable_voxels);
+  EXPECT_EQ(count_inside(r.mask) - count_inside(r.local_mask), r.eroded_voxels);
 }
 
 // The prediction each stage was given against what it measured, at a shape and echo count the
