@@ -32,7 +32,7 @@ AccountedArray<std::uint8_t> regions(const Volume& mask, const Volume& eroded) {
 double eroded_norm(const Volume& field, const std::uint8_t* region, double mean) {
   const double* f = field.data();
   const std::int64_t plane = field.nx() * field.ny();
-  return std::sqrt(sum_planes(field.nz(), [&](std::int64_t k) {
+  return std::sqrt(ordered_sum(field.nz(), true, [&](std::int64_t k) {
     double sum = 0.0;
     for (std::int64_t v = k * plane; v < (k + 1) * plane; ++v)
       if (region[v] == kEroded) sum += (f[v] - mean) * (f[v] - mean);
@@ -74,7 +74,7 @@ struct IsmvState {
     // Only M_e changes (the rim keeps f, the outside 0); the new b goes back into the buffer.
     T* sb = fft.real();
     const Dims3& d = field.dims();
-    const double change = sum_planes(d[2], [&](std::int64_t k) {
+    const double change = ordered_sum(d[2], true, [&](std::int64_t k) {
       double sum = 0.0;
       plane_voxels(g, d, k, [&](std::int64_t v, std::int64_t p) {
         if (region[v] == kEroded) {

@@ -32,15 +32,6 @@ constexpr double kRoundoff = 1e-13;
 // costs more than their work, and much more when the cores are shared.
 constexpr std::int64_t kParallelVoxels = std::int64_t{1} << 17;
 
-template <class F>
-double lbv_sum_planes(std::int64_t planes, bool parallel, F&& plane_sum) {
-  std::vector<double> part(static_cast<std::size_t>(planes), 0.0);
-  parallel_for(planes, parallel, [&](std::int64_t k) { part[static_cast<std::size_t>(k)] = plane_sum(k); });
-  double s = 0.0;
-  for (double v : part) s += v;  // in plane order: the same for every thread count
-  return s;
-}
-
 struct Grid {
   Dims3 n{0, 0, 0};
   double cx = 0.0, cy = 0.0, cz = 0.0;  // 1/h² per axis
@@ -102,7 +93,7 @@ class Multigrid {
 void Multigrid::build_levels() {
   const std::uint8_t* fine_in = in_;
   Grid fine = g_;
-  std::int64_t unknowns = lbv_sum_planes(fine.n[2], fine.parallel(), [&](std::int64_t k) {
+  std::int64_t unknowns = ordered_sum(fine.n[2], fine.parallel(), [&](std::int64_t k) {
     double s = 0.0;
     for (std::int64_t v = k * fine.sz(); v < (k + 1) * fine.sz(); ++v) s += fine_in[v];
     return s;
@@ -114,7 +105,7 @@ void Multigrid::build_levels() {
     c.in = AccountedArray<std::uint8_t>(static_cast<std::size_t>(c.g.voxels()));
     std::uint8_t* cin = c.in.data();
     const Grid cg = c.g;
-    c.unknowns = static_cast<std::int64_t>(lbv_sum_planes(cg.n[2], cg.parallel(), [&](std::int64_t k) {
+    c.unknowns = static_cast<std::int64_t>(ordered_sum(cg.n[2], cg.parallel(), [&](std::int64_t k) {
       double s = 0.0;
       for (std::int64_t j = 0; j < cg.n[1]; ++j)
         for (std::int64_t i = 0; i < cg.n[0]; ++i) {
@@ -159,7 +150,7 @@ double plane_norm2(const Grid& g, const std::uint8_t* in, std::int64_t k, V&& va
 // ‖L·f‖² over the interior: the scale of the relative residual.
 double Multigrid::fine_rhs_norm2() const {
   const auto f = [&](std::int64_t u) { return f_[u]; };
-  return lbv_sum_planes(g_.n[2], g_.parallel(), [&](std::int64_t k) {
+  return ordered_sum(g_.n[2], g_.parallel(), [&](std::int64_t k) {
     return plane_norm2(g_, in_, k, [&](std::int64_t v) { return laplacian(g_, f, v); });
   });
 }
@@ -167,7 +158,7 @@ double Multigrid::fine_rhs_norm2() const {
 // The fine residual L·f − L·x = L·d, d = f − x, at interior voxels.
 double Multigrid::fine_residual_norm2() const {
   const auto d = [&](std::int64_t u) { return f_[u] - x_[u]; };
-  return lbv_sum_planes(g_.n[2], g_.parallel(), [&](std::int64_t k) {
+  return ordered_sum(g_.n[2], g_.parallel(), [&](std::int64_t k) {
     return plane_norm2(g_, in_, k, [&](std::int64_t v) { return laplacian(g_, d, v); });
   });
 }
@@ -325,7 +316,7 @@ void Multigrid::solve_coarsest(CoarseLevel& c) {
   const float* xs = c.x.data();
   const auto x = [&](std::int64_t u) { return static_cast<double>(xs[u]); };
   const auto norm2 = [&] {
-    return lbv_sum_planes(c.g.n[2], c.g.parallel(), [&](std::int64_t k) {
+    return ordered_sum(c.g.n[2], c.g.parallel(), [&](std::int64_t k) {
       return plane_norm2(c.g, c.in.data(), k, [&](std::int64_t v) { return c.b[v] - laplacian(c.g, x, v); });
     });
   };
@@ -378,7 +369,7 @@ void Multigrid::fine_cycle() {
 // makes L·f, so the level below which a residual is rounding error.
 double Multigrid::fine_scale2() const {
   const double diag = 1.0 / g_.inv_diag();
-  return lbv_sum_planes(g_.n[2], g_.parallel(), [&](std::int64_t k) {
+  return ordered_sum(g_.n[2], g_.parallel(), [&](std::int64_t k) {
     return plane_norm2(g_, in_, k, [&](std::int64_t v) { return diag * f_[v]; });
   });
 }

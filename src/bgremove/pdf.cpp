@@ -48,17 +48,6 @@ constexpr int kDefaultMaxIterations = 20;
 // took 4–16 s on 2 busy threads against 0.1 s on one).
 constexpr std::int64_t kPdfParallelVoxels = std::int64_t{1} << 18;
 
-// Sums f(k) over planes k in a fixed order, each plane on one thread: the result does not depend on
-// the thread count.
-template <class F>
-double pdf_sum_planes(std::int64_t planes, bool parallel, F&& plane_sum) {
-  std::vector<double> part(static_cast<std::size_t>(planes), 0.0);
-  parallel_for(planes, parallel, [&](std::int64_t k) { part[static_cast<std::size_t>(k)] = plane_sum(k); });
-  double s = 0.0;
-  for (double v : part) s += v;
-  return s;
-}
-
 // The data weights W, scaled to mean 1 over the mask (the fit does not depend on W's scale).
 struct Weights {
   const double* w = nullptr;  // null: W = 1
@@ -85,7 +74,8 @@ Weights check_inputs(const Volume& field, const Volume& mask, const BfrOptions& 
   std::int64_t n = 0;
   for (std::int64_t v = 0; v < field.voxels(); ++v) {
     if (!mask_inside(m[v])) continue;
-    if (!(x[v] >= 0.0) || !std::isfinite(x[v])) pdf_invalid("the weights must be finite and non-negative inside the mask");
+    if (!(x[v] >= 0.0) || !std::isfinite(x[v]))
+      pdf_invalid("the weights must be finite and non-negative inside the mask");
     sum += x[v];
     ++n;
   }
@@ -210,7 +200,7 @@ void PdfSolver::load_residual(Volume& bg, double alpha) {
 double PdfSolver::norm2_outside() {
   const float* r = fft_.real();
   const std::uint8_t* in = inside_.data();
-  return pdf_sum_planes(grid_[2], par_, [&](std::int64_t k) {
+  return ordered_sum(grid_[2], par_, [&](std::int64_t k) {
     double s = 0.0;
     for_rows(k, [&](std::int64_t pr, std::int64_t vr) {
       for (std::int64_t i = 0; i < grid_[0]; ++i)
@@ -224,7 +214,7 @@ double PdfSolver::norm2_outside() {
 double PdfSolver::norm2_data() {
   const float* r = fft_.real();
   const std::uint8_t* in = inside_.data();
-  return pdf_sum_planes(vol_[2], par_, [&](std::int64_t k) {
+  return ordered_sum(vol_[2], par_, [&](std::int64_t k) {
     double s = 0.0;
     for_rows(k, [&](std::int64_t pr, std::int64_t vr) {
       if (vr < 0) return;

@@ -17,21 +17,9 @@
 // 200×240×200, 1.35 volumes.
 #include "bgremove/pdf_grid.h"
 
+#include "physics/fft.h"
+
 namespace qsmcore::bgremove {
-namespace {
-
-// The smallest m ≥ n whose prime factors are all 2, 3 or 5.
-std::int64_t smooth235_at_least(std::int64_t n) {
-  for (std::int64_t m = n < 1 ? 1 : n;; ++m) {
-    std::int64_t r = m;
-    for (std::int64_t p : {2, 3, 5})
-      while (r % p == 0) r /= p;
-    if (r == 1) return m;
-  }
-}
-
-}  // namespace
-
 std::int64_t pdf_padding(std::int64_t n) {
   const std::int64_t p = (n + 15) / 16;
   return p < 4 ? 4 : p;
@@ -39,7 +27,7 @@ std::int64_t pdf_padding(std::int64_t n) {
 
 Dims3 pdf_fft_grid(const Dims3& dims) {
   Dims3 g{};
-  for (int a = 0; a < 3; ++a) g[a] = smooth235_at_least(dims[a] + pdf_padding(dims[a]));
+  for (int a = 0; a < 3; ++a) g[a] = physics::smooth_fft_length(dims[a] + pdf_padding(dims[a]), 5);
   return g;
 }
 

@@ -49,7 +49,7 @@ struct SpectralCg {
   double dot(const Cx* a, const Cx* b, const Cx* l) const {
     const Dims3& g = fft.dims();
     const std::int64_t hx = g[0] / 2 + 1;
-    return sum_planes(g[2], [&](std::int64_t k) {
+    return ordered_sum(g[2], true, [&](std::int64_t k) {
       double sum = 0.0;
       for (std::int64_t row = k * g[1]; row < (k + 1) * g[1]; ++row)
         for (std::int64_t i = 0, n = row * hx; i < hx; ++i, ++n) {

@@ -45,7 +45,6 @@ std::int64_t ball_voxels(const Vec3& voxel_mm, double radius_mm);
 void check_radius(const Vec3& voxel_mm, double radius_mm);
 
 /// The smallest 2,3,5,7-smooth size ≥ n (even when `even`).
-std::int64_t fast_fft_size(std::int64_t n, bool even);
 
 /// The FFT grid of the SHARP family: each axis rounded up to an even fast size.
 Dims3 smv_grid(const Dims3& dims);
@@ -63,17 +62,6 @@ Volume erode_by_ball(const Volume& mask, double radius_mm);
 /// frame). Returns the field's mean inside the mask, which the methods subtract before going to
 /// f32: constants are harmonic and removed anyway, and a large offset would cost f32 precision.
 double checked_mean_inside(const Volume& field, const Volume& mask);
-
-/// Σ plane(k) over k in [0, n): planes run in parallel, their sums are added in order, so the
-/// result does not depend on the thread count.
-template <class F>
-double sum_planes(std::int64_t n, F&& plane) {
-  std::vector<double> sums(static_cast<std::size_t>(n), 0.0);
-  parallel_for(n, true, [&](std::int64_t k) { sums[static_cast<std::size_t>(k)] = plane(k); });
-  double total = 0.0;
-  for (double s : sums) total += s;
-  return total;
-}
 
 /// fft.real() = value(v) at each voxel v of the volume (`dims`, in the grid's corner), 0 in the
 /// padding.

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 namespace qsmcore {
 
@@ -54,6 +55,19 @@ void parallel_for(std::int64_t n, bool parallel, F&& f) {
     for (std::int64_t i = lo; i < hi; ++i) fn(i);
   };
   detail::run_static_chunks(n, chunk, const_cast<void*>(static_cast<const void*>(&f)));
+}
+
+/// Σ f(k) over k in [0, n), each term on one thread (in parallel when `parallel`) and the terms
+/// added in order afterwards, so the sum does not depend on the thread count: the reductions of the
+/// classical stages (sums over a volume's planes), whose outputs are checked bit for bit across
+/// thread counts. A term is typically one plane's sum.
+template <class F>
+double ordered_sum(std::int64_t n, bool parallel, F&& f) {
+  std::vector<double> terms(static_cast<std::size_t>(n > 0 ? n : 0), 0.0);
+  parallel_for(n, parallel, [&](std::int64_t k) { terms[static_cast<std::size_t>(k)] = f(k); });
+  double total = 0.0;
+  for (double t : terms) total += t;
+  return total;
 }
 
 }  // namespace qsmcore

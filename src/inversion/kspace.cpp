@@ -5,6 +5,7 @@
 #include <cmath>
 #include <numbers>
 
+#include "physics/fft.h"
 #include "qsmcore/error.h"
 
 namespace qsmcore::inversion {
@@ -37,19 +38,10 @@ double dipole_at(double kx, double ky, double kz, const Vec3& b) {
 
 }  // namespace
 
-std::int64_t fast_fft_size(std::int64_t n, bool even) {
-  for (std::int64_t m = std::max<std::int64_t>(n, 1);; ++m) {
-    if (even && m % 2 != 0) continue;
-    std::int64_t r = m;
-    for (std::int64_t p : {2, 3, 5, 7})
-      while (r % p == 0) r /= p;
-    if (r == 1) return m;
-  }
-}
-
 Dims3 fft_grid(const Dims3& dims, int pad) {
   if (pad < 0) return dims;
-  return {fast_fft_size(dims[0] + pad, true), fast_fft_size(dims[1] + pad, false), fast_fft_size(dims[2] + pad, false)};
+  return {physics::smooth_fft_length(dims[0] + pad, 7, true), physics::smooth_fft_length(dims[1] + pad),
+          physics::smooth_fft_length(dims[2] + pad)};
 }
 
 SpectrumAxes::SpectrumAxes(const Dims3& grid, const Vec3& voxel_mm, const Vec3& b0_dir) : grid_(grid) {

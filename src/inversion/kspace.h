@@ -16,7 +16,6 @@ namespace qsmcore::inversion {
 
 /// Smallest size ≥ n whose prime factors are 2, 3, 5 and 7 (even when `even`): FFTW and the
 /// portable FFT both run those without Bluestein. 181 (prime) → 192: 4.6× faster in f32.
-std::int64_t fast_fft_size(std::int64_t n, bool even);
 
 /// The FFT grid for a volume of `dims`: each axis at least n + pad, rounded up to a fast size
 /// (x even, for the real transform's half spectrum); pad < 0: the volume itself.

@@ -15,6 +15,17 @@
 
 namespace qsmcore::physics {
 
+std::int64_t smooth_fft_length(std::int64_t n, int largest_prime, bool even) {
+  for (std::int64_t m = n < 1 ? 1 : n;; ++m) {
+    if (even && m % 2 != 0) continue;
+    std::int64_t r = m;
+    for (std::int64_t p : {2, 3, 5, 7})
+      if (p <= largest_prime)
+        while (r % p == 0) r /= p;
+    if (r == 1) return m;
+  }
+}
+
 #if QSM_HAVE_FFTW
 namespace {
 

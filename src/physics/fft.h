@@ -9,6 +9,11 @@
 
 namespace qsmcore::physics {
 
+/// The smallest length m ≥ max(n, 1) whose prime factors are all at most `largest_prime` (2, 3, 5
+/// or 7), and even when asked: the lengths FFTW transforms fast, and the portable FFT without
+/// falling back to Bluestein's algorithm (for which a factor of 7 is already slow: 5 there).
+std::int64_t smooth_fft_length(std::int64_t n, int largest_prime = 7, bool even = false);
+
 template <class T>
 class RealFft3 {
  public:

@@ -271,21 +271,13 @@ FieldMap fieldmap_stage(const Scan& scan, const FieldPipelineOptions& o, StageMe
   return map;
 }
 
-// The noise map becomes PDF's data weights in place (1/noise, normalised by their mean inside
-// the mask); other methods do not read it.
+// The noise map becomes PDF's data weights in place, 1/noise inside the mask (PDF scales them to
+// mean 1 itself); other methods do not read it.
 void noise_to_weights(Volume& noise, const Volume& mask) {
-  double sum = 0.0;
-  std::int64_t n = 0;
-  for (std::int64_t i = 0; i < noise.voxels(); ++i) {
-    double& w = noise.data()[i];
-    w = (mask.data()[i] > 0.5 && w > 0.0 && std::isfinite(w)) ? 1.0 / w : 0.0;
-    if (w > 0.0) {
-      sum += w;
-      ++n;
-    }
-  }
-  const double mean = n > 0 ? sum / static_cast<double>(n) : 1.0;
-  for (double& w : noise.values()) w /= mean;
+  double* w = noise.data();
+  const double* m = mask.data();
+  parallel_for(noise.voxels(), true,
+               [&](std::int64_t i) { w[i] = (m[i] > 0.5 && w[i] > 0.0 && std::isfinite(w[i])) ? 1.0 / w[i] : 0.0; });
 }
 
 std::string bfr_method(const BfrOptions& b) {

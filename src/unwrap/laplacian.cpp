@@ -23,6 +23,7 @@
 
 #include "core/accounted_array.h"
 #include "core/parallel.h"
+#include "physics/fft.h"
 #include "qsmcore/error.h"
 #include "qsmcore/unwrap.h"
 #include "unwrap/dct.h"
@@ -123,17 +124,6 @@ void apply_operator(const Domain& d, const float* p, float* q) {
   });
 }
 
-// The next length ≥ n whose prime factors are all 2, 3, 5 or 7: fast in the portable FFT, where a
-// prime such as 181 runs through Bluestein's algorithm, several times slower.
-std::int64_t smooth_length(std::int64_t n) {
-  for (std::int64_t m = n;; ++m) {
-    std::int64_t r = m;
-    for (std::int64_t f : {2, 3, 5, 7})
-      while (r % f == 0) r /= f;
-    if (r == 1) return m;
-  }
-}
-
 // z = P·(−∇²_box)⁺·Pᵀ·r: the Neumann Laplacian's inverse on a box of smooth lengths holding the
 // grid in its corner, P the domain's injection. Any symmetric positive definite approximate inverse
 // keeps conjugate gradients exact; this one is cheap (two DCTs) and close to the masked operator.
@@ -147,7 +137,8 @@ struct Preconditioner {
   Preconditioner(const Domain& dom, const Vec3& vox)
       : d(dom),
         voxel(vox),
-        box{smooth_length(dom.dims[0]), smooth_length(dom.dims[1]), smooth_length(dom.dims[2])},
+        box{physics::smooth_fft_length(dom.dims[0]), physics::smooth_fft_length(dom.dims[1]),
+            physics::smooth_fft_length(dom.dims[2])},
         dct(box),
         z(static_cast<std::size_t>(box[0] * box[1] * box[2])) {}
 

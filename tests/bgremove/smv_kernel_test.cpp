@@ -114,18 +114,8 @@ TEST(SmvKernel, BallVoxelsCountsTheLatticePointsWithinTheRadius) {
   EXPECT_EQ(ball_voxels({1, 1, 1}, 1.0), 7);  // the centre and its six face neighbours
 }
 
-TEST(SmvKernel, FftSizesAreTheSmallestEvenSmoothSizes) {
-  auto smooth = [](std::int64_t m) {
-    for (std::int64_t p : {2, 3, 5, 7})
-      while (m % p == 0) m /= p;
-    return m == 1;
-  };
-  for (std::int64_t n = 1; n <= 300; ++n) {
-    const std::int64_t m = fast_fft_size(n, true);
-    ASSERT_GE(m, n);
-    ASSERT_TRUE(smooth(m) && m % 2 == 0) << m;
-    for (std::int64_t s = n; s < m; ++s) ASSERT_FALSE(smooth(s) && s % 2 == 0) << n << " → " << m << " skips " << s;
-  }
+// The lengths themselves: physics' SmoothFftLength test.
+TEST(SmvKernel, TheFftGridIsTheVolumeRoundedUpToEvenFastLengths) {
   EXPECT_EQ(smv_fft_grid({181, 217, 181}), (Dims3{192, 224, 192}));
   EXPECT_EQ(smv_fft_grid({128, 128, 128}), (Dims3{128, 128, 128}));
 }

@@ -245,19 +245,8 @@ TEST(SpectrumAxes, MultiplicityWeightsGiveParseval) {
   }
 }
 
-TEST(FftGrid, FastSizesAreTheSmallestSmoothOnes) {
-  const auto smooth = [](std::int64_t m) {
-    for (std::int64_t p : {2, 3, 5, 7})
-      while (m % p == 0) m /= p;
-    return m == 1;
-  };
-  for (std::int64_t n = 1; n <= 300; ++n)
-    for (bool even : {false, true}) {
-      const std::int64_t f = fast_fft_size(n, even);
-      ASSERT_GE(f, n);
-      ASSERT_TRUE(smooth(f) && (!even || f % 2 == 0)) << n << " -> " << f;
-      for (std::int64_t m = n; m < f; ++m) ASSERT_FALSE(smooth(m) && (!even || m % 2 == 0)) << n << " -> " << f;
-    }
+// The lengths themselves: physics' SmoothFftLength test.
+TEST(FftGrid, TheGridIsTheVolumeRoundedUpToFastLengths) {
   EXPECT_EQ(inversion_fft_dims({181, 217, 181}), (Dims3{192, 224, 189}));
   InversionOptions none;
   none.pad = -1;

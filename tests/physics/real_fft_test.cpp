@@ -3,6 +3,7 @@
 // a spectrum made again gives the bits of one kept, against a naive DFT as oracle of the values.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <complex>
 #include <cstring>
@@ -74,6 +75,30 @@ TEST(RealFft3, TheSpectrumAfterARelease) {
     }
     fft.release_spectrum();
   }
+}
+
+// Each length is the smallest ≥ n whose factors are all ≤ the largest prime (and even when
+// asked), checked against every length below it.
+TEST(SmoothFftLength, IsTheSmallestSmoothLengthAtLeastN) {
+  for (int largest : {5, 7}) {
+    const auto smooth = [largest](std::int64_t m) {
+      for (std::int64_t p : {2, 3, 5, 7})
+        if (p <= largest)
+          while (m % p == 0) m /= p;
+      return m == 1;
+    };
+    for (std::int64_t n = 0; n <= 300; ++n)
+      for (bool even : {false, true}) {
+        const std::int64_t f = physics::smooth_fft_length(n, largest, even);
+        const auto ok = [&](std::int64_t m) { return smooth(m) && (!even || m % 2 == 0); };
+        ASSERT_GE(f, std::max<std::int64_t>(n, 1));
+        ASSERT_TRUE(ok(f)) << n << " -> " << f;
+        for (std::int64_t m = std::max<std::int64_t>(n, 1); m < f; ++m) ASSERT_FALSE(ok(m)) << n << " -> " << f;
+      }
+  }
+  EXPECT_EQ(physics::smooth_fft_length(181), 189);
+  EXPECT_EQ(physics::smooth_fft_length(181, 5), 192);
+  EXPECT_EQ(physics::smooth_fft_length(181, 7, true), 192);
 }
 
 }  // namespace
