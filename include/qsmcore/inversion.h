@@ -75,6 +75,12 @@ struct InversionResult {
 InversionResult invert_dipole(const Volume& local_field_ppm, const Volume& mask, const Vec3& b0_dir,
                               const InversionOptions& o = {});
 
+/// References χ (ppm, 0 outside `mask`) in place as `o.reference` says: the mean inside the mask,
+/// or inside o.reference_region ∩ mask, subtracted inside the mask; Reference::None leaves it.
+/// What invert_dipole does to its result, for χ made otherwise (a network's). Error{InvalidInput}
+/// for a region off χ's grid or without a voxel inside the mask.
+void reference_chi(Volume& chi, const Volume& mask, const InversionOptions& o);
+
 /// The FFT grid the inversion of a volume of `dims` runs on (the volume padded as `o.pad` says).
 Dims3 inversion_fft_dims(const Dims3& dims, const InversionOptions& o = {});
 

@@ -44,6 +44,14 @@ struct FieldPipelineOptions {
   /// `inversion.reference` says (the mask's mean by default).
   bool invert = false;
   InversionOptions inversion;
+  /// With invert: a registry network instead of `inversion.method` — its id (e.g.
+  /// "qsmcore-invnet", "xqsm", "iqsm"; network_inversion_ids() lists them) and its ONNX file(s)
+  /// in the spec's order. A network that takes the wrapped phase (iQSM, iQSM+) replaces the field
+  /// map and background removal, as its authors run it: the result then has χ but no fields.
+  std::string inversion_network;
+  std::vector<std::string> inversion_network_files;
+  /// R2* (s⁻¹) from the magnitudes inside the brain mask (log-linear fit; 2 echoes or more).
+  bool r2star = false;
   /// threads (0 = what the process may use) and mem_budget (kAutoMemBudget = what the process
   /// may use, 0 = none) as a network run takes them; the other fields are for HD-BET's run.
   ModelOptions engine;
@@ -68,11 +76,12 @@ struct StageRecord {
 };
 
 struct FieldPipelineResult {
-  Volume mask;                         // the brain mask the stages used (0/1)
-  Volume total_field_hz;               // Hz inside the mask, 0 outside
-  Volume local_field_ppm;              // ppm inside local_mask, 0 outside
-  Volume local_mask;                   // where the local field is valid (the mask less what BFR eroded)
-  Volume chi_ppm;                      // with invert: χ inside local_mask (referenced as asked); else empty
+  Volume mask;             // the brain mask the stages used (0/1)
+  Volume total_field_hz;   // Hz inside the mask, 0 outside (empty after a phase network)
+  Volume local_field_ppm;  // ppm inside local_mask, 0 outside (empty after a phase network)
+  Volume local_mask;       // where the local field (and χ) is valid: the mask less what BFR eroded
+  Volume chi_ppm;          // with invert: χ inside local_mask (referenced as asked); else empty
+  Volume r2star_hz;        // with r2star: R2* (s⁻¹) inside the mask; else empty
   std::int64_t eroded_voxels = 0;
   std::vector<StageRecord> stages;
   /// Accounted bytes above what was held when the pipeline started (the scan, when the caller
@@ -80,6 +89,10 @@ struct FieldPipelineResult {
   std::int64_t predicted_peak_bytes = 0, measured_peak_bytes = 0;
   std::vector<std::string> notes;  // what was assumed, for the user and the report
 };
+
+/// The registry networks `inversion_network` may name: those that map a local field or the
+/// wrapped phase to χ.
+std::vector<std::string> network_inversion_ids();
 
 /// The peak run_field_pipeline will reach on a scan of `dims` × `echoes`, in accounted bytes
 /// above what is held when it starts (the scan itself not counted: the caller holds it), and the

@@ -129,19 +129,7 @@ Volume finish(const float* x, const Dims3& grid, const Volume& field, const Volu
         c[q] = mask_inside(m[q]) ? static_cast<double>(x[i + grid[0] * (j + grid[1] * k)]) : 0.0;
       }
   });
-  if (o.reference == Reference::None) return chi;
-  const double* r = o.reference == Reference::Region ? o.reference_region->data() : m;
-  const auto sums = plane_sums<2>(d[2], [&](std::int64_t k, std::array<double, 2>& s) {
-    for (std::int64_t q = k * d[0] * d[1]; q < (k + 1) * d[0] * d[1]; ++q)
-      if (mask_inside(r[q]) && mask_inside(m[q])) {
-        s[0] += c[q];
-        s[1] += 1.0;
-      }
-  });
-  const double mean = sums[0] / sums[1];
-  parallel_for(chi.voxels(), true, [&](std::int64_t q) {
-    if (mask_inside(m[q])) c[q] -= mean;
-  });
+  reference_chi(chi, mask, o);
   return chi;
 }
 
@@ -149,6 +137,33 @@ Volume finish(const float* x, const Dims3& grid, const Volume& field, const Volu
 }  // namespace qsmcore::inversion
 
 namespace qsmcore {
+
+void reference_chi(Volume& chi, const Volume& mask, const InversionOptions& o) {
+  if (o.reference == Reference::None) return;
+  if (o.reference == Reference::Region) {
+    if (o.reference_region == nullptr)
+      throw Error(ErrorKind::InvalidInput, "a reference region was asked for, but none was given");
+    if (!same_grid(chi, *o.reference_region))
+      throw Error(ErrorKind::InvalidInput, "the reference region (" + describe_grid(*o.reference_region) +
+                                               ") is not on χ's grid (" + describe_grid(chi) + ")");
+  }
+  const Dims3& d = chi.dims();
+  double* c = chi.data();
+  const double* m = mask.data();
+  const double* r = o.reference == Reference::Region ? o.reference_region->data() : m;
+  const auto sums = inversion::plane_sums<2>(d[2], [&](std::int64_t k, std::array<double, 2>& s) {
+    for (std::int64_t q = k * d[0] * d[1]; q < (k + 1) * d[0] * d[1]; ++q)
+      if (mask_inside(r[q]) && mask_inside(m[q])) {
+        s[0] += c[q];
+        s[1] += 1.0;
+      }
+  });
+  if (!(sums[1] > 0.0)) throw Error(ErrorKind::InvalidInput, "the reference region has no voxel inside the mask");
+  const double mean = sums[0] / sums[1];
+  parallel_for(chi.voxels(), true, [&](std::int64_t q) {
+    if (mask_inside(m[q])) c[q] -= mean;
+  });
+}
 
 Dims3 inversion_fft_dims(const Dims3& dims, const InversionOptions& o) {
   return inversion::fft_grid(dims, o.pad);

@@ -8,6 +8,7 @@
 #include <cmath>
 
 #include "core/parallel.h"
+#include "pipeline/network_inversion.h"
 #include "pipeline/stage_costs.h"
 #include "qsmcore/error.h"
 #include "qsmcore/memory.h"
@@ -15,6 +16,7 @@
 #include "qsmcore/networks.h"
 #include "qsmcore/physics.h"
 #include "qsmcore/pipeline.h"
+#include "qsmcore/relaxometry.h"
 
 namespace qsmcore {
 
@@ -94,8 +96,39 @@ bool uses_weights(const FieldPipelineOptions& o) {
 
 }  // namespace
 
+namespace {
+
+// The budget the run must keep to (0 = none), and where it came from.
+std::pair<std::int64_t, std::string> resolved_budget(const ModelOptions& engine) {
+  const ModelOptions m = with_process_defaults(engine);
+  return {m.mem_budget, m.mem_budget_source};
+}
+
+// The network inversion's stage: its own prediction with the room the budget leaves it when it
+// starts — less what the caller holds besides the scan (`caller_held`), the scan where it is still
+// held, and what the pipeline holds by then (`held`).
+std::int64_t network_stage(const Dims3& dims, const Vec3& voxel_mm, std::int64_t echoes, const FieldPipelineOptions& o,
+                           std::int64_t caller_held, std::int64_t scan, std::int64_t held) {
+  const std::int64_t budget = resolved_budget(o.engine).first;
+  const std::int64_t room = budget > 0 ? std::max<std::int64_t>(1, budget - caller_held - scan - held) : -1;
+  return pipeline::network_stage_bytes(dims, voxel_mm, echoes, o, room);
+}
+
+// predict_field_pipeline, with what the caller holds besides the scan.
+PipelinePrediction predict(const Dims3& dims, const Vec3& voxel_mm, std::int64_t echoes, const FieldPipelineOptions& o,
+                           bool scan_given_up, std::int64_t mask_voxels, std::int64_t caller_held);
+
+}  // namespace
+
 PipelinePrediction predict_field_pipeline(const Dims3& dims, const Vec3& voxel_mm, std::int64_t echoes,
                                           const FieldPipelineOptions& o, bool scan_given_up, std::int64_t mask_voxels) {
+  return predict(dims, voxel_mm, echoes, o, scan_given_up, mask_voxels, memory_current());
+}
+
+namespace {
+
+PipelinePrediction predict(const Dims3& dims, const Vec3& voxel_mm, std::int64_t echoes, const FieldPipelineOptions& o,
+                           bool scan_given_up, std::int64_t mask_voxels, std::int64_t caller_held) {
   if (mask_voxels < 0)
     mask_voxels =
         o.mask_source == MaskSource::Given && o.mask != nullptr ? count_inside(*o.mask) : dims[0] * dims[1] * dims[2];
@@ -112,16 +145,31 @@ PipelinePrediction predict_field_pipeline(const Dims3& dims, const Vec3& voxel_m
   };
   stage("mask", mask_stage_bytes(size, o));
   held += v;  // the mask
+  if (o.r2star) {
+    stage("R2*", pipeline::stage_bytes(pipeline::r2star_key(), size, o));
+    held += v;  // R2*
+  }
+  const std::int64_t scan = 2 * volume_bytes(dims, echoes);
+  if (pipeline::network_takes_phase(o)) {  // on the scan's phase, which the caller holds until it ends
+    stage("inversion", network_stage(dims, voxel_mm, echoes, o, caller_held, scan, held));
+    return p;
+  }
   stage("field map", pipeline::stage_bytes(pipeline::fieldmap_key(o, echoes), size, o));
   held += 2 * v;  // the total field and its noise
-  if (scan_given_up) held -= 2 * volume_bytes(dims, echoes);
+  if (scan_given_up) held -= scan;
   if (!uses_weights(o)) held -= v;  // the noise is freed unless it weights the removal
   stage("background removal", pipeline::stage_bytes(pipeline::bfr_key(o), size, o));
   held += 2 * v;                   // the local field and its mask
   if (uses_weights(o)) held -= v;  // the weights go
-  if (o.invert) stage("inversion", pipeline::stage_bytes(pipeline::inversion_key(o), size, o));
+  if (pipeline::network_inverts(o))
+    stage("inversion", network_stage(dims, voxel_mm, 1, o, caller_held, scan_given_up ? 0 : scan,
+                                     scan_given_up ? held + scan : held));
+  else if (o.invert)
+    stage("inversion", pipeline::stage_bytes(pipeline::inversion_key(o), size, o));
   return p;
 }
+
+}  // namespace
 
 namespace {
 
@@ -170,18 +218,15 @@ void check_inputs(const Scan& scan, const FieldPipelineOptions& o) {
     throw Error(ErrorKind::InvalidInput, "the scan has " + std::to_string(scan.echoes()) + " echoes but " +
                                              std::to_string(scan.te_s.size()) + " echo times");
   if (!(scan.b0_t > 0.0)) throw Error(ErrorKind::InvalidInput, "the scan has no field strength");
+  if (o.r2star && scan.echoes() < 2)
+    throw Error(ErrorKind::InvalidInput, "R2* needs 2 echoes or more; the scan has " + std::to_string(scan.echoes()));
+  pipeline::check_network_inversion(o);
   if (o.mask_source == MaskSource::Given) {
     if (o.mask == nullptr) throw Error(ErrorKind::InvalidInput, "a given mask was asked for, but none was given");
     if (!same_grid(*o.mask, scan.phase))
       throw Error(ErrorKind::InvalidInput, "the mask (" + describe_grid(*o.mask) + ") is not on the scan's grid (" +
                                                describe_grid(scan.phase) + ")");
   }
-}
-
-// The budget the run must keep to (0 = none), and where it came from.
-std::pair<std::int64_t, std::string> resolved_budget(const ModelOptions& engine) {
-  const ModelOptions m = with_process_defaults(engine);
-  return {m.mem_budget, m.mem_budget_source};
 }
 
 // `held_above_start`: what the pipeline already holds of the prediction's figures (the mask, when
@@ -320,10 +365,32 @@ void bfr_stage(const Scan& scan, FieldMap& map, const FieldPipelineOptions& o, c
   map.noise_hz = Volume();
 }
 
-// The inversion on the local field inside its mask, referenced as the options say.
+// R2* from the magnitudes inside the brain mask, while the scan is still held.
+void r2star_stage(const Scan& scan, const Progress& pr, StageMeter& meter, std::int64_t predicted,
+                  FieldPipelineResult& r) {
+  meter.run("R2*", "log-linear fit, S² weights", predicted, [&](StageRecord&) {
+    R2starOptions ro;
+    const auto report = pr.stage(0.1, 0.15, "R2*");
+    if (report) ro.progress = report;
+    r.r2star_hz = r2star_map(scan.magnitude, scan.te_s, &r.mask, ro);
+  });
+}
+
+// The inversion on the local field inside its mask, referenced as the options say: a classical
+// method, or a registry network on the local field.
 void inversion_stage(const Scan& scan, const FieldPipelineOptions& o, const Progress& pr, StageMeter& meter,
                      std::int64_t predicted, FieldPipelineResult& r) {
-  meter.run("inversion", to_string(o.inversion.method), predicted, [&](StageRecord& rec) {
+  const bool net = pipeline::network_inverts(o);
+  meter.run("inversion", net ? o.inversion_network : to_string(o.inversion.method), predicted, [&](StageRecord& rec) {
+    if (net) {
+      pipeline::NetworkInversionInput in;
+      in.field = &r.local_field_ppm;
+      in.mask = &r.local_mask;
+      in.b0_t = scan.b0_t;
+      in.b0_dir = scan.b0_dir;
+      r.chi_ppm = pipeline::run_network_inversion(in, o, pr.stage(0.8, 1.0, "inversion"));
+      return;
+    }
     InversionOptions io = o.inversion;
     io.progress = pr.stage(0.8, 1.0, "inversion");
     InversionResult x = invert_dipole(r.local_field_ppm, r.local_mask, scan.b0_dir, io);
@@ -335,15 +402,48 @@ void inversion_stage(const Scan& scan, const FieldPipelineOptions& o, const Prog
   });
 }
 
+// iQSM and its kin: χ from the scan's wrapped phase inside the brain mask, as their authors run
+// them (no field map, no background removal: the network does both).
+void phase_network_stage(const Scan& scan, const FieldPipelineOptions& o, const Progress& pr, StageMeter& meter,
+                         std::int64_t predicted, FieldPipelineResult& r) {
+  meter.run("inversion", o.inversion_network + " on the wrapped phase", predicted, [&](StageRecord&) {
+    pipeline::NetworkInversionInput in;
+    in.field = &scan.phase;
+    in.unit = FieldUnit::Rad;
+    in.mask = &r.mask;
+    in.magnitude = &scan.magnitude;
+    in.te_s = scan.te_s;
+    in.b0_t = scan.b0_t;
+    in.b0_dir = scan.b0_dir;
+    r.chi_ppm = pipeline::run_network_inversion(in, o, pr.stage(0.15, 1.0, "inversion"));
+  });
+  r.local_mask = r.mask.clone();
+}
+
+// The predicted peak of the named stage (0 where the prediction has none: while measuring).
+std::int64_t predicted(const PipelinePrediction& p, std::string_view stage) {
+  for (const auto& [name, bytes] : p.stages)
+    if (name == stage) return bytes;
+  return 0;
+}
+
+std::int64_t scan_bytes(const Scan& scan) {
+  return (scan.phase.voxels() * scan.phase.frames() + scan.magnitude.voxels() * scan.magnitude.frames()) *
+         static_cast<std::int64_t>(sizeof(double));
+}
+
 FieldPipelineResult run_stages(const Scan& scan, Scan* owned, const FieldPipelineOptions& o) {
   check_inputs(scan, o);
   const ModelOptions engine = with_process_defaults(o.engine);
   ScopedThreads threads(engine.threads);
+  const std::int64_t caller_held = memory_current() - scan_bytes(scan);
+  const auto predict_now = [&](std::int64_t mask_voxels) {
+    return predict(scan.phase.dims(), scan.phase.voxel_mm(), scan.echoes(), o, owned != nullptr, mask_voxels,
+                   caller_held);
+  };
   PipelinePrediction p;
-  if (o.measuring) {
-    p.stages.assign(4, {"", 0});
-  } else {
-    p = predict_field_pipeline(scan.phase.dims(), scan.phase.voxel_mm(), scan.echoes(), o, owned != nullptr);
+  if (!o.measuring) {
+    p = predict_now(-1);
     refuse_over_budget(scan, p, o);
   }
 
@@ -351,25 +451,29 @@ FieldPipelineResult run_stages(const Scan& scan, Scan* owned, const FieldPipelin
   r.predicted_peak_bytes = p.peak_bytes;
   StageMeter meter(r);
   const Progress pr{o};
-  mask_stage(scan, o, pr, meter, p.stages[0].second, r);
+  mask_stage(scan, o, pr, meter, predicted(p, "mask"), r);
   if (!o.measuring && o.mask_source != MaskSource::Given) {
     // The later stages follow the mask's size (ROMEO queues its edges): predicted again with the
     // mask made, and refused now if that no longer fits, before the field map allocates.
-    p = predict_field_pipeline(scan.phase.dims(), scan.phase.voxel_mm(), scan.echoes(), o, owned != nullptr,
-                               count_inside(r.mask));
+    p = predict_now(count_inside(r.mask));
     refuse_over_budget(scan, p, o, meter.held());
     r.predicted_peak_bytes = p.peak_bytes;
-    r.stages[0].predicted_peak_bytes = p.stages[0].second;
+    r.stages[0].predicted_peak_bytes = predicted(p, "mask");
   }
-  FieldMap map = fieldmap_stage(scan, o, meter, p.stages[1].second, r);
-  if (owned != nullptr) {  // the echoes' room goes back before the background is removed
-    owned->magnitude = Volume();
-    owned->phase = Volume();
+  if (o.r2star) r2star_stage(scan, pr, meter, predicted(p, "R2*"), r);
+  if (pipeline::network_takes_phase(o)) {
+    phase_network_stage(scan, o, pr, meter, predicted(p, "inversion"), r);
+  } else {
+    FieldMap map = fieldmap_stage(scan, o, meter, predicted(p, "field map"), r);
+    if (owned != nullptr) {  // the echoes' room goes back before the background is removed
+      owned->magnitude = Volume();
+      owned->phase = Volume();
+    }
+    if (!uses_weights(o)) map.noise_hz = Volume();
+    bfr_stage(scan, map, o, pr, meter, predicted(p, "background removal"), r);
+    r.total_field_hz = std::move(map.total_field_hz);
+    if (o.invert) inversion_stage(scan, o, pr, meter, predicted(p, "inversion"), r);
   }
-  if (!uses_weights(o)) map.noise_hz = Volume();
-  bfr_stage(scan, map, o, pr, meter, p.stages[2].second, r);
-  r.total_field_hz = std::move(map.total_field_hz);
-  if (o.invert) inversion_stage(scan, o, pr, meter, p.stages[3].second, r);
   if (o.progress) o.progress(1.0, "done");
   return r;
 }

@@ -33,6 +33,10 @@ std::string inversion_key(const FieldPipelineOptions& o) {
   return std::string("inversion/") + to_string(o.inversion.method);
 }
 
+std::string r2star_key() {
+  return "r2star/loglinear";
+}
+
 std::int64_t fft_voxels(std::string_view key, const StageSize& size, const FieldPipelineOptions& o) {
   Dims3 g{0, 0, 0};  // the other stages' FFTs run on the volume's own grid
   if (key.starts_with("bfr/")) g = bfr_fft_grid(size.dims, o.bfr);

@@ -35,6 +35,8 @@ std::string mask_key(const FieldPipelineOptions& o);
 std::string fieldmap_key(const FieldPipelineOptions& o, std::int64_t echoes);
 std::string bfr_key(const FieldPipelineOptions& o);
 std::string inversion_key(const FieldPipelineOptions& o);
+/// R2*'s line ("r2star/loglinear": the pipeline's fit).
+std::string r2star_key();
 
 /// Voxels of the grid the stage's FFTs run on (0 for a stage without FFTs).
 std::int64_t fft_voxels(std::string_view key, const StageSize& size, const FieldPipelineOptions& o);

@@ -38,6 +38,9 @@ std::vector<FieldPipelineOptions> option_sets(int threads) {
     a.inversion.method = m;
     sets.push_back(a);
   }
+  FieldPipelineOptions r = base();  // R2* (multi-echo shapes only)
+  r.r2star = true;
+  sets.push_back(r);
   FieldPipelineOptions b = base();
   b.masking.method = MaskMethod::Magnitude;
   b.fieldmap.unwrap = UnwrapMethod::Laplacian;
@@ -72,6 +75,7 @@ std::string key_of(const StageRecord& r, const FieldPipelineOptions& o, std::int
   if (r.stage == "field map") return fieldmap_key(o, echoes);
   if (r.stage == "background removal") return bfr_key(o);
   if (r.stage == "inversion") return inversion_key(o);
+  if (r.stage == "R2*") return r2star_key();
   throw Error(ErrorKind::Internal, "a pipeline stage without a table key: " + r.stage);
 }
 
@@ -113,6 +117,7 @@ std::vector<StagePoint> measure_stage_points(const std::vector<StageShape>& shap
     for (FieldPipelineOptions o : option_sets(threads)) {
       for (const Volume* given : std::array<const Volume*, 2>{&truth.mask, &half}) {
         if (given == &half && o.mask_source != MaskSource::Given) continue;
+        if (o.r2star && shape.echoes < 2) continue;
         o.mask = given;
         const FieldPipelineResult r = run_field_pipeline(scan, o);
         for (const StageRecord& rec : r.stages) {

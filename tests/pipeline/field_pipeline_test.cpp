@@ -16,6 +16,7 @@
 #include "qsmcore/phantom.h"
 #include "qsmcore/physics.h"
 #include "qsmcore/pipeline.h"
+#include "qsmcore/relaxometry.h"
 #include "support/test_data.h"
 
 namespace qsmcore {
@@ -231,6 +232,173 @@ TEST(FieldPipeline, AMaskFromHdBetIsTheNetworksOwnMask) {
   for (std::int64_t i = 0; i < wm.voxels(); ++i) ASSERT_EQ(r.mask.data()[i], wm.data()[i] > 0.5 ? 1.0 : 0.0) << i;
   EXPECT_EQ(r.stages[0].method, "HD-BET");
   EXPECT_GE(r.stages[0].predicted_peak_bytes, r.stages[0].measured_peak_bytes);
+}
+
+// χ inside `mask` less its mean there, 0 outside: the pipeline's default reference, written
+// out here so the tests do not lean on reference_chi.
+Volume mask_mean_referenced(const Volume& chi, const Volume& mask) {
+  Volume out = chi.clone();
+  double sum = 0.0, n = 0.0;
+  for (std::int64_t i = 0; i < out.voxels(); ++i)
+    if (mask.data()[i] > 0.5) {
+      sum += out.data()[i];
+      n += 1.0;
+    }
+  for (std::int64_t i = 0; i < out.voxels(); ++i) out.data()[i] = mask.data()[i] > 0.5 ? out.data()[i] - sum / n : 0.0;
+  return out;
+}
+
+double max_abs_difference(const Volume& a, const Volume& b) {
+  double worst = 0.0;
+  for (std::int64_t i = 0; i < a.voxels(); ++i) {
+    const double d = std::abs(a.data()[i] - b.data()[i]);
+    if (!std::isfinite(d)) return INFINITY;
+    worst = std::max(worst, d);
+  }
+  return worst;
+}
+
+std::string invnet_file() {
+  return std::string(QSM_SOURCE_DIR) + "/models/qsmcore-invnet.onnx";
+}
+
+// --inversion qsmcore-invnet: χ is the network's own run (run_network, as `qsm run` does) on the
+// pipeline's local field and its mask, zero outside the mask and referenced to the mask's mean;
+// the trained network's χ follows the phantom's truth; the stage's peak is the network's own
+// prediction, which its run keeps to.
+TEST(FieldPipeline, ANetworkInversionIsTheNetworksRunOnThePipelinesLocalField) {
+  const Case c = make_case({64, 64, 64}, 3);
+  FieldPipelineOptions o = with_true_mask(c);
+  o.invert = true;
+  o.inversion_network = "qsmcore-invnet";
+  o.inversion_network_files = {invnet_file()};
+  const FieldPipelineResult r = run_field_pipeline(c.scan, o);
+  ASSERT_EQ(r.stages.size(), 4u);
+  EXPECT_EQ(r.stages[3].method, "qsmcore-invnet");
+
+  NetworkInputs in;
+  in.field = &r.local_field_ppm;
+  in.mask = &r.local_mask;
+  in.b0_dir = c.scan.b0_dir;
+  NetworkOptions no;
+  no.model.mem_budget = 0;
+  const NetworkRun want = run_network(require_model("qsmcore-invnet"), o.inversion_network_files, in, no);
+  const Volume expected = mask_mean_referenced(want.find("chi")->volume, r.local_mask);
+  EXPECT_LE(max_abs_difference(r.chi_ppm, expected), 1e-12);
+
+  // The trained network against TKD on the same local field (the ellipsoid phantom's local field
+  // loses its harmonic part to any background removal, so neither reaches the truth closely).
+  InversionOptions tkd;
+  tkd.method = InversionMethod::Tkd;
+  const Volume tkd_chi = invert_dipole(r.local_field_ppm, r.local_mask, c.scan.b0_dir, tkd).chi;
+  const double nrmse = demeaned_nrmse(r.chi_ppm, c.truth.chi, r.local_mask);
+  const double tkd_nrmse = demeaned_nrmse(tkd_chi, c.truth.chi, r.local_mask);
+  EXPECT_LE(nrmse, tkd_nrmse) << "the trained network on the chain's local field";
+  RecordProperty("invnet_chi_nrmse", std::to_string(nrmse));
+  RecordProperty("tkd_chi_nrmse", std::to_string(tkd_nrmse));
+  EXPECT_GE(r.stages[3].predicted_peak_bytes, r.stages[3].measured_peak_bytes);
+  EXPECT_LE(r.stages[3].predicted_peak_bytes, r.stages[3].measured_peak_bytes * 105 / 100);
+}
+
+// Under a budget the whole-volume network run does not fit, the pipeline's network stage runs in
+// tiles that do — the prediction made before the run chose them — and the run keeps to it.
+TEST(FieldPipeline, ANetworkInversionTilesToFitThePipelinesBudget) {
+  const Case c = make_case({80, 80, 80}, 2);
+  FieldPipelineOptions o = with_true_mask(c);
+  o.invert = true;
+  o.inversion_network = "qsmcore-invnet";
+  o.inversion_network_files = {invnet_file()};
+  const FieldPipelineResult whole = run_field_pipeline(c.scan, o);
+  ASSERT_EQ(whole.stages.back().stage, "inversion");
+  // A budget a quarter of the way from the stages before the network to the network's peak.
+  std::int64_t before = 0;
+  for (std::size_t i = 0; i + 1 < whole.stages.size(); ++i)
+    before = std::max(before, whole.stages[i].measured_peak_bytes);
+  const std::int64_t peak = whole.stages.back().measured_peak_bytes;
+  ASSERT_GT(peak, before) << "the network must be the pipeline's peak for this test to mean anything";
+  const std::int64_t held = memory_current();
+  o.engine.mem_budget = held + before + (peak - before) / 4;
+  o.engine.mem_budget_outside = 0;
+  const FieldPipelineResult tiled = run_field_pipeline(c.scan, o);
+  EXPECT_LE(held + tiled.measured_peak_bytes, o.engine.mem_budget);
+  EXPECT_GE(tiled.predicted_peak_bytes, tiled.measured_peak_bytes);
+  // Tiles blend at their seams: the same network, close to the whole-volume χ.
+  EXPECT_LE(demeaned_nrmse(tiled.chi_ppm, whole.chi_ppm, whole.local_mask), 15.0);
+}
+
+// --inversion iqsm: the network takes the scan's wrapped phase (all echoes, their TEs and
+// magnitudes) inside the brain mask, as its authors run it; no field map, no background removal.
+// Its reduced twin stands in for the published weights.
+TEST(FieldPipeline, AnIqsmInversionIsTheNetworksRunOnTheWrappedPhase) {
+  const std::string dir = qsmtest::data_dir("QSM_TWINS_DIR");
+  QSM_REQUIRE_DATA(dir, "QSM_TWINS_DIR");
+  const Case c = make_case({48, 48, 48}, 2);
+  FieldPipelineOptions o = with_true_mask(c);
+  o.invert = true;
+  o.inversion_network = "iqsm";
+  for (const auto& f : require_model("iqsm").files)
+    o.inversion_network_files.push_back(dir + "/" + std::string(f.name));
+  const FieldPipelineResult r = run_field_pipeline(c.scan, o);
+  ASSERT_EQ(r.stages.size(), 2u);
+  EXPECT_EQ(r.stages[1].stage, "inversion");
+  EXPECT_TRUE(r.total_field_hz.empty());
+  EXPECT_TRUE(r.local_field_ppm.empty());
+
+  NetworkInputs in;
+  in.field = &c.scan.phase;
+  in.field_unit = FieldUnit::Rad;
+  in.magnitude = &c.scan.magnitude;
+  in.mask = &c.truth.mask;
+  in.echo_times_s = c.scan.te_s;
+  in.te_s = c.scan.te_s.front();
+  in.b0_tesla = c.scan.b0_t;
+  in.b0_dir = c.scan.b0_dir;
+  NetworkOptions no;
+  no.model.mem_budget = 0;
+  const NetworkRun want = run_network(require_model("iqsm"), o.inversion_network_files, in, no);
+  const Volume expected = mask_mean_referenced(want.find("chi")->volume, c.truth.mask);
+  EXPECT_LE(max_abs_difference(r.chi_ppm, expected), 1e-12);
+  EXPECT_GE(r.stages[1].predicted_peak_bytes, r.stages[1].measured_peak_bytes);
+}
+
+TEST(FieldPipeline, ANetworkThatIsNotAnInversionIsRefusedNamingTheChoices) {
+  const Case c = make_case({32, 32, 32}, 2);
+  FieldPipelineOptions o = with_true_mask(c);
+  o.invert = true;
+  o.inversion_network = "hd-bet";
+  o.inversion_network_files = {"hd-bet.onnx"};
+  try {
+    (void)run_field_pipeline(c.scan, o);
+    FAIL() << "hd-bet was taken as an inversion";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::InvalidInput);
+    EXPECT_NE(std::string(e.what()).find("qsmcore-invnet"), std::string::npos) << e.what();
+  }
+  o.inversion_network = "xqsm";
+  o.inversion_network_files = {};
+  EXPECT_THROW((void)run_field_pipeline(c.scan, o), Error) << "no ONNX file given";
+  const std::vector<std::string> ids = network_inversion_ids();
+  for (const char* id : {"xqsm", "qsmnet", "lpcnn", "modl-qsm", "qsmcore-invnet", "iqsm", "iqsm-plus"})
+    EXPECT_NE(std::find(ids.begin(), ids.end(), id), ids.end()) << id;
+  for (const char* id : {"hd-bet", "iqfm", "bfrnet", "chi-sepnet", "r2primenet"})
+    EXPECT_EQ(std::find(ids.begin(), ids.end(), id), ids.end()) << id;
+}
+
+// R2* from the same scan: the magnitudes' fit (r2star_map, tested against analytic decays) inside
+// the brain mask the pipeline made, its stage's peak as predicted.
+TEST(FieldPipeline, R2starIsTheFitOfTheScansMagnitudesInsideItsMask) {
+  const Case c = make_case({56, 60, 52}, 4);
+  FieldPipelineOptions o;
+  o.engine.mem_budget = 0;
+  o.r2star = true;
+  const FieldPipelineResult r = run_field_pipeline(c.scan, o);
+  const Volume want = r2star_map(c.scan.magnitude, c.scan.te_s, &r.mask);
+  EXPECT_EQ(max_abs_difference(r.r2star_hz, want), 0.0);
+  ASSERT_EQ(r.stages[1].stage, "R2*");
+  EXPECT_GE(r.stages[1].predicted_peak_bytes, r.stages[1].measured_peak_bytes);
+  EXPECT_LE(r.stages[1].predicted_peak_bytes, r.stages[1].measured_peak_bytes * 105 / 100);
+  Case one = make_case({32, 32, 32}, 1);
+  EXPECT_THROW((void)run_field_pipeline(one.scan, o), Error) << "R2* from one echo";
 }
 
 }  // namespace
