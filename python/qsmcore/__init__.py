@@ -54,6 +54,8 @@ from .stages import (  # noqa: F401,E402  (re-exported)
     laplacian_unwrap,
     make_scan,
     map_field,
+    network_inversion_ids,
+    pipeline,
     r2star,
     read_scan,
     remove_background,
@@ -70,7 +72,7 @@ __all__ = [
     "UnsupportedError", "InvalidModelError", "ChecksumError", "InternalError", "ModelSpec",
     "stages", "read_scan", "make_scan", "brain_mask", "romeo_unwrap", "romeo_voxel_quality", "unwrap_echoes",
     "laplacian_unwrap", "map_field", "remove_background", "invert_dipole", "r2star", "t2star", "swi",
-    "field_pipeline",
+    "field_pipeline", "pipeline", "network_inversion_ids",
 ]
 __version__ = "0.1.0"
 

@@ -576,6 +576,12 @@ def swi(magnitude: ArrayLike, field_hz: ArrayLike, mask: ArrayLike, te: EchoTime
 
 # --- the whole pipeline -------------------------------------------------------------------------------
 
+def network_inversion_ids() -> Tuple[str, ...]:
+    """The registry networks ``field_pipeline(inversion=…)`` may name: those mapping a local field
+    or the wrapped phase to χ."""
+    return tuple(_s.network_inversion_ids())
+
+
 def field_pipeline(magnitude: ArrayLike, phase: ArrayLike, te: EchoTimes, b0: float,
                    voxel_size: Optional[Vec3] = None, affine: Any = None, b0_dir: Optional[Vec3] = None,
                    mask: ArrayLike = None, mask_method: str = "quality", unwrap: str = "romeo",
@@ -584,7 +590,9 @@ def field_pipeline(magnitude: ArrayLike, phase: ArrayLike, te: EchoTimes, b0: fl
                    offset_correction: bool = True, weighting: str = "snr",
                    bfr_radii: Optional[Sequence[float]] = None, tkd_threshold: float = 0.15,
                    phase_scale: Optional[float] = None,
-                   mask_net_files: Optional[Sequence[PathLike]] = None) -> Dict[str, Any]:
+                   mask_net_files: Optional[Sequence[PathLike]] = None,
+                   inversion_files: Optional[Sequence[PathLike]] = None, r2star: bool = False,
+                   reference: Union[bool, ArrayLike] = True) -> Dict[str, Any]:
     """From a multi-echo scan's magnitude and phase to its local field (and with
     ``inversion=`` one of INVERSION_METHODS: χ) in one call, as ``qsm pipeline``: the scan checked as
     :func:`make_scan` does (phase in rad or vendor integers, ``phase_scale`` overriding), the
@@ -593,8 +601,15 @@ def field_pipeline(magnitude: ArrayLike, phase: ArrayLike, te: EchoTimes, b0: fl
     its weights found as :func:`qsmcore.resolve_weights` does unless ``mask_net_files``), the
     total field (:func:`map_field` with ``unwrap``, ``offset_correction``, ``weighting``), the
     background removed (``bfr``: a method of :func:`remove_background`, None = the measured best;
-    ``bfr_radii`` in mm), then optionally a dipole inversion (TKD's threshold ``tkd_threshold``),
-    χ referenced to the mask's mean.
+    ``bfr_radii`` in mm), then optionally a dipole inversion (TKD's threshold ``tkd_threshold``):
+    one of INVERSION_METHODS, or a registry network that maps a field to χ
+    (:func:`network_inversion_ids`: ``"qsmcore-invnet"``, ``"xqsm"``, …, run as
+    :func:`run_network` runs it, its weights found as :func:`qsmcore.resolve_weights` does unless
+    ``inversion_files``; ``"iqsm"``/``"iqsm-plus"`` take the wrapped phase and replace the field
+    map and background removal, as their authors run them). χ is referenced to the mask's mean
+    (``reference=True``), not at all (``False``), or to the mean inside a region (an array or
+    image on the scan's grid, above 0.5 = in, e.g. CSF). ``r2star=True`` adds R2* (s⁻¹, log-linear
+    fit of the magnitudes inside the brain mask; 2 echoes or more).
 
     Every stage's peak memory is predicted before anything runs; with ``mem_budget`` (bytes, a
     size such as ``"2GiB"``, ``"none"``/0, or None for what the process may use) a run that
@@ -602,7 +617,8 @@ def field_pipeline(magnitude: ArrayLike, phase: ArrayLike, te: EchoTimes, b0: fl
 
     Returns a dict: ``total_field_hz`` (Hz, in the brain mask), ``local_field`` (ppm),
     ``mask`` (where the local field is valid), ``brain_mask`` (before background removal),
-    ``chi`` (ppm, unless ``inversion="none"``), ``eroded_voxels``, ``stages`` (one dict per stage: ``stage``,
+    ``chi`` (ppm, unless ``inversion="none"``), ``r2star`` (s⁻¹, with ``r2star=True``; the
+    fields are absent after a phase network), ``eroded_voxels``, ``stages`` (one dict per stage: ``stage``,
     ``method``, ``seconds``, ``predicted_peak_bytes``, ``measured_peak_bytes`` — accounted bytes
     above the pipeline's start — ``held_at_start_bytes`` and the stage's figures),
     ``predicted_peak_bytes`` and ``measured_peak_bytes`` (the whole call's, the engine's copy of
@@ -620,15 +636,25 @@ def field_pipeline(magnitude: ArrayLike, phase: ArrayLike, te: EchoTimes, b0: fl
                "weighting": _choice(weighting, ("snr", "variance", "average", "te"), "weighting"),
                "bfr": None if bfr is None else _choice(bfr, BFR_METHODS, "bfr"),
                "bfr_radii": [] if bfr_radii is None else [float(r) for r in np.atleast_1d(bfr_radii)],
-               "inversion": _choice(inversion, ("none",) + INVERSION_METHODS, "inversion"),
+               "inversion": _choice(inversion, ("none",) + INVERSION_METHODS + network_inversion_ids(),
+                                    "inversion"),
+               "inversion_files": [], "r2star": bool(r2star),
+               "reference": True, "reference_region": None,
                "tkd_threshold": float(tkd_threshold), "threads": _threads(threads),
                "mem_budget": parse_mem_budget(mem_budget), "progress": progress})
     if kw["mask"] is None and mask_method == "hd-bet":
         kw["mask_net_files"] = ([os.fspath(p) for p in mask_net_files] if mask_net_files is not None
                                 else _qsmcore.resolve_weights("hd-bet", True, True))
+    if inversion in network_inversion_ids():
+        kw["inversion_files"] = ([os.fspath(p) for p in inversion_files] if inversion_files is not None
+                                 else _qsmcore.resolve_weights(inversion, True, True))
+    if isinstance(reference, bool):
+        kw["reference"] = reference
+    else:
+        kw["reference_region"] = call.take(reference, "reference", optional=False)
     kw.update(call.geometry())
     d = _s.field_pipeline(kw)
-    for k in ("total_field_hz", "local_field", "chi"):
+    for k in ("total_field_hz", "local_field", "chi", "r2star"):
         if k in d:
             d[k] = call.out(d[k])
     for k in ("mask", "brain_mask"):
@@ -636,8 +662,11 @@ def field_pipeline(magnitude: ArrayLike, phase: ArrayLike, te: EchoTimes, b0: fl
     return d
 
 
+#: ``qsmcore.pipeline``: the scan-to-χ pipeline (:func:`field_pipeline`; its default inversion is TV-ADMM).
+pipeline = field_pipeline
+
 __all__ = [
     "read_scan", "make_scan", "brain_mask", "romeo_unwrap", "romeo_voxel_quality", "unwrap_echoes",
     "laplacian_unwrap", "map_field", "default_bfr_method", "remove_background", "invert_dipole", "r2star",
-    "t2star", "swi", "field_pipeline", "ROMEO_WEIGHTS", "BFR_METHODS", "INVERSION_METHODS",
+    "t2star", "swi", "field_pipeline", "pipeline", "network_inversion_ids", "ROMEO_WEIGHTS", "BFR_METHODS", "INVERSION_METHODS",
 ]

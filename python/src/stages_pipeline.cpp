@@ -69,9 +69,16 @@ qsmcore::FieldPipelineOptions pipeline_options(const py::dict& kw) {
   const std::string inv = arg<std::string>(kw, "inversion");
   if (inv != "none") {
     o.invert = true;
-    o.inversion.method = qsmcore::parse_inversion_method(inv);
     o.inversion.threshold = arg<double>(kw, "tkd_threshold");
+    const std::vector<std::string> nets = qsmcore::network_inversion_ids();
+    if (std::find(nets.begin(), nets.end(), inv) != nets.end()) {
+      o.inversion_network = inv;
+      o.inversion_network_files = arg<std::vector<std::string>>(kw, "inversion_files");
+    } else {
+      o.inversion.method = qsmcore::parse_inversion_method(inv);
+    }
   }
+  o.r2star = arg<bool>(kw, "r2star");
   o.engine.threads = arg<int>(kw, "threads");
   if (o.engine.threads < 0) throw Error(ErrorKind::InvalidInput, "threads must be >= 0");
   o.engine.mem_budget = arg<std::int64_t>(kw, "mem_budget");
@@ -148,8 +155,9 @@ void scan_facts(const qsmcore::Scan& s, py::dict& d) {
 py::dict results(qsmcore::FieldPipelineResult&& r, std::vector<std::string> notes, std::int64_t predicted,
                  std::int64_t measured) {
   py::dict d;
-  d["total_field_hz"] = volume_to_numpy(std::move(r.total_field_hz));
-  d["local_field"] = volume_to_numpy(std::move(r.local_field_ppm));
+  if (!r.total_field_hz.empty()) d["total_field_hz"] = volume_to_numpy(std::move(r.total_field_hz));
+  if (!r.local_field_ppm.empty()) d["local_field"] = volume_to_numpy(std::move(r.local_field_ppm));
+  if (!r.r2star_hz.empty()) d["r2star"] = volume_to_numpy(std::move(r.r2star_hz));
   d["mask"] = volume_to_numpy(std::move(r.local_mask));
   d["brain_mask"] = volume_to_numpy(std::move(r.mask));
   if (!r.chi_ppm.empty()) d["chi"] = volume_to_numpy(std::move(r.chi_ppm));
@@ -186,12 +194,18 @@ py::dict field_pipeline(const py::dict& kw) {
     require_shape(*mask, "mask", phase, "phase");
     o.mask = &*mask;
   }
+  std::optional<Volume> region = optional_volume(kw, "reference_region", g, false);
+  if (region) {
+    require_shape(*region, "reference_region", phase, "phase");
+    o.inversion.reference = qsmcore::Reference::Region;
+    o.inversion.reference_region = &*region;
+  } else if (!arg<bool>(kw, "reference")) {
+    o.inversion.reference = qsmcore::Reference::None;
+  }
   qsmcore::Scan scan = qsmcore::make_scan(std::move(mag), std::move(phase), ov, "field_pipeline");
   py::dict facts;
   scan_facts(scan, facts);
   std::vector<std::string> notes = scan.notes;
-  const qsmcore::PipelinePrediction p =
-      qsmcore::predict_field_pipeline(scan.phase.dims(), scan.phase.voxel_mm(), scan.echoes(), o, true);
   const std::int64_t held = qsmcore::memory_current() - start;
   std::int64_t measured = qsmcore::memory_peak() - start;
 
@@ -204,7 +218,8 @@ py::dict field_pipeline(const py::dict& kw) {
   }
   progress.rethrow();
   measured = std::max(measured, held + r.measured_peak_bytes);
-  py::dict d = results(std::move(r), std::move(notes), held + p.peak_bytes, measured);
+  const std::int64_t predicted = held + r.predicted_peak_bytes;  // refined once a mask from the data had its size
+  py::dict d = results(std::move(r), std::move(notes), predicted, measured);
   for (auto item : facts) d[item.first] = item.second;
   return d;
 }
@@ -213,6 +228,7 @@ py::dict field_pipeline(const py::dict& kw) {
 
 void bind_pipeline(py::module_& s) {
   s.def("field_pipeline", &field_pipeline, py::arg("options"));
+  s.def("network_inversion_ids", &qsmcore::network_inversion_ids);
 }
 
 }  // namespace qsmpy::stages
