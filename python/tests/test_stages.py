@@ -465,7 +465,7 @@ def bad_calls(ph):
         ("mask", lambda: qsmcore.invert_dipole(small, mask)),
         ("method", lambda: qsmcore.invert_dipole(small, small, method="medi")),
         ("threads", lambda: qsmcore.romeo_unwrap(small, threads=-1)),
-        ("inversion", lambda: qsmcore.field_pipeline(mag, phase, TE, 3.0, inversion="xqsm")),
+        ("inversion", lambda: qsmcore.field_pipeline(mag, phase, TE, 3.0, inversion="hd-bet")),
         ("mem_budget", lambda: qsmcore.field_pipeline(mag, phase, TE, 3.0, mem_budget="lots")),
         ("bfr", lambda: qsmcore.field_pipeline(mag, phase, TE, 3.0, bfr="sharpest")),
     ]
