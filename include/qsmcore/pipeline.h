@@ -52,6 +52,9 @@ struct FieldPipelineOptions {
   std::vector<std::string> inversion_network_files;
   /// R2* (s⁻¹) from the magnitudes inside the brain mask (log-linear fit; 2 echoes or more).
   bool r2star = false;
+  /// A susceptibility-weighted image and its minimum-intensity projection (relaxometry.h's swi:
+  /// CLEAR-SWI's recipe) from the magnitudes and the total field; not after a phase network.
+  bool swi = false;
   /// threads (0 = what the process may use) and mem_budget (kAutoMemBudget = what the process
   /// may use, 0 = none) as a network run takes them; the other fields are for HD-BET's run.
   ModelOptions engine;
@@ -82,6 +85,7 @@ struct FieldPipelineResult {
   Volume local_mask;       // where the local field (and χ) is valid: the mask less what BFR eroded
   Volume chi_ppm;          // with invert: χ inside local_mask (referenced as asked); else empty
   Volume r2star_hz;        // with r2star: R2* (s⁻¹) inside the mask; else empty
+  Volume swi, swi_mip;     // with swi: SWI (the magnitude's units) and its mIP; else empty
   std::int64_t eroded_voxels = 0;
   std::vector<StageRecord> stages;
   /// Accounted bytes above what was held when the pipeline started (the scan, when the caller

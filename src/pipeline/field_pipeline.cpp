@@ -156,6 +156,10 @@ PipelinePrediction predict(const Dims3& dims, const Vec3& voxel_mm, std::int64_t
   }
   stage("field map", pipeline::stage_bytes(pipeline::fieldmap_key(o, echoes), size, o));
   held += 2 * v;  // the total field and its noise
+  if (o.swi) {    // on the magnitudes and the total field, before the scan goes
+    stage("SWI", pipeline::stage_bytes(pipeline::swi_key(), size, o));
+    held += 2 * v;  // SWI and its mIP
+  }
   if (scan_given_up) held -= scan;
   if (!uses_weights(o)) held -= v;  // the noise is freed unless it weights the removal
   stage("background removal", pipeline::stage_bytes(pipeline::bfr_key(o), size, o));
@@ -221,6 +225,9 @@ void check_inputs(const Scan& scan, const FieldPipelineOptions& o) {
   if (o.r2star && scan.echoes() < 2)
     throw Error(ErrorKind::InvalidInput, "R2* needs 2 echoes or more; the scan has " + std::to_string(scan.echoes()));
   pipeline::check_network_inversion(o);
+  if (o.swi && pipeline::network_takes_phase(o))
+    throw Error(ErrorKind::InvalidInput,
+                "SWI needs the total field, which " + o.inversion_network + " on the wrapped phase does not make");
   if (o.mask_source == MaskSource::Given) {
     if (o.mask == nullptr) throw Error(ErrorKind::InvalidInput, "a given mask was asked for, but none was given");
     if (!same_grid(*o.mask, scan.phase))
@@ -376,6 +383,19 @@ void r2star_stage(const Scan& scan, const Progress& pr, StageMeter& meter, std::
   });
 }
 
+// SWI from the magnitudes and the total field, while the scan is still held.
+void swi_stage(const Scan& scan, const FieldMap& map, const Progress& pr, StageMeter& meter, std::int64_t predicted,
+               FieldPipelineResult& r) {
+  meter.run("SWI", "CLEAR-SWI, tanh phase mask", predicted, [&](StageRecord&) {
+    SwiOptions so;
+    const auto report = pr.stage(0.6, 0.62, "SWI");
+    if (report) so.progress = report;
+    SwiResult w = swi(scan.magnitude, map.total_field_hz, r.mask, scan.te_s, so);
+    r.swi = std::move(w.swi);
+    r.swi_mip = std::move(w.mip);
+  });
+}
+
 // The inversion on the local field inside its mask, referenced as the options say: a classical
 // method, or a registry network on the local field.
 void inversion_stage(const Scan& scan, const FieldPipelineOptions& o, const Progress& pr, StageMeter& meter,
@@ -465,6 +485,7 @@ FieldPipelineResult run_stages(const Scan& scan, Scan* owned, const FieldPipelin
     phase_network_stage(scan, o, pr, meter, predicted(p, "inversion"), r);
   } else {
     FieldMap map = fieldmap_stage(scan, o, meter, predicted(p, "field map"), r);
+    if (o.swi) swi_stage(scan, map, pr, meter, predicted(p, "SWI"), r);
     if (owned != nullptr) {  // the echoes' room goes back before the background is removed
       owned->magnitude = Volume();
       owned->phase = Volume();

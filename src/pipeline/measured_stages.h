@@ -13,7 +13,7 @@
 
 namespace qsmcore::pipeline {
 
-inline constexpr std::array<StageLine, 18> kMeasuredStages{{
+inline constexpr std::array<StageLine, 19> kMeasuredStages{{
     // 8 point(s), largest residual 0 B
     {"mask/phase-quality", 1, 12.060000, 0.000000, 0.000000, 0.000000},
     // 9 point(s), largest residual 971 B
@@ -50,6 +50,8 @@ inline constexpr std::array<StageLine, 18> kMeasuredStages{{
     {"fieldmap/romeo", -4841, 31.299006, 0.000915, 0.000000, 11.862845},
     // 5 point(s), largest residual 0 B
     {"r2star/loglinear", 1, 8.040000, 0.000000, 0.000000, 0.000000},
+    // 5 point(s), largest residual 0 B
+    {"swi/clear", 1, 16.080000, 0.000000, 0.000000, 0.000000},
 }};
 
 }  // namespace qsmcore::pipeline

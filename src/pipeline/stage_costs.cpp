@@ -37,6 +37,10 @@ std::string r2star_key() {
   return "r2star/loglinear";
 }
 
+std::string swi_key() {
+  return "swi/clear";
+}
+
 std::int64_t fft_voxels(std::string_view key, const StageSize& size, const FieldPipelineOptions& o) {
   Dims3 g{0, 0, 0};  // the other stages' FFTs run on the volume's own grid
   if (key.starts_with("bfr/")) g = bfr_fft_grid(size.dims, o.bfr);

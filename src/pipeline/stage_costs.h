@@ -37,6 +37,8 @@ std::string bfr_key(const FieldPipelineOptions& o);
 std::string inversion_key(const FieldPipelineOptions& o);
 /// R2*'s line ("r2star/loglinear": the pipeline's fit).
 std::string r2star_key();
+/// SWI's line ("swi/clear").
+std::string swi_key();
 
 /// Voxels of the grid the stage's FFTs run on (0 for a stage without FFTs).
 std::int64_t fft_voxels(std::string_view key, const StageSize& size, const FieldPipelineOptions& o);

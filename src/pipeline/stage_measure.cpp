@@ -40,6 +40,7 @@ std::vector<FieldPipelineOptions> option_sets(int threads) {
   }
   FieldPipelineOptions r = base();  // R2* (multi-echo shapes only)
   r.r2star = true;
+  r.swi = true;
   sets.push_back(r);
   FieldPipelineOptions b = base();
   b.masking.method = MaskMethod::Magnitude;
@@ -76,6 +77,7 @@ std::string key_of(const StageRecord& r, const FieldPipelineOptions& o, std::int
   if (r.stage == "background removal") return bfr_key(o);
   if (r.stage == "inversion") return inversion_key(o);
   if (r.stage == "R2*") return r2star_key();
+  if (r.stage == "SWI") return swi_key();
   throw Error(ErrorKind::Internal, "a pipeline stage without a table key: " + r.stage);
 }
 

@@ -401,5 +401,24 @@ TEST(FieldPipeline, R2starIsTheFitOfTheScansMagnitudesInsideItsMask) {
   EXPECT_THROW((void)run_field_pipeline(one.scan, o), Error) << "R2* from one echo";
 }
 
+// SWI from the same scan: relaxometry's swi (tested on its own) on the magnitudes and the
+// pipeline's total field inside its mask, run before the echoes are given up.
+TEST(FieldPipeline, SwiIsMadeFromTheScansMagnitudesAndItsTotalField) {
+  Case c = make_case({56, 60, 52}, 3);
+  const Volume magnitude = c.scan.magnitude.clone();
+  const std::vector<double> te = c.scan.te_s;
+  FieldPipelineOptions o;
+  o.engine.mem_budget = 0;
+  o.swi = true;
+  const FieldPipelineResult r = run_field_pipeline(std::move(c.scan), o);
+  const SwiResult want = swi(magnitude, r.total_field_hz, r.mask, te);
+  EXPECT_EQ(max_abs_difference(r.swi, want.swi), 0.0);
+  EXPECT_EQ(max_abs_difference(r.swi_mip, want.mip), 0.0);
+  ASSERT_EQ(r.stages[2].stage, "SWI");
+  EXPECT_GE(r.stages[2].predicted_peak_bytes, r.stages[2].measured_peak_bytes);
+  EXPECT_LE(r.stages[2].predicted_peak_bytes, r.stages[2].measured_peak_bytes * 105 / 100);
+  EXPECT_GE(r.predicted_peak_bytes, r.measured_peak_bytes);
+}
+
 }  // namespace
 }  // namespace qsmcore
