@@ -20,9 +20,10 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 # onnxruntime-node's install script downloads GPU binaries (fails offline); the CPU library
 # ships in the package, so skip scripts. puppeteer-core (the browser test's driver: it drives
-# Debian's chromium, never downloads one) and @niivue/niivue (the web page's viewer) come along.
+# Debian's chromium, never downloads one), @niivue/niivue (the web page's viewer) and
+# @niivue/dcm2niix (the page's DICOM conversion, dcm2niix built to wasm) come along.
 if [ ! -f node_modules/onnxruntime-node/package.json ] || [ ! -f node_modules/puppeteer-core/package.json ] ||
-  [ ! -f node_modules/@niivue/niivue/package.json ]; then
+  [ ! -f node_modules/@niivue/niivue/package.json ] || [ ! -f node_modules/@niivue/dcm2niix/package.json ]; then
   # --omit=dev: onnxruntime-web (140 MB) is for bench/wasm_vs_ort_web.sh only, which installs it.
   npm install --ignore-scripts --omit=dev --no-audit --no-fund --loglevel=error
 fi

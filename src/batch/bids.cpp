@@ -31,6 +31,7 @@ struct Image {
   std::string key, kind;  // kind: "phase", "mag", or a derivative's suffix ("localfield", "mask", ...)
   int echo = 1;
   fs::path path;
+  bool described = false;  // has a desc- entity
 };
 
 std::optional<Image> parse_name(const fs::path& p) {
@@ -49,7 +50,9 @@ std::optional<Image> parse_name(const fs::path& p) {
       im.echo = std::atoi(e.c_str() + 5);
     else if (e.rfind("part-", 0) == 0)
       part = e.substr(5);
-    else if (e.rfind("desc-", 0) != 0)
+    else if (e.rfind("desc-", 0) == 0)
+      im.described = true;
+    else
       im.key += (im.key.empty() ? "" : "_") + e;
   }
   if (part == "phase" || part == "mag") im.kind = part;
@@ -93,10 +96,18 @@ std::vector<const Image*> echoes_of(const std::vector<Image>& images, const std:
   return out;
 }
 
+// The image of the first kind present. Of several of one kind (qsm pipeline's derivatives hold
+// `_mask`, where the local field is valid, and `_desc-brain_mask`), the one without desc- wins,
+// then the first by path: never the file system's listing order.
 const Image* first_of(const std::vector<Image>& images, std::initializer_list<const char*> kinds) {
-  for (const char* k : kinds)
+  for (const char* k : kinds) {
+    const Image* best = nullptr;
     for (const auto& im : images)
-      if (im.kind == k) return &im;
+      if (im.kind == k &&
+          (best == nullptr || std::pair(im.described, im.path) < std::pair(best->described, best->path)))
+        best = &im;
+    if (best != nullptr) return best;
+  }
   return nullptr;
 }
 

@@ -5,6 +5,11 @@
 // the budget (from the headers alone, before a voxel is read), then the scan itself (read_scan:
 // echo times, field strength, phase units, NaN). The outputs, their previews and the report are
 // written as one set (staged temporaries renamed together), so a failure leaves none of them.
+// `qsm pipeline BIDS_DIR --out DERIV` runs every run of a BIDS dataset the same way, one after
+// the other, and writes BIDS derivatives (pipeline_bids.cpp); the pieces both modes share are
+// declared in pipeline_cmd.h.
+#include "cli/pipeline_cmd.h"
+
 #include <stdlib.h>
 
 #include <cerrno>
@@ -34,22 +39,10 @@
 #include "qsmcore/scan.h"
 
 namespace qsmcore::cli {
+namespace pipeline_cli {
 namespace {
 
 namespace fs = std::filesystem;
-
-struct PipelineArgs {
-  std::string mag, phase, dicom, mask, mask_net, mask_method = "quality";
-  std::string out, report;
-  std::string inversion = "tv";
-  std::string unwrap = "romeo", bfr, bfr_radii, weighting = "snr";
-  std::string te, b0_dir;
-  std::optional<double> b0, phase_scale, tkd_threshold, offset_sigma, lambda;
-  bool no_offset = false, no_preview = false, quiet = false;
-  std::string mem_budget;
-  int threads = 0;
-  std::optional<int> mask_erode;
-};
 
 [[noreturn]] void bad_option(const std::string& m) {
   throw Error(ErrorKind::InvalidInput, m);
@@ -77,13 +70,6 @@ EchoWeighting parse_weighting(const std::string& w) {
   bad_option("--echo-weighting " + w + ": snr, variance, average or te");
 }
 
-// Everything the options say, checked before a file is opened.
-struct Setup {
-  ScanFiles files;
-  ScanOverrides overrides;
-  FieldPipelineOptions opts;
-};
-
 void parse_mask_choice(const PipelineArgs& a, FieldPipelineOptions& o) {
   if (!a.mask.empty() && !a.mask_net.empty()) bad_option("--mask and --mask-net both name a mask; give one");
   if (!a.mask.empty()) o.mask_source = MaskSource::Given;
@@ -104,49 +90,24 @@ void parse_mask_choice(const PipelineArgs& a, FieldPipelineOptions& o) {
   }
 }
 
-Setup parse_setup(const PipelineArgs& a) {
-  Setup s;
+// Which scan the command runs: files, a DICOM folder, or a BIDS dataset's runs.
+void parse_scan_source(const PipelineArgs& a, Setup& s) {
+  const bool files = !a.mag.empty() || !a.phase.empty();
+  if (!a.bids_dir.empty()) {
+    if (files || !a.dicom.empty()) bad_option("BIDS_DIR and --mag/--phase/--dicom all name a scan; give one");
+    if (!a.report.empty())
+      bad_option("--report: with BIDS_DIR each run's report is written beside its maps (…_report.json)");
+    return;
+  }
+  if (!a.participants.empty() || a.session)
+    bad_option("--participant-label and --session choose runs of a BIDS dataset: give BIDS_DIR");
   if (a.dicom.empty() == (a.mag.empty() || a.phase.empty()))
-    bad_option(a.dicom.empty() ? "give the scan: --mag and --phase (NIfTI), or --dicom DIR"
-                            : "--dicom and --mag/--phase both name a scan; give one");
+    bad_option(a.dicom.empty() ? "give the scan: --mag and --phase (NIfTI), --dicom DIR, or a BIDS dataset's folder"
+                               : "--dicom and --mag/--phase both name a scan; give one");
   if (a.dicom.empty()) {
     s.files.magnitude = file_list(a.mag, "--mag");
     s.files.phase = file_list(a.phase, "--phase");
   }
-  if (!a.te.empty()) s.overrides.te_s = parse_number_list(a.te, "--te");
-  if (a.b0) {
-    if (!(*a.b0 > 0.0)) bad_option("--b0 must be a positive field strength in tesla");
-    s.overrides.b0_t = a.b0;
-  }
-  if (!a.b0_dir.empty()) s.overrides.b0_dir = parse_b0_dir(a.b0_dir);
-  if (a.phase_scale) {
-    if (!(*a.phase_scale != 0.0) || !std::isfinite(*a.phase_scale)) bad_option("--phase-scale must be a non-zero number");
-    s.overrides.phase_scale = a.phase_scale;
-  }
-  FieldPipelineOptions& o = s.opts;
-  parse_mask_choice(a, o);
-  if (a.unwrap == "romeo") {
-    o.fieldmap.unwrap = UnwrapMethod::Romeo;
-  } else if (a.unwrap == "laplacian") {
-    o.fieldmap.unwrap = UnwrapMethod::Laplacian;
-  } else {
-    bad_option("--unwrap " + a.unwrap + ": romeo or laplacian");
-  }
-  o.fieldmap.remove_phase_offset = !a.no_offset;
-  if (a.offset_sigma) o.fieldmap.offset_sigma_mm = *a.offset_sigma;
-  o.fieldmap.weighting = parse_weighting(a.weighting);
-  if (!a.bfr.empty()) o.bfr.method = parse_bfr_method(a.bfr);
-  if (!a.bfr_radii.empty()) o.bfr.radii_mm = parse_number_list(a.bfr_radii, "--bfr-radii");
-  if (a.inversion != "none") {
-    o.invert = true;
-    o.inversion.method = parse_inversion_method(a.inversion);
-    if (a.tkd_threshold) o.inversion.threshold = *a.tkd_threshold;
-    if (a.lambda) o.inversion.lambda = *a.lambda;
-  }
-  o.engine.threads = a.threads;
-  apply_mem_budget(a.mem_budget, o.engine);
-  o.engine = with_process_defaults(o.engine);
-  return s;
 }
 
 // A private folder under $TMPDIR (else /tmp) for dcm2niix's output, removed with everything in it
@@ -214,21 +175,6 @@ void refuse_before_reading(const Setup& s) {
                                           std::to_string(need + s.opts.engine.mem_budget_outside));
 }
 
-nlohmann::json stages_json(const FieldPipelineResult& r) {
-  nlohmann::json st = nlohmann::json::array();
-  for (const StageRecord& s : r.stages) {
-    nlohmann::json j = {{"stage", s.stage},
-                        {"method", s.method},
-                        {"seconds", s.seconds},
-                        {"predicted_peak_bytes", s.predicted_peak_bytes},
-                        {"measured_peak_bytes", s.measured_peak_bytes},
-                        {"held_at_start_bytes", s.held_at_start_bytes}};
-    for (const auto& [k, v] : s.figures) j[k] = v;
-    st.push_back(std::move(j));
-  }
-  return st;
-}
-
 nlohmann::json scan_json(const Scan& scan) {
   nlohmann::json j;
   j["magnitude"] = scan.files.magnitude;
@@ -249,112 +195,55 @@ nlohmann::json scan_json(const Scan& scan) {
   return j;
 }
 
-// What the command's whole run held at its peak: the scan read, then the stages on top of what
-// was held when they started.
-struct CommandMemory {
-  std::int64_t predicted = 0, measured = 0;
-};
+}  // namespace
 
-struct Record {
-  const PipelineArgs& a;
-  const Setup& s;
-  const nlohmann::json& scan;
-  const std::vector<std::string>& notes;
-  const FieldPipelineResult& r;
-  CommandMemory memory;
-  double seconds;
-  const nlohmann::json& outputs;
-};
-
-std::string report_text(const Record& rec) {
-  nlohmann::json j;
-  j["command"] = "qsm pipeline";
-  j["version"] = QSM_VERSION_TEXT;
-  j["scan"] = rec.scan;
-  j["options"] = {{"mask", rec.a.mask.empty()
-                               ? (rec.a.mask_net.empty() ? "from the data (" + rec.a.mask_method + ")" : rec.a.mask_net)
-                               : fs::absolute(rec.a.mask).string()},
-                  {"unwrap", rec.a.unwrap},
-                  {"phase_offset_removal", !rec.a.no_offset},
-                  {"offset_sigma_mm", rec.s.opts.fieldmap.offset_sigma_mm},
-                  {"echo_weighting", rec.a.weighting},
-                  {"bfr", to_string(rec.s.opts.bfr.method)},
-                  {"bfr_radii_mm", rec.s.opts.bfr.radii_mm},
-                  {"inversion", rec.a.inversion},
-                  {"threads", rec.s.opts.engine.threads},
-                  {"mem_budget_bytes", rec.s.opts.engine.mem_budget + rec.s.opts.engine.mem_budget_outside},
-                  {"mem_budget_source", rec.s.opts.engine.mem_budget_source}};
-  j["stages"] = stages_json(rec.r);
-  j["predicted_peak_bytes"] = rec.memory.predicted;
-  j["measured_peak_bytes"] = rec.memory.measured;
-  j["process_peak_rss_bytes"] = process_peak_rss();
-  j["memory"] = {{"predicted_peak_bytes", rec.memory.predicted},
-                 {"measured_peak_bytes", rec.memory.measured},
-                 {"process_peak_rss_bytes", process_peak_rss()},
-                 {"stages_predicted_peak_bytes", rec.r.predicted_peak_bytes},
-                 {"stages_measured_peak_bytes", rec.r.measured_peak_bytes}};
-  j["mask_voxels"] = count_inside(rec.r.mask);
-  j["local_mask_voxels"] = count_inside(rec.r.local_mask);
-  j["eroded_voxels"] = rec.r.eroded_voxels;
-  j["notes"] = rec.notes;
-  j["total_seconds"] = rec.seconds;
-  j["outputs"] = rec.outputs;
-  return j.dump(2) + "\n";
+Setup parse_setup(const PipelineArgs& a) {
+  Setup s;
+  parse_scan_source(a, s);
+  if (!a.te.empty()) s.overrides.te_s = parse_number_list(a.te, "--te");
+  if (a.b0) {
+    if (!(*a.b0 > 0.0)) bad_option("--b0 must be a positive field strength in tesla");
+    s.overrides.b0_t = a.b0;
+  }
+  if (!a.b0_dir.empty()) s.overrides.b0_dir = parse_b0_dir(a.b0_dir);
+  if (a.phase_scale) {
+    if (!(*a.phase_scale != 0.0) || !std::isfinite(*a.phase_scale))
+      bad_option("--phase-scale must be a non-zero number");
+    s.overrides.phase_scale = a.phase_scale;
+  }
+  FieldPipelineOptions& o = s.opts;
+  parse_mask_choice(a, o);
+  if (a.unwrap == "romeo") {
+    o.fieldmap.unwrap = UnwrapMethod::Romeo;
+  } else if (a.unwrap == "laplacian") {
+    o.fieldmap.unwrap = UnwrapMethod::Laplacian;
+  } else {
+    bad_option("--unwrap " + a.unwrap + ": romeo or laplacian");
+  }
+  o.fieldmap.remove_phase_offset = !a.no_offset;
+  if (a.offset_sigma) o.fieldmap.offset_sigma_mm = *a.offset_sigma;
+  o.fieldmap.weighting = parse_weighting(a.weighting);
+  if (!a.bfr.empty()) o.bfr.method = parse_bfr_method(a.bfr);
+  if (!a.bfr_radii.empty()) o.bfr.radii_mm = parse_number_list(a.bfr_radii, "--bfr-radii");
+  if (a.inversion != "none") {
+    o.invert = true;
+    o.inversion.method = parse_inversion_method(a.inversion);
+    if (a.tkd_threshold) o.inversion.threshold = *a.tkd_threshold;
+    if (a.lambda) o.inversion.lambda = *a.lambda;
+  }
+  o.engine.threads = a.threads;
+  apply_mem_budget(a.mem_budget, o.engine);
+  o.engine = with_process_defaults(o.engine);
+  return s;
 }
 
-// The outputs, their previews and what the report lists of them, staged.
-nlohmann::json stage_outputs(const PipelineArgs& a, const FieldPipelineResult& r, StagedOutputs& staged) {
-  nlohmann::json list = nlohmann::json::array();
-  const auto write = [&](const char* name, const Volume& v, io::NiftiStore store, const char* what, const char* unit,
-                         bool preview) {
-    const std::string path = out_path(a, (std::string(name) + ".nii.gz").c_str());
-    io::NiftiWriteOptions w;
-    w.store = store;
-    w.description = std::string("qsm pipeline: ") + what;
-    io::write_nifti(staged.stage(path), v, w);
-    nlohmann::json oj = volume_json(path, v);
-    oj["name"] = name;
-    oj["unit"] = unit;
-    oj["what"] = what;
-    if (preview && !a.no_preview) {
-      const std::string png = out_path(a, (std::string(name) + ".png").c_str());
-      io::write_png_preview(staged.stage(png), v);
-      oj["preview"] = fs::absolute(png).string();
-    }
-    list.push_back(std::move(oj));
-  };
-  write("total_field", r.total_field_hz, io::NiftiStore::F32, "total field (Hz)", "Hz", true);
-  write("local_field", r.local_field_ppm, io::NiftiStore::F32, "local field (ppm)", "ppm", true);
-  write("mask", r.local_mask, io::NiftiStore::U8, "where the local field is valid", "label", false);
-  write("brain_mask", r.mask, io::NiftiStore::U8, "brain mask before background removal", "label", false);
-  if (!r.chi_ppm.empty()) write("chi", r.chi_ppm, io::NiftiStore::F32, "chi (ppm)", "ppm", true);
-  return list;
-}
-
-void print_summary(const FieldPipelineResult& r, const StagedOutputs& staged, const CommandMemory& m) {
-  for (const std::string& p : staged.final_paths()) std::printf("wrote %s\n", p.c_str());
-  for (const StageRecord& s : r.stages)
-    std::printf("  %-20s %-44s %7.2f s  memory predicted %s, measured %s\n", s.stage.c_str(), s.method.c_str(),
-                s.seconds, mib(s.predicted_peak_bytes).c_str(), mib(s.measured_peak_bytes).c_str());
-  std::printf("peak memory predicted %s, measured %s (accounted), process peak RSS %s\n", mib(m.predicted).c_str(),
-              mib(m.measured).c_str(), mib(process_peak_rss()).c_str());
-}
-
-void run(const PipelineArgs& a) {
-  const auto t0 = std::chrono::steady_clock::now();
-  Setup s = parse_setup(a);
-  require_parent_folder(out_path(a, "local_field.nii.gz"), "--out");
-  if (!a.report.empty()) require_parent_folder(a.report, "--report");
-  std::vector<std::string> dicom_notes;
-  const ScratchFolder dicom_work;
-  if (!a.dicom.empty()) s.files = convert_dicom(a.dicom, dicom_work.path(), &dicom_notes);
+ScanRun run_scan(const PipelineArgs& a, Setup s, std::vector<std::string> notes) {
   refuse_before_reading(s);
 
   // The scan and the mask, read and checked; nothing has been written yet.
   const std::int64_t start = memory_current();
   reset_memory_peak();
   Scan scan = read_scan(s.files, s.overrides);
-  std::vector<std::string> notes = dicom_notes;
   notes.insert(notes.end(), scan.notes.begin(), scan.notes.end());
   if (!a.quiet)
     for (const std::string& n : notes) std::fprintf(stderr, "qsm: %s\n", n.c_str());
@@ -367,30 +256,161 @@ void run(const PipelineArgs& a) {
     given_mask = io::read_mask_on_grid(a.mask, scan.phase, "phase", scan.files.phase.front());
     s.opts.mask = &given_mask;
   }
-  const nlohmann::json scan_info = scan_json(scan);
-  CommandMemory m;
-  m.measured = memory_peak() - start;
+  ScanRun run;
+  run.scan = scan_json(scan);
+  run.memory.measured = memory_peak() - start;
   const std::int64_t held = memory_current() - start;  // the scan and the given mask
 
   ProgressBar bar(a.quiet);
   if (bar.enabled()) s.opts.progress = [&bar](double f, const std::string& stage) { bar.update(f, stage); };
-  const FieldPipelineResult r = run_field_pipeline(std::move(scan), s.opts);
+  run.result = run_field_pipeline(std::move(scan), s.opts);
   bar.finish();
-  m.measured = std::max(m.measured, held + r.measured_peak_bytes);
-  m.predicted = held + r.predicted_peak_bytes;  // refined once a mask made from the data had its size
-  for (const std::string& n : r.notes) notes.push_back(n);
+  run.memory.measured = std::max(run.memory.measured, held + run.result.measured_peak_bytes);
+  run.memory.predicted = held + run.result.predicted_peak_bytes;  // refined once a mask made from the data had its size
+  notes.insert(notes.end(), run.result.notes.begin(), run.result.notes.end());
+  run.notes = std::move(notes);
+  return run;
+}
+
+std::vector<Product> products(const FieldPipelineResult& r) {
+  using io::NiftiStore;
+  const std::vector<Product> all = {
+      {"total_field", "totalfield", &r.total_field_hz, NiftiStore::F32, "total field (Hz)", "Hz", true},
+      {"local_field", "localfield", &r.local_field_ppm, NiftiStore::F32, "local field (ppm)", "ppm", true},
+      {"mask", "mask", &r.local_mask, NiftiStore::U8, "where the local field is valid", "label", false},
+      {"brain_mask", "desc-brain_mask", &r.mask, NiftiStore::U8, "brain mask before background removal", "label",
+       false},
+      {"chi", "Chimap", &r.chi_ppm, NiftiStore::F32, "chi (ppm)", "ppm", true},
+      {"r2star", "R2starmap", &r.r2star_hz, NiftiStore::F32, "R2* (1/s)", "Hz", true},
+  };
+  std::vector<Product> present;
+  for (const Product& p : all)
+    if (!p.volume->empty()) present.push_back(p);
+  return present;
+}
+
+nlohmann::json options_json(const PipelineArgs& a, const Setup& s) {
+  return {{"mask", a.mask.empty() ? (a.mask_net.empty() ? "from the data (" + a.mask_method + ")" : a.mask_net)
+                                  : fs::absolute(a.mask).string()},
+          {"unwrap", a.unwrap},
+          {"phase_offset_removal", !a.no_offset},
+          {"offset_sigma_mm", s.opts.fieldmap.offset_sigma_mm},
+          {"echo_weighting", a.weighting},
+          {"bfr", to_string(s.opts.bfr.method)},
+          {"bfr_radii_mm", s.opts.bfr.radii_mm},
+          {"inversion", a.inversion},
+          {"tkd_threshold", a.tkd_threshold ? nlohmann::json(*a.tkd_threshold) : nlohmann::json(nullptr)},
+          {"lambda", a.lambda ? nlohmann::json(*a.lambda) : nlohmann::json(nullptr)},  // null: the method's default
+          {"threads", s.opts.engine.threads},
+          {"mem_budget_bytes", s.opts.engine.mem_budget + s.opts.engine.mem_budget_outside},
+          {"mem_budget_source", s.opts.engine.mem_budget_source}};
+}
+
+nlohmann::json stages_json(const FieldPipelineResult& r) {
+  nlohmann::json st = nlohmann::json::array();
+  for (const StageRecord& s : r.stages) {
+    nlohmann::json j = {{"stage", s.stage},
+                        {"method", s.method},
+                        {"seconds", s.seconds},
+                        {"predicted_peak_bytes", s.predicted_peak_bytes},
+                        {"measured_peak_bytes", s.measured_peak_bytes},
+                        {"held_at_start_bytes", s.held_at_start_bytes}};
+    for (const auto& [k, v] : s.figures) j[k] = v;
+    st.push_back(std::move(j));
+  }
+  return st;
+}
+
+nlohmann::json report_json(const PipelineArgs& a, const Setup& s, const ScanRun& run, double seconds,
+                           const nlohmann::json& outputs) {
+  const FieldPipelineResult& r = run.result;
+  nlohmann::json j;
+  j["command"] = "qsm pipeline";
+  j["version"] = QSM_VERSION_TEXT;
+  j["scan"] = run.scan;
+  j["options"] = options_json(a, s);
+  j["stages"] = stages_json(r);
+  j["predicted_peak_bytes"] = run.memory.predicted;
+  j["measured_peak_bytes"] = run.memory.measured;
+  j["process_peak_rss_bytes"] = process_peak_rss();
+  j["memory"] = {{"predicted_peak_bytes", run.memory.predicted},
+                 {"measured_peak_bytes", run.memory.measured},
+                 {"process_peak_rss_bytes", process_peak_rss()},
+                 {"stages_predicted_peak_bytes", r.predicted_peak_bytes},
+                 {"stages_measured_peak_bytes", r.measured_peak_bytes}};
+  j["mask_voxels"] = count_inside(r.mask);
+  j["local_mask_voxels"] = count_inside(r.local_mask);
+  j["eroded_voxels"] = r.eroded_voxels;
+  j["notes"] = run.notes;
+  j["total_seconds"] = seconds;
+  j["outputs"] = outputs;
+  return j;
+}
+
+namespace {
+
+// The outputs, their previews and what the report lists of them, staged.
+nlohmann::json stage_outputs(const PipelineArgs& a, const FieldPipelineResult& r, StagedOutputs& staged) {
+  nlohmann::json list = nlohmann::json::array();
+  for (const Product& p : products(r)) {
+    const std::string path = out_path(a, (p.file_stem + ".nii.gz").c_str());
+    io::NiftiWriteOptions w;
+    w.store = p.store;
+    w.description = "qsm pipeline: " + p.what;
+    io::write_nifti(staged.stage(path), *p.volume, w);
+    nlohmann::json oj = volume_json(path, *p.volume);
+    oj["name"] = p.file_stem;
+    oj["unit"] = p.unit;
+    oj["what"] = p.what;
+    if (p.preview && !a.no_preview) {
+      const std::string png = out_path(a, (p.file_stem + ".png").c_str());
+      io::write_png_preview(staged.stage(png), *p.volume);
+      oj["preview"] = fs::absolute(png).string();
+    }
+    list.push_back(std::move(oj));
+  }
+  return list;
+}
+
+void print_summary(const FieldPipelineResult& r, const StagedOutputs& staged, const CommandMemory& m) {
+  for (const std::string& p : staged.final_paths()) std::printf("wrote %s\n", p.c_str());
+  for (const StageRecord& s : r.stages)
+    std::printf("  %-20s %-44s %7.2f s  memory predicted %s, measured %s\n", s.stage.c_str(), s.method.c_str(),
+                s.seconds, mib(s.predicted_peak_bytes).c_str(), mib(s.measured_peak_bytes).c_str());
+  std::printf("peak memory predicted %s, measured %s (accounted), process peak RSS %s\n", mib(m.predicted).c_str(),
+              mib(m.measured).c_str(), mib(process_peak_rss()).c_str());
+}
+
+// File mode: one scan (files or a DICOM folder) to OUT.
+void run_files(const PipelineArgs& a) {
+  const auto t0 = std::chrono::steady_clock::now();
+  Setup s = parse_setup(a);
+  require_parent_folder(out_path(a, "local_field.nii.gz"), "--out");
+  if (!a.report.empty()) require_parent_folder(a.report, "--report");
+  std::vector<std::string> dicom_notes;
+  const ScratchFolder dicom_work;
+  if (!a.dicom.empty()) s.files = convert_dicom(a.dicom, dicom_work.path(), &dicom_notes);
+  const ScanRun run = run_scan(a, s, dicom_notes);
 
   StagedOutputs staged;
-  const nlohmann::json outputs = stage_outputs(a, r, staged);
+  const nlohmann::json outputs = stage_outputs(a, run.result, staged);
   const std::string report = a.report.empty() ? out_path(a, "report.json") : a.report;
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  const std::string text = report_text({a, s, scan_info, notes, r, m, seconds, outputs});
+  const std::string text = report_json(a, s, run, seconds, outputs).dump(2) + "\n";
   io::write_file_atomically(staged.stage(report), std::as_bytes(std::span(text)));
   staged.commit();
-  if (!a.quiet) print_summary(r, staged, m);
+  if (!a.quiet) print_summary(run.result, staged, run.memory);
+}
+
+void run(const PipelineArgs& a) {
+  if (a.bids_dir.empty())
+    run_files(a);
+  else
+    run_bids_pipeline(a);
 }
 
 }  // namespace
+}  // namespace pipeline_cli
 
 void register_pipeline_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("pipeline", "From a multi-echo scan's magnitude and phase to its local field (and χ)");
@@ -401,16 +421,32 @@ void register_pipeline_command(CLI::App& app) {
       "strength from MagneticFieldStrength unless --b0, B0's direction from --b0-dir, else the sidecar's B0_dir, "
       "else the affine. Phase in radians or vendor integers (detected, and said); --phase-scale overrides.\n"
       "Outputs in --out: total_field.nii.gz (Hz), local_field.nii.gz (ppm), mask.nii.gz (where the local field is "
-      "valid), brain_mask.nii.gz, chi.nii.gz (ppm; unless --inversion none), PNG previews and report.json (each "
+      "valid), brain_mask.nii.gz, chi.nii.gz (ppm; unless --inversion none), r2star.nii.gz (1/s) when R2* is "
+      "computed, PNG previews and report.json (each "
       "stage's "
       "seconds and predicted and measured peak memory). Everything is checked before the first stage runs; the "
-      "files are written as one set, so a failure leaves none of them.");
-  auto a = std::make_shared<PipelineArgs>();
+      "files are written as one set, so a failure leaves none of them.\n"
+      "BIDS: qsm pipeline BIDS_DIR --out DERIV [--participant-label L ...] [--session S] runs every "
+      "sub-*/[ses-*/]anat/*_echo-N_part-{mag,phase}_{MEGRE,GRE}.nii[.gz] run (files grouped by every entity but "
+      "echo and part; sidecars beside them) with the options given, each predicted, refused and written on its "
+      "own, and writes BIDS derivatives: DERIV/dataset_description.json and, per run under "
+      "sub-*/[ses-*/]anat/, *_totalfield (Hz), *_localfield (ppm), *_mask, *_desc-brain_mask, *_Chimap (ppm), "
+      "*_R2starmap when computed, a JSON sidecar each (units, sources, steps, options) and *_report.json. A run "
+      "that fails writes nothing and does not stop the others; the summary lists each run, and the exit status "
+      "is 2 when any failed.");
+  auto a = std::make_shared<pipeline_cli::PipelineArgs>();
+  cmd->add_option("BIDS_DIR", a->bids_dir, "a BIDS dataset: run every run of it (instead of --mag/--phase/--dicom)");
+  cmd->add_option("--participant-label", a->participants,
+                  "BIDS: only these subjects (labels with or without sub-; several, space- or comma-separated: "
+                  "give BIDS_DIR before them)")
+      ->delimiter(',');
+  cmd->add_option("--session", a->session, "BIDS: only this session (label with or without ses-)");
   cmd->add_option("--mag", a->mag, "magnitude: a 4-D file, or one 3-D file per echo (comma-separated)");
   cmd->add_option("--phase", a->phase, "phase: a 4-D file, or one 3-D file per echo (comma-separated)");
   cmd->add_option("--dicom", a->dicom,
                   "a folder of DICOM files instead (converted by dcm2niix; magnitude and phase series found)");
-  cmd->add_option("--out", a->out, "output folder (created if missing)")->required();
+  cmd->add_option("--out", a->out, "output folder (created if missing); with BIDS_DIR the derivatives' folder")
+      ->required();
   cmd->add_option("--mask", a->mask, "brain mask on the scan's grid (above 0.5 = brain) instead of one from the data");
   cmd->add_option("--mask-net", a->mask_net, "hd-bet: the registry's HD-BET on the echoes' root-sum-of-squares");
   cmd->add_option("--mask-method", a->mask_method,
@@ -435,10 +471,11 @@ void register_pipeline_command(CLI::App& app) {
   cmd->add_option("--phase-scale", a->phase_scale, "radians per raw phase unit (default: detected from the values)");
   cmd->add_option("--threads", a->threads, kThreadsHelp)->check(CLI::NonNegativeNumber);
   cmd->add_option("--mem-budget", a->mem_budget, kMemBudgetHelp);
-  cmd->add_option("--report", a->report, "where to write the JSON report (default: OUT/report.json)");
+  cmd->add_option("--report", a->report,
+                  "where to write the JSON report (default: OUT/report.json; not with BIDS_DIR)");
   cmd->add_flag("--no-preview", a->no_preview, "no PNG previews");
   cmd->add_flag("--quiet", a->quiet, "no progress bar and no summary");
-  cmd->callback([a] { run(*a); });
+  cmd->callback([a] { pipeline_cli::run(*a); });
 }
 
 }  // namespace qsmcore::cli
