@@ -2,6 +2,9 @@
 // DecompressionStream), gets a network's weights (the shipped file, the registry's URL with its
 // SHA-256 checked and kept in IndexedDB, or a local ONNX file), runs qsmcore in a Web Worker
 // (worker.js) and shows the input and χ with NiiVue; χ is written back as NIfTI by NiiVue's writer.
+// Pipeline mode: a scan's magnitude and phase NIfTIs (+ JSON sidecars), or DICOM files converted
+// here by dcm2niix's WebAssembly build (@niivue/dcm2niix), go to the engine's pipeline
+// (src/wasm/web_pipeline.cpp), which returns χ, the fields and the masks as NIfTI files.
 // The pthread build runs when the page is crossOriginIsolated (tools/web/serve.js sends COOP/COEP),
 // else the single-threaded one; ?variant=mt|st forces one.
 import { Niivue, NVImage, MULTIPLANAR_TYPE, SHOW_RENDER } from "/niivue/index.js";
@@ -19,7 +22,10 @@ let worker = null;
 let last = null;  // the last result: {dims, voxel, affine, chi: Float32Array, reply}
 // For the browser test (tests/web): the last reply, the χ NIfTI bytes, and the worker's events
 // of the last run in order ("progress", "predicted", "done" / "error").
-window.qsmPage = { variant, reply: null, chiNifti: null, events: [], shownVolumes: () => shownVolumes() };
+// Pipeline runs add `predicted` (the prediction as the page showed it, before the run) and
+// `niftis` (the maps' NIfTI bytes by name).
+window.qsmPage = { variant, reply: null, chiNifti: null, events: [], predicted: null, niftis: null,
+                   shownVolumes: () => shownVolumes() };
 
 // ---- small helpers -------------------------------------------------------------------------
 
@@ -179,8 +185,10 @@ function clearResults(caption) {
     while (nv.volumes.length) nv.removeVolume(nv.volumes[0]);
     nv.drawScene();
   }
+  window.qsmPage.predicted = window.qsmPage.niftis = null;
   $("input-caption").textContent = "Input";
   $("chi-caption").textContent = caption;
+  $("extra-figure").hidden = true;
 }
 function shownVolumes() { return Object.values(viewers).reduce((n, nv) => n + nv.volumes.length, 0); }
 async function show(canvasId, data, dims, voxel, affine, name, range) {
@@ -210,10 +218,17 @@ function onWorker(msg) {
     fillNetworks();
     showHeap(msg.heap8_bytes);
     progress(0, "Ready");
-    $("run-demo").disabled = $("run-user").disabled = false;
+    $("run-demo").disabled = $("run-user").disabled = $("run-pipeline").disabled = false;
     setState("ready");
   } else if (msg.type === "progress") {
     progress(msg.fraction, msg.stage);
+  } else if (msg.type === "predicted" && msg.stages) {
+    // The pipeline's prediction, from the files' headers: shown before a voxel is read.
+    if (pending) pending.predicted = msg;
+    window.qsmPage.predicted = { ...msg, shownAt: performance.now() };
+    facts([["scan", `${msg.dims.join("×")} × ${msg.echoes} echo(es)`],
+           ["predicted peak (whole run, engine)", `${fmtBytes(msg.predicted_peak_bytes)}: the scan ${fmtBytes(msg.scan_bytes)}, then ${fmtBytes(msg.stages_peak_bytes)} in ${msg.peak_stage}`],
+           [PREDICTED_HEAP_LABEL, fmtBytes(msg.predicted_heap_bytes)], ["budget", fmtBytes(msg.budget_bytes)]]);
   } else if (msg.type === "predicted") {
     if (pending) pending.predicted = msg;
     facts([["predicted peak (engine)", fmtBytes(msg.predicted_peak_bytes)],
@@ -262,7 +277,8 @@ function memoryFacts(reply) {
 }
 
 async function guarded(body) {
-  $("run-demo").disabled = $("run-user").disabled = $("download").disabled = true;
+  window.qsmPage.runs = (window.qsmPage.runs || 0) + 1;  // the browser tests wait for this run's end
+  $("run-demo").disabled = $("run-user").disabled = $("run-pipeline").disabled = $("download").disabled = true;
   setState("running");
   say("");
   clearResults("χ (running…)");
@@ -274,14 +290,14 @@ async function guarded(body) {
     say((r.kind === "OutOfBudget" ? "Refused before allocating: " : "Error: ") + err.message, "error");
     progress(0, r.kind === "OutOfBudget" ? "Refused" : "Failed");
     if (r.heap_bytes) {
-      facts(r.predicted_peak_bytes ? memoryFacts(r)
+      facts(r.stages_peak_bytes != null ? pipelineMemoryFacts(r) : r.predicted_peak_bytes ? memoryFacts(r)
         : [["budget", fmtBytes(r.budget_bytes)], ["wasm heap high-water (HEAP8.buffer.byteLength)", fmtBytes(r.heap8_bytes || r.heap_bytes)]]);
     }
     window.qsmPage.reply = r;
     clearResults(r.kind === "OutOfBudget" ? "χ: none, the run was refused" : "χ: none, the run failed");
     setState("error");
   } finally {
-    $("run-demo").disabled = $("run-user").disabled = false;
+    $("run-demo").disabled = $("run-user").disabled = $("run-pipeline").disabled = false;
   }
 }
 
@@ -342,6 +358,225 @@ async function runUser() {
   });
 }
 
+// ---- pipeline mode: a scan to χ -----------------------------------------------------------
+
+const niceName = (name) => name.replace(/\.gz$/i, "").replace(/\.(nii|json)$/i, "");
+// "x_e2" before "x_e10": digits compared as numbers.
+const naturalOrder = (a, b) => a.name.localeCompare(b.name, undefined, { numeric: true });
+
+async function sidecarsByName(files) {
+  const byName = new Map();
+  for (const f of files) {
+    let json = null;
+    try { json = JSON.parse(await f.text()); } catch (e) { throw new Error(`${f.name}: not JSON (${e.message})`); }
+    byName.set(niceName(f.name), { file: f, json });
+  }
+  return byName;
+}
+
+// One series (magnitude or phase) as the worker takes it: each file with its sidecar (x.json for
+// x.nii[.gz]), per-echo files in echo order: by the sidecars' EchoNumber, else EchoTime, when
+// every file has one, else by name (x_e1, x_e2, …, x_e10).
+function series(files, sidecars, what) {
+  const items = Array.from(files, (file) => {
+    const car = sidecars.get(niceName(file.name));
+    return { name: file.name, file, sidecar: car ? car.file : null, json: car ? car.json : null };
+  });
+  const key = (it, k) => (it.json && typeof it.json[k] === "number" ? it.json[k] : null);
+  const by = ["EchoNumber", "EchoTime"].find((k) => items.every((it) => key(it, k) != null));
+  items.sort(by ? (a, b) => key(a, by) - key(b, by) : naturalOrder);
+  if (!items.length) throw new Error(`choose the ${what} NIfTI file(s)`);
+  return { items, order: items.length > 1 ? (by ? `by ${by}` : "by name") : "one file" };
+}
+
+// DICOM files to NIfTI + sidecars with dcm2niix's WebAssembly build, sorted into magnitude and
+// phase by the sidecars' ImageType (P/PHASE, M/MAGNITUDE; dcm2niix's _ph postfix), as
+// `qsm pipeline --dicom` sorts dcm2niix's output (src/scan/dicom.cpp).
+async function convertDicom(files) {
+  progress(0, `converting ${files.length} DICOM file(s) with dcm2niix`);
+  let Dcm2niix;
+  try {
+    ({ Dcm2niix } = await import("/dcm2niix/index.js"));
+  } catch (e) {
+    throw new Error("dcm2niix's WebAssembly build is not served here (npm's @niivue/dcm2niix): " + e.message);
+  }
+  const d = new Dcm2niix();
+  await d.init();
+  const out = await d.input(files).run();
+  const niftis = out.filter((f) => /\.nii(\.gz)?$/i.test(f.name));
+  const sidecars = await sidecarsByName(out.filter((f) => /\.json$/i.test(f.name)));
+  const parts = { magnitude: [], phase: [] };
+  for (const f of niftis) {
+    const car = sidecars.get(niceName(f.name));
+    const type = car && Array.isArray(car.json.ImageType) ? car.json.ImageType.map(String) : [];
+    const phase = type.includes("P") || type.includes("PHASE") || /_ph$/i.test(niceName(f.name));
+    const magnitude = !phase && (type.includes("M") || type.includes("MAGNITUDE"));
+    if (phase) parts.phase.push(f);
+    else if (magnitude) parts.magnitude.push(f);
+  }
+  if (!parts.phase.length || !parts.magnitude.length)
+    throw new Error(`dcm2niix made ${niftis.length} NIfTI file(s) (${niftis.map((f) => f.name).join(", ")}), ` +
+                    `${parts.magnitude.length} magnitude and ${parts.phase.length} phase: the pipeline needs both`);
+  return { magnitude: parts.magnitude, phase: parts.phase, sidecars, note: `dcm2niix: ${niftis.map((f) => f.name).join(", ")}` };
+}
+
+function pipelineOptions() {
+  const o = { mask_method: $("pl-mask-method").value, unwrap: $("pl-unwrap").value, inversion: $("pl-inversion").value,
+              ...engineSettings() };
+  delete o.residency;
+  if ($("pl-bfr").value) o.bfr = $("pl-bfr").value;
+  const te = $("pl-te").value.trim();
+  if (te) {
+    o.te = te.split(/[,\s]+/).map(Number);
+    if (o.te.some((t) => !(t > 0))) throw new Error(`TE "${te}": echo times in seconds, comma-separated`);
+  }
+  if (Number($("pl-b0").value) > 0) o.b0 = Number($("pl-b0").value);
+  return o;
+}
+
+// A symmetric window ±w for a signed map: w the 99th percentile of |v| inside the mask, to two
+// significant digits, so a few extreme voxels do not grey out the rest.
+function symmetricWindow(img, maskImg) {
+  const v = img.img, m = maskImg ? maskImg.img : null;
+  const a = [];
+  for (let i = 0; i < v.length; i++) if (!m || m[i] > 0) a.push(Math.abs(v[i]));
+  if (!a.length) return 1;
+  a.sort((x, y) => x - y);
+  const w = a[Math.min(a.length - 1, Math.floor(0.99 * a.length))];
+  return w > 0 ? Number(w.toPrecision(2)) : 1;
+}
+
+// A mask image's voxels kept only on its border (inside, with a face neighbour outside), so the
+// map under it stays readable.
+function outline(img) {
+  const [nx, ny, nz] = [img.hdr.dims[1], img.hdr.dims[2], img.hdr.dims[3]];
+  const m = img.img, inside = Uint8Array.from(m, (v) => (v > 0.5 ? 1 : 0));
+  const at = (i, j, k) => (i < 0 || j < 0 || k < 0 || i >= nx || j >= ny || k >= nz ? 0 : inside[i + nx * (j + ny * k)]);
+  for (let k = 0; k < nz; k++)
+    for (let j = 0; j < ny; j++)
+      for (let i = 0; i < nx; i++) {
+        const idx = i + nx * (j + ny * k);
+        const edge = inside[idx] && !(at(i - 1, j, k) && at(i + 1, j, k) && at(i, j - 1, k) && at(i, j + 1, k) && at(i, j, k - 1) && at(i, j, k + 1));
+        m[idx] = edge ? 1 : 0;
+      }
+}
+
+async function showNifti(canvasId, bytes, name, range, overlay) {
+  const nv = viewer(canvasId);
+  while (nv.volumes.length) nv.removeVolume(nv.volumes[0]);
+  const img = await NVImage.new(bytes.slice().buffer, name + ".nii");
+  nv.addVolume(img);
+  if (range) { img.cal_min = range[0]; img.cal_max = range[1]; }
+  if (overlay) {
+    const o = await NVImage.new(overlay.slice().buffer, name + "_mask.nii", "red", 1);
+    outline(o);
+    o.cal_min = 0.5; o.cal_max = 1;
+    o.colorbarVisible = false;
+    nv.addVolume(o);
+  }
+  nv.updateGLVolume();
+  return img;
+}
+
+const mibText = (b) => fmtBytes(b);
+function pipelineMemoryFacts(r) {
+  showHeap(r.heap8_bytes);
+  const rows = [["predicted peak (shown before the run)", `${mibText(r.predicted_peak_bytes)} (${r.peak_stage})`]];
+  if (r.measured_peak_bytes != null)
+    rows.push(["measured peak (engine, accounted)", `${mibText(r.measured_peak_bytes)} (${(r.measured_peak_bytes / r.predicted_peak_bytes * 100).toFixed(1)} % of the prediction)`]);
+  rows.push([PREDICTED_HEAP_LABEL, fmtBytes(r.predicted_heap_bytes)],
+            ["wasm heap high-water (HEAP8.buffer.byteLength)", fmtBytes(r.heap8_bytes)], ["budget", fmtBytes(r.budget_bytes)]);
+  return rows;
+}
+
+function scanFacts(r) {
+  const s = r.scan;
+  const te = s.te_s.map((t) => (t * 1000).toPrecision(3)).join(", ");
+  return [["scan", `${s.dims.join("×")} × ${s.echoes} echo(es), ${s.voxel_mm.map((v) => v.toPrecision(3)).join("×")} mm`],
+          ["echo times", `${te} ms (${s.te_from === "--te" ? "typed" : "sidecars"})`],
+          ["B0", `${s.b0_t} T (${s.b0_from === "--b0" ? "typed" : "sidecars"}), direction ${s.b0_dir.map((x) => x.toFixed(3)).join(", ")} (${s.b0_dir_from === "--b0-dir" ? "typed" : s.b0_dir_from})`],
+          ["mask", `${r.mask_voxels} voxels; local field valid in ${r.local_mask_voxels}`]];
+}
+
+function stageFacts(r) {
+  return r.stages.map((st) => [`${st.stage}: ${st.method}`,
+    `${st.seconds.toFixed(2)} s · memory predicted ${mibText(st.predicted_peak_bytes)}, measured ${mibText(st.measured_peak_bytes)}` +
+    (st.iterations != null ? ` · ${st.iterations} iterations` : "")]);
+}
+
+async function showPipeline(reply, niftis) {
+  progress(1, "Drawing");
+  const t0 = performance.now();
+  window.qsmPage.niftis = niftis;
+  window.qsmPage.chiNifti = niftis.chi || null;
+  last = niftis.chi ? { chiNifti: niftis.chi } : null;
+  const mask = await NVImage.new(niftis.mask.slice().buffer, "mask.nii");
+  const local = await showNifti("view-input", niftis.local_field, "local_field", null);
+  const wl = symmetricWindow(local, mask);
+  local.cal_min = -wl; local.cal_max = wl;
+  $("input-caption").textContent = `local field (ppm) · window −${wl} … +${wl} ppm`;
+  if (niftis.chi) {
+    const chi = await showNifti("view-chi", niftis.chi, "chi", null);
+    const w = symmetricWindow(chi, mask);
+    chi.cal_min = -w; chi.cal_max = w;
+    reply.chi_window_ppm = w;
+    $("chi-caption").textContent = `χ (ppm) · symmetric window −${w} … +${w} ppm (99th percentile of |χ| in the mask)`;
+  } else {
+    $("chi-caption").textContent = "χ: none (inversion off)";
+  }
+  for (const id of ["view-input", "view-chi"]) if (viewers[id]) viewers[id].updateGLVolume();
+  $("extra-figure").hidden = false;
+  const total = await showNifti("view-extra", niftis.total_field, "total_field", null, niftis.brain_mask);
+  const wt = symmetricWindow(total, mask);
+  total.cal_min = -wt; total.cal_max = wt;
+  viewers["view-extra"].updateGLVolume();
+  $("extra-caption").textContent = `total field (Hz) · window −${wt} … +${wt} Hz · brain mask's outline in red`;
+  $("download").disabled = !niftis.chi;
+  reply.draw_seconds = (performance.now() - t0) / 1000;
+  progress(1, "Done");
+}
+
+// The engine's messages name qsm pipeline's options; here they are the page's fields.
+function pageWords(err) {
+  err.message = err.message.replace(/--te\b/g, "the TE field").replace(/--b0(?!-)\b/g, "the B0 field");
+  return err;
+}
+
+async function runPipeline() {
+  await guarded(async () => { try { await pipelineRun(); } catch (err) { throw pageWords(err); } });
+}
+
+async function pipelineRun() {
+  const dicom = $("pl-dicom").files;
+  let magnitude, phase, sidecars, note = "";
+  if (dicom.length) {
+    ({ magnitude, phase, sidecars, note } = await convertDicom(dicom));
+  } else {
+    magnitude = $("pl-mag").files;
+    phase = $("pl-phase").files;
+    sidecars = await sidecarsByName($("pl-json").files);
+  }
+  const mag = series(magnitude, sidecars, "magnitude"), ph = series(phase, sidecars, "phase");
+  const maskFile = $("pl-mask").files[0];
+  const options = pipelineOptions();
+  const t0 = performance.now();
+  const { reply, niftis } = await call({
+    cmd: "pipeline", options,
+    magnitude: mag.items.map(({ name, file, sidecar }) => ({ name, file, sidecar })),
+    phase: ph.items.map(({ name, file, sidecar }) => ({ name, file, sidecar })),
+    mask: maskFile ? { name: maskFile.name, file: maskFile, sidecar: null } : null,
+  });
+  reply.worker_seconds = (performance.now() - t0) / 1000;
+  reply.echo_order = { magnitude: mag.order, phase: ph.order };
+  window.qsmPage.reply = reply;
+  facts([...scanFacts(reply), ...stageFacts(reply),
+         ["time", `read ${reply.read_seconds.toFixed(2)} s, stages ${reply.pipeline_seconds.toFixed(2)} s, write ${reply.write_seconds.toFixed(2)} s; whole run ${reply.worker_seconds.toFixed(2)} s`],
+         ...pipelineMemoryFacts(reply)]);
+  await showPipeline(reply, niftis);
+  const notes = [note, `echo order: magnitude ${mag.order}, phase ${ph.order}`, ...reply.notes].filter(Boolean);
+  say(`Done: the pipeline (${reply.stages.map((s) => s.method).join(" → ")}).\n` + notes.join("\n"), "ok");
+}
+
 async function finishRun(reply, chi, dims, voxel, affine, label, input, inputLabel) {
   progress(1, "Drawing");
   const t0 = performance.now();
@@ -359,7 +594,7 @@ async function finishRun(reply, chi, dims, voxel, affine, label, input, inputLab
 
 async function download() {
   if (!last) return;
-  const bytes = await gzip(niftiBytes(last.chi, last.dims, last.voxel, last.affine));
+  const bytes = await gzip(last.chiNifti || niftiBytes(last.chi, last.dims, last.voxel, last.affine));
   const a = document.createElement("a");
   a.href = URL.createObjectURL(new Blob([bytes], { type: "application/gzip" }));
   a.download = "chi.nii.gz";
@@ -395,6 +630,7 @@ $("threads").max = variant === "mt" ? navigator.hardwareConcurrency : 1;
 $("threads").disabled = variant !== "mt";
 $("run-demo").onclick = runDemo;
 $("run-user").onclick = runUser;
+$("run-pipeline").onclick = runPipeline;
 $("download").onclick = download;
 if (variant === "mt" && !self.crossOriginIsolated) {
   say("The pthread build needs a crossOriginIsolated page (COOP/COEP headers); open it without ?variant=mt.", "error");

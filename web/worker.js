@@ -1,7 +1,8 @@
-// The Web Worker that owns the qsmcore module (qsm-web, src/wasm/web_api.cpp). The page posts
-// {cmd: "init" | "demo" | "run"}; the worker answers with events: "ready", "progress",
-// "predicted" (the run's predicted peak, before it runs), "done" (reply + float32 outputs) or
-// "error". Runs block this worker, never the page.
+// The Web Worker that owns the qsmcore module (qsm-web, src/wasm/web_api.cpp and
+// web_pipeline.cpp). The page posts {cmd: "init" | "demo" | "run" | "pipeline"}; the worker
+// answers with events: "ready", "progress", "predicted" (the run's predicted peak, before it
+// runs), "done" (reply + float32 outputs, or the pipeline's NIfTI files) or "error". Runs block
+// this worker, never the page.
 "use strict";
 
 let qsm = null;  // the module once initialised
@@ -114,12 +115,65 @@ function runWith(msg, modelPath) {
   }
 }
 
+// ---- the pipeline: the scan's files into MEMFS, one call, the maps read back ------------------
+
+async function gunzipIfNeeded(buffer) {
+  const u8 = new Uint8Array(buffer);
+  if (u8.length < 2 || u8[0] !== 0x1f || u8[1] !== 0x8b) return u8;
+  const stream = new Blob([buffer]).stream().pipeThrough(new DecompressionStream("gzip"));
+  return new Uint8Array(await new Response(stream).arrayBuffer());
+}
+
+// Removes a MEMFS folder and what it holds (one level: the worker writes no deeper).
+function removeDir(dir) {
+  let names = [];
+  try { names = qsm.FS.readdir(dir); } catch (e) { return; }
+  for (const n of names) if (n !== "." && n !== "..") qsm.FS.unlink(dir + "/" + n);
+  qsm.FS.rmdir(dir);
+}
+
+// A NIfTI file (File or Blob with a name) into `dir`, gzip undone (the module reads plain .nii),
+// with its sidecar x.json beside it when the page matched one: x.nii.gz -> dir/x.nii, dir/x.json.
+// MEMFS keeps file bytes in JS memory, outside the wasm heap.
+async function putNifti(dir, item) {
+  try { qsm.FS.mkdir(dir); } catch (e) { /* exists */ }
+  const base = item.name.replace(/\.gz$/i, "").replace(/\.nii$/i, "").replace(/[^A-Za-z0-9._-]/g, "_");
+  qsm.FS.writeFile(`${dir}/${base}.nii`, await gunzipIfNeeded(await item.file.arrayBuffer()));
+  if (item.sidecar) qsm.FS.writeFile(`${dir}/${base}.json`, new Uint8Array(await item.sidecar.arrayBuffer()));
+  return `${dir}/${base}.nii`;
+}
+
+async function pipeline(msg) {
+  const dirs = ["/scan/magnitude", "/scan/phase", "/scan/mask", "/out"];
+  for (const d of dirs) removeDir(d);
+  try { qsm.FS.mkdir("/scan"); } catch (e) { /* exists */ }
+  try {
+    const request = { ...msg.options, magnitude: [], phase: [] };
+    for (const item of msg.magnitude) request.magnitude.push(await putNifti("/scan/magnitude", item));
+    for (const item of msg.phase) request.phase.push(await putNifti("/scan/phase", item));
+    if (msg.mask) request.mask = await putNifti("/scan/mask", msg.mask);
+    request.out_dir = "/out";
+    const reply = JSON.parse(qsm.ccall("qsm_web_pipeline", "string", ["string"], [JSON.stringify(request)]));
+    reply.heap8_bytes = heapBuffer().byteLength;
+    if (reply.error) {
+      postMessage({ type: "error", reply });
+      return;
+    }
+    const niftis = {};
+    for (const o of reply.outputs || []) niftis[o.name] = qsm.FS.readFile(o.path);  // a copy, out of MEMFS
+    postMessage({ type: "done", reply, niftis }, Object.values(niftis).map((a) => a.buffer));
+  } finally {
+    for (const d of dirs) removeDir(d);
+  }
+}
+
 onmessage = async (e) => {
   const msg = e.data;
   try {
     if (msg.cmd === "init") await init(msg);
     else if (msg.cmd === "demo") demo(msg);
     else if (msg.cmd === "run") run(msg);
+    else if (msg.cmd === "pipeline") await pipeline(msg);
     else throw new Error("unknown command " + msg.cmd);
   } catch (err) {
     postMessage({ type: "error", reply: { error: String(err && err.message ? err.message : err) } });

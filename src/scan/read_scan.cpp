@@ -235,7 +235,10 @@ Volume read_series(const Series& s, const Volume* ref, const std::string& ref_pa
     }
     if (s.files.size() == 1) return v;
     if (out.empty()) out = Volume::zeros(v.dims(), v.geometry(), s.echoes, MemCategory::IO);
-    for (std::int64_t t = 0; t < v.frames(); ++t) std::ranges::copy(v.frame(t), out.frame(f.first_echo + t).begin());
+    for (std::int64_t t = 0; t < v.frames(); ++t) {
+      const auto src = v.frame(t);
+      std::copy(src.begin(), src.end(), out.frame(f.first_echo + t).begin());
+    }
   }
   return out;
 }

@@ -1,8 +1,9 @@
 // The C API the web page's Worker calls (web/worker.js): the phantom demo and a network run on a
 // volume, both through run_network (the path `qsm demo` and `qsm run` take), with the registry as
-// JSON. Requests and replies are JSON strings; volumes cross as float32 arrays in the wasm heap
-// (x fastest, as in NIfTI), model files as files the Worker put in the FS: MEMFS copies of their
-// bytes, or, for streamed weights, WORKERFS mounts of the user's File/Blob, read on demand.
+// JSON, and what every entry point shares (web_common.h); the pipeline from a scan is in
+// web_pipeline.cpp. Requests and replies are JSON strings; volumes cross as float32 arrays in the
+// wasm heap (x fastest, as in NIfTI), model files as files the Worker put in the FS: MEMFS copies
+// of their bytes, or, for streamed weights, WORKERFS mounts of the user's File/Blob, read on demand.
 //
 // Memory: before a run, the run's peak is predicted (NetworkOptions::predict_only) and reported;
 // the run is admitted only when the bytes already in use plus that peak fit the page's budget
@@ -38,6 +39,7 @@
 #include "qsmcore/networks.h"
 #include "qsmcore/physics.h"
 #include "qsmcore/residency.h"
+#include "wasm/web_common.h"
 
 using nlohmann::json;
 using namespace qsmcore;
@@ -48,15 +50,11 @@ EM_JS(void, qsm_web_post_event, (const char* text), {
   if (typeof Module !== "undefined" && Module["onEvent"]) Module["onEvent"](JSON.parse(UTF8ToString(text)));
 });
 
+namespace qsmcore::web {
 namespace {
-
-using Clock = std::chrono::steady_clock;
-
-// Float32 volumes the last call produced ("chi", "field", "mask", "chi_true"), read by the
-// Worker through qsm_web_output_*; replaced by the next call.
-std::map<std::string, std::vector<float>> g_outputs;
 std::string g_reply;
 std::atomic<double> g_fraction{0.0};  // the latest fraction any thread reported
+}  // namespace
 
 void post(const json& event) {
   if (!emscripten_is_main_runtime_thread()) return;
@@ -69,10 +67,42 @@ void progress(double fraction, const std::string& stage) {
   post({{"type", "progress"}, {"fraction", g_fraction.load()}, {"stage", stage}});
 }
 
-// Bytes malloc has handed out and not taken back: what is already in the heap before a run.
 std::int64_t heap_in_use() { return static_cast<std::int64_t>(mallinfo().uordblks); }
 std::int64_t heap_bytes() { return static_cast<std::int64_t>(emscripten_get_heap_size()); }
 std::int64_t heap_max() { return static_cast<std::int64_t>(emscripten_get_heap_max()); }
+
+std::int64_t page_budget(const json& req) {
+  const std::int64_t asked = req.value("budget_bytes", std::int64_t{0});
+  return asked > 0 ? asked : heap_max();
+}
+
+const char* reply_of(const std::function<void(json&)>& body) {
+  json reply;
+  try {
+    body(reply);
+  } catch (const Error& e) {
+    reply["error"] = e.what();
+    reply["kind"] = e.kind() == ErrorKind::OutOfBudget ? "OutOfBudget" : "Error";
+  } catch (const std::exception& e) {
+    reply["error"] = e.what();
+    reply["kind"] = "Error";
+  }
+  reply["heap_bytes"] = heap_bytes();
+  reply["heap_max_bytes"] = heap_max();
+  g_reply = reply.dump();
+  return g_reply.c_str();
+}
+
+}  // namespace qsmcore::web
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using namespace qsmcore::web;
+
+// Float32 volumes the last call produced ("chi", "field", "mask", "chi_true"), read by the
+// Worker through qsm_web_output_*; replaced by the next call.
+std::map<std::string, std::vector<float>> g_outputs;
 
 std::vector<float> to_f32(const Volume& v) {
   std::vector<float> out(static_cast<std::size_t>(v.voxels()));
@@ -93,7 +123,7 @@ json metrics_json(const QsmMetrics& m) {
 NetworkOptions page_options(const json& req, std::int64_t& budget) {
   NetworkOptions o;
   o.model.threads = req.value("threads", 0);
-  budget = req.value("budget_bytes", std::int64_t{0}) > 0 ? req.value("budget_bytes", std::int64_t{0}) : heap_max();
+  budget = page_budget(req);
   const std::int64_t left = budget - heap_in_use();
   if (left <= 0)
     throw Error(ErrorKind::OutOfBudget, "the heap already holds " + std::to_string(heap_in_use()) +
@@ -158,25 +188,6 @@ NetworkRun predict_then_run(const ModelSpec& spec, const std::string& model_path
   reply["warnings"] = run.warnings;
   reply["weights"] = weights_json(opts.model.residency, run);
   return run;
-}
-
-// Runs `body`, turning what it throws into {"error", "kind"}; always adds the heap size (the
-// linear memory never shrinks, so it is the high-water so far).
-const char* reply_of(const std::function<void(json&)>& body) {
-  json reply;
-  try {
-    body(reply);
-  } catch (const Error& e) {
-    reply["error"] = e.what();
-    reply["kind"] = e.kind() == ErrorKind::OutOfBudget ? "OutOfBudget" : "Error";
-  } catch (const std::exception& e) {
-    reply["error"] = e.what();
-    reply["kind"] = "Error";
-  }
-  reply["heap_bytes"] = heap_bytes();
-  reply["heap_max_bytes"] = heap_max();
-  g_reply = reply.dump();
-  return g_reply.c_str();
 }
 
 Geometry geometry_of(const json& req) {

@@ -2,7 +2,8 @@
 // Serves the qsmcore web page on 127.0.0.1 (no dependencies):
 //   node tools/web/serve.js [--port N] [--no-isolation] [--mirror DIR]
 // Only what the page needs is served: web/ at /, the browser modules (build-wasm/{mt,st}/qsm-web.*),
-// NiiVue's bundle (node_modules/@niivue/niivue/dist) and the shipped network (models/*.onnx).
+// NiiVue's bundle (node_modules/@niivue/niivue/dist), dcm2niix's WebAssembly build
+// (node_modules/@niivue/dcm2niix/dist) and the shipped network (models/*.onnx).
 // Every response carries COOP same-origin + COEP require-corp, so the page is crossOriginIsolated
 // and can run the pthread build; --no-isolation leaves them out (the page then runs the
 // single-threaded build). --mirror DIR serves DIR's .onnx files at /mirror/ (the page's
@@ -26,6 +27,8 @@ const routes = [
   { prefix: "/build-wasm/mt/", dir: "build-wasm/mt", allow: /^qsm-web\.(js|wasm|worker\.js)$/ },
   { prefix: "/build-wasm/st/", dir: "build-wasm/st", allow: /^qsm-web\.(js|wasm)$/ },
   { prefix: "/niivue/", dir: "node_modules/@niivue/niivue/dist", allow: /^index\.js(\.map)?$/ },
+  // dcm2niix's WebAssembly build (npm's @niivue/dcm2niix): the page's DICOM input.
+  { prefix: "/dcm2niix/", dir: "node_modules/@niivue/dcm2niix/dist", allow: /^(index\.js|worker\.js|dcm2niix\.(js|wasm))$/ },
   { prefix: "/models/", dir: "models", allow: /^[A-Za-z0-9._-]+\.onnx$/ },
   ...(mirror ? [{ prefix: "/mirror/", dir: mirror, allow: /^[A-Za-z0-9._-]+\.onnx$/ }] : []),
   ...(benchData ? [

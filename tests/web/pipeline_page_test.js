@@ -1,0 +1,315 @@
+// The web page's pipeline mode end to end in headless Chromium (puppeteer-core, Debian's chromium):
+//   node tests/web/pipeline_page_test.js --qsm build/qsm --out build/web-pipeline
+// 1. the native CLI writes the head phantom's raw scan (`qsm phantom --raw --size 48`, three echoes,
+//    one file per echo with JSON sidecars, and the same scan as one 4-D file per part without
+//    sidecars) and runs `qsm pipeline` on each (the oracle: the same stages compiled natively,
+//    with FFTW where the browser module has its own FFT);
+// 2. the page (pthread build, crossOriginIsolated) gets the per-echo files and the sidecars through
+//    its file pickers and runs the pipeline with its defaults (the CLI's): the prediction must
+//    reach the page before the stages' progress and the result, be at least the measured peak
+//    and within 5 % of it plus the scan, the masks must equal the native ones voxel for voxel
+//    and χ must agree with the native χ within the tolerance below; a screenshot is saved
+//    (OUT/pipeline.png);
+// 3. the 4-D files without sidecars: refused, naming the missing echo times; then with TE and B0
+//    typed, compared with the native run given --te and --b0;
+// 4. DICOM (when Debian's dcm2niix, pydicom and nibabel are there for the native side): the 4-D
+//    scan written as Siemens-style series (tools/testdata/make_dicom.py: 12-bit integer phase),
+//    converted in the page by npm's @niivue/dcm2niix and run; compared with `qsm pipeline --dicom`
+//    (Debian's dcm2niix) on the same folder: the same masks, χ within the same tolerance;
+// 5. an 8 MiB budget (below the predicted peak alone): refused before anything is read, the heap not grown, nothing left shown.
+//
+// Tolerance: both sides run the same C++ on the same float32 input; they differ in the FFT
+// (FFTW natively, physics/portable_fft in wasm) and libm, so sums and transforms round differently
+// (~1e-7 relative in the f32 work arrays); PDF's 20 CGLS and TV-ADMM's 49 iterations carry that
+// along. Measured: max|Δχ| 2.2e-7 ppm, 1.0e-6 of χ's range (0.217 ppm), the same iteration counts.
+// The bound is 1e-4 of the range: 100× that, and 10× below what one TV iteration more or less
+// moves (its stopping rule is a relative change of 1e-3), so a page that stopped elsewhere, ran
+// other options or read the files otherwise fails; the iteration counts are in the message.
+"use strict";
+const { spawn, execFile } = require("child_process");
+const { promisify } = require("util");
+const execFileAsync = promisify(execFile);
+const fs = require("fs");
+const os = require("os");
+const path = require("path");
+const zlib = require("zlib");
+
+const root = path.resolve(__dirname, "../..");
+const argv = process.argv.slice(2);
+const opt = (name, def) => (argv.includes(name) ? argv[argv.indexOf(name) + 1] : def);
+const qsm = path.resolve(opt("--qsm", path.join(root, "build/qsm")));
+const out = path.resolve(opt("--out", path.join(root, "build/web-pipeline")));
+const size = 48;
+const te = [0.004, 0.012, 0.02];
+const b0 = 7;
+const chromium = process.env.QSM_CHROMIUM || "/usr/lib/chromium/chromium";
+const relTolerance = 1e-4;
+let puppeteer;
+try {
+  puppeteer = require(path.join(root, "node_modules/puppeteer-core"));
+} catch (e) {
+  fail("puppeteer-core is missing: npm install --ignore-scripts (tools/setup.sh does)");
+}
+
+const servers = [];
+function fail(message) {
+  console.error("web.pipeline_page: FAIL: " + message);
+  for (const s of servers) s.kill();
+  process.exit(1);
+}
+function log(message) { console.log("web.pipeline_page: " + message); }
+const mib = (b) => (b / 1048576).toFixed(2) + " MiB";
+
+// The NIfTI-1 fields the comparison needs, read here (independent of both writers): dims at 40,
+// datatype at 70, vox_offset at 108, scl_slope/inter at 112/116.
+function readNifti(bytes) {
+  if (bytes[0] === 0x1f && bytes[1] === 0x8b) bytes = zlib.gunzipSync(bytes);
+  const b = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  if (b.readInt32LE(0) !== 348) throw new Error("not a little-endian NIfTI-1 file");
+  const dims = [b.readInt16LE(42), b.readInt16LE(44), b.readInt16LE(46)];
+  const type = b.readInt16LE(70);
+  const offset = Math.round(b.readFloatLE(108));
+  const slope = b.readFloatLE(112) || 1, inter = b.readFloatLE(116) || 0;
+  const n = dims[0] * dims[1] * dims[2];
+  const data = new Float64Array(n);
+  for (let i = 0; i < n; i++) {
+    if (type === 16) data[i] = b.readFloatLE(offset + 4 * i);
+    else if (type === 2) data[i] = b.readUInt8(offset + i) * slope + inter;
+    else throw new Error("NIfTI datatype " + type + " not handled here");
+  }
+  return { dims, data };
+}
+
+function sameMask(label, page, native) {
+  if (page.dims.join() !== native.dims.join()) fail(`${label}: ${page.dims.join("x")} vs native ${native.dims.join("x")}`);
+  let differ = 0, inside = 0;
+  for (let i = 0; i < native.data.length; i++) {
+    differ += (page.data[i] > 0.5) !== (native.data[i] > 0.5);
+    inside += native.data[i] > 0.5;
+  }
+  log(`${label}: ${inside} voxels inside, ${differ} differ`);
+  if (differ || !inside) fail(`${label}: the page's mask differs from the native one in ${differ} of ${inside} voxels`);
+}
+
+// max|Δχ| over the whole volume (both are 0 outside the mask), against relTolerance × the native
+// χ's range inside the mask; every voxel of the page's χ finite.
+function compareChi(label, page, native, mask, iterations) {
+  if (page.dims.join() !== native.dims.join()) fail(`${label}: χ is ${page.dims.join("x")}, native ${native.dims.join("x")}`);
+  let lo = Infinity, hi = -Infinity, maxDiff = 0, sum2 = 0, inside = 0;
+  for (let i = 0; i < native.data.length; i++) {
+    if (!Number.isFinite(page.data[i])) fail(`${label}: voxel ${i} of the page's χ is ${page.data[i]}`);
+    const d = Math.abs(page.data[i] - native.data[i]);
+    if (!(d <= maxDiff)) maxDiff = d;  // a NaN difference sets it to NaN, which fails below
+    if (mask.data[i] <= 0.5) continue;
+    inside++;
+    sum2 += d * d;
+    lo = Math.min(lo, native.data[i]);
+    hi = Math.max(hi, native.data[i]);
+  }
+  const tol = relTolerance * (hi - lo);
+  log(`${label}: max|Δχ| ${maxDiff.toExponential(3)} ppm (${(maxDiff / (hi - lo)).toExponential(2)} of the range), ` +
+      `RMS ${Math.sqrt(sum2 / inside).toExponential(3)} ppm over ${inside} mask voxels, range ${(hi - lo).toFixed(4)} ppm, tolerance ${tol.toExponential(3)}`);
+  if (!(inside > 0 && maxDiff <= tol)) fail(`${label}: the page's χ differs from the native one by ${maxDiff} > ${tol} (${iterations})`);
+  return maxDiff;
+}
+
+function startServer(extra) {
+  return new Promise((resolve, reject) => {
+    const p = spawn(process.execPath, [path.join(root, "tools/web/serve.js"), "--port", "0", ...extra], { stdio: ["ignore", "pipe", "inherit"] });
+    p.stdout.on("data", (d) => {
+      const m = /http:\/\/127\.0\.0\.1:\d+\//.exec(String(d));
+      if (m) resolve({ process: p, url: m[0] });
+    });
+    p.on("exit", (code) => reject(new Error("the server exited with " + code)));
+  });
+}
+
+async function waitState(page, states, timeoutMs) {
+  await page.waitForFunction((s) => s.includes(document.body.dataset.state), { timeout: timeoutMs, polling: 200 }, states);
+  return page.evaluate(() => document.body.dataset.state);
+}
+
+async function bytesOf(page, name) {
+  const b64 = await page.evaluate((n) => {
+    const u8 = window.qsmPage.niftis && window.qsmPage.niftis[n];
+    if (!u8) return null;
+    let s = "";
+    for (let i = 0; i < u8.length; i += 0x8000) s += String.fromCharCode.apply(null, u8.subarray(i, i + 0x8000));
+    return btoa(s);
+  }, name);
+  return b64 ? new Uint8Array(Buffer.from(b64, "base64")) : null;
+}
+
+// Sets the pickers (an empty list clears one), the typed TE/B0 and the budget, clicks Run and
+// waits; returns the state, message, reply, events, the prediction as shown and the maps' bytes.
+async function runPipeline(page, { mag = [], phase = [], sidecars = [], dicom = [], teText = "", b0Text = "", budgetMiB = "" }) {
+  for (const [id, files] of [["#pl-mag", mag], ["#pl-phase", phase], ["#pl-json", sidecars], ["#pl-dicom", dicom]])
+    await (await page.$(id)).uploadFile(...files);
+  await page.$eval("#pl-te", (el, v) => { el.value = v; }, teText);
+  await page.$eval("#pl-b0", (el, v) => { el.value = v; }, b0Text);
+  await page.$eval("#budget", (el, v) => { el.value = v; }, budgetMiB);
+  const t = Date.now();
+  const runs = await page.evaluate(() => window.qsmPage.runs || 0);
+  await page.click("#run-pipeline");
+  await page.waitForFunction((n) => window.qsmPage.runs > n && ["done", "error"].includes(document.body.dataset.state),
+                             { timeout: 300000, polling: 100 }, runs);
+  const state = await page.evaluate(() => document.body.dataset.state);
+  const seconds = (Date.now() - t) / 1000;
+  const r = await page.evaluate(() => ({ reply: window.qsmPage.reply, events: window.qsmPage.events, predicted: window.qsmPage.predicted,
+                                         message: document.querySelector("#message").textContent,
+                                         facts: document.querySelector("#facts").textContent }));
+  const maps = {};
+  if (state === "done") for (const n of ["chi", "mask", "brain_mask", "local_field", "total_field"]) maps[n] = await bytesOf(page, n);
+  log(`  run: ${state} after ${seconds.toFixed(1)} s`);
+  return { state, seconds, ...r, maps };
+}
+
+// The prediction reached the page before the stages' progress and the result, and holds.
+function checkPrediction(label, run) {
+  const ev = run.events, p = run.predicted, r = run.reply;
+  const iPred = ev.indexOf("predicted");
+  if (!(iPred >= 0 && ev.lastIndexOf("progress") > iPred && iPred < ev.indexOf("done")))
+    fail(`${label}: the prediction did not come before the stages' progress and the result: ${ev.join(",")}`);
+  if (!p || p.predicted_peak_bytes !== r.predicted_peak_bytes) fail(`${label}: the page did not keep the prediction it showed`);
+  const progressAfter = ev.slice(iPred).filter((e) => e === "progress").length;
+  log(`${label}: predicted ${p.predicted_peak_bytes} B (${mib(p.predicted_peak_bytes)}: scan ${mib(p.scan_bytes)} + stages ${mib(p.stages_peak_bytes)} in ${p.peak_stage}), ` +
+      `measured ${r.measured_peak_bytes} B (${(100 * r.measured_peak_bytes / p.predicted_peak_bytes).toFixed(1)} %), ` +
+      `refined ${r.pipeline_predicted_peak_bytes} B; ${progressAfter} progress events after it; heap ${mib(r.heap8_bytes)}`);
+  if (!(r.measured_peak_bytes > 0 && p.predicted_peak_bytes >= r.measured_peak_bytes))
+    fail(`${label}: measured peak ${r.measured_peak_bytes} B above the prediction shown, ${p.predicted_peak_bytes} B`);
+}
+
+// The 4-D scan as DICOM series, and the native pipeline on them; null when a tool is missing.
+async function nativeDicom(scan4d) {
+  const missing = [];
+  for (const [what, cmd, args] of [["dcm2niix", "sh", ["-c", "command -v dcm2niix"]],
+                                   ["pydicom and nibabel", "/usr/bin/python3", ["-c", "import pydicom, nibabel"]]]) {
+    try { await execFileAsync(cmd, args); } catch (e) { missing.push(what); }
+  }
+  if (missing.length) return { missing };
+  const toNpy = "import nibabel as nib, numpy as np, sys; s = sys.argv[1]; " +
+    "m = nib.load(s + '/magnitude.nii.gz').get_fdata(); np.save(s + '/mag.npy', m * (4000 / m.max())); " +
+    "np.save(s + '/phase.npy', nib.load(s + '/phase.nii.gz').get_fdata()); " +
+    "print(','.join(str(v) for v in nib.load(s + '/phase.nii.gz').affine[:3].ravel()))";
+  const affine = (await execFileAsync("/usr/bin/python3", ["-c", toNpy, scan4d])).stdout.trim();
+  const dir = path.join(out, "dicom");
+  await execFileAsync("/usr/bin/python3", [path.join(root, "tools/testdata/make_dicom.py"), "--out", dir, "--magnitude", path.join(scan4d, "mag.npy"),
+                                           "--phase", path.join(scan4d, "phase.npy"), "--te", te.join(","), "--b0", String(b0), "--affine", affine]);
+  const nat = path.join(out, "native-dicom");
+  await execFileAsync(qsm, ["pipeline", "--dicom", dir, "--out", nat, "--quiet", "--no-preview"]);
+  const files = fs.readdirSync(dir, { recursive: true }).map((f) => path.join(dir, f)).filter((f) => fs.statSync(f).isFile());
+  return { files, native: readRun(nat) };
+}
+
+function readRun(dir) {
+  return { chi: readNifti(fs.readFileSync(path.join(dir, "chi.nii.gz"))), mask: readNifti(fs.readFileSync(path.join(dir, "mask.nii.gz"))),
+           brain: readNifti(fs.readFileSync(path.join(dir, "brain_mask.nii.gz"))),
+           report: JSON.parse(fs.readFileSync(path.join(dir, "report.json"))) };
+}
+
+async function nativeScan() {
+  const scan = path.join(out, "scan"), scan4d = path.join(out, "scan4d");
+  const common = ["phantom", "--raw", "--size", String(size), "--te", te.join(","), "--b0", String(b0)];
+  await execFileAsync(qsm, [...common, "--layout", "echoes", "--out", scan]);
+  await execFileAsync(qsm, [...common, "--out", scan4d]);
+  const echoes = te.map((_, e) => e + 1);
+  const files = {
+    mag: echoes.map((e) => path.join(scan, `magnitude_e${e}.nii.gz`)),
+    phase: echoes.map((e) => path.join(scan, `phase_e${e}.nii.gz`)),
+    sidecars: echoes.flatMap((e) => [path.join(scan, `magnitude_e${e}.json`), path.join(scan, `phase_e${e}.json`)]),
+    mag4d: [path.join(scan4d, "magnitude.nii.gz")], phase4d: [path.join(scan4d, "phase.nii.gz")],
+  };
+  const nat = path.join(out, "native"), nat4d = path.join(out, "native4d");
+  const t = Date.now();
+  await execFileAsync(qsm, ["pipeline", "--mag", files.mag.join(","), "--phase", files.phase.join(","), "--out", nat, "--quiet", "--no-preview"]);
+  await execFileAsync(qsm, ["pipeline", "--mag", files.mag4d[0], "--phase", files.phase4d[0], "--te", te.join(","), "--b0", String(b0),
+                            "--out", nat4d, "--quiet", "--no-preview"]);
+  const dicom = await nativeDicom(scan4d);
+  log(`native pipelines done in ${((Date.now() - t) / 1000).toFixed(1)} s`);
+  return { files, native: readRun(nat), native4d: readRun(nat4d), dicom };
+}
+
+function compareRun(label, run, native) {
+  if (run.state !== "done") fail(`${label}: ${run.message}`);
+  checkPrediction(label, run);
+  sameMask(`${label}, brain mask`, readNifti(run.maps.brain_mask), native.brain);
+  sameMask(`${label}, local mask`, readNifti(run.maps.mask), native.mask);
+  const nr = native.report;
+  const its = (stages) => stages.map((s) => s.iterations).filter((x) => x != null).join("/");
+  const iterations = `iterations (PDF/TV): page ${its(run.reply.stages)}, native ${its(nr.stages)}`;
+  log(`${label}: stages ${run.reply.stages.map((s) => `${s.stage} ${s.seconds.toFixed(2)} s`).join(", ")}; ` +
+      `native ${nr.stages.map((s) => `${s.stage} ${s.seconds.toFixed(2)} s`).join(", ")}; ${iterations}`);
+  return compareChi(`${label}, χ`, readNifti(run.maps.chi), native.chi, native.mask, iterations);
+}
+
+async function main() {
+  if (!fs.existsSync(path.join(root, "build-wasm/mt/qsm-web.wasm"))) fail("build-wasm/mt/qsm-web.wasm is missing: bash tools/wasm/build.sh");
+  if (!fs.existsSync(chromium)) fail(`${chromium} is missing: apt-get install chromium`);
+  fs.rmSync(out, { recursive: true, force: true });
+  fs.mkdirSync(out, { recursive: true });
+  const t0 = Date.now();
+  const nativeReady = nativeScan();
+  nativeReady.catch(() => {});
+  const profile = fs.mkdtempSync(path.join(os.tmpdir(), "qsm-web-chromium-"));
+  let browser = null;
+  try {
+    const server = await startServer([]);
+    servers.push(server.process);
+    browser = await puppeteer.launch({
+      executablePath: chromium, pipe: true, userDataDir: profile,
+      args: ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"],
+    });
+    const page = await browser.newPage();
+    page.on("pageerror", (e) => log("page error: " + e.message));
+    page.on("console", (m) => { if (m.type() === "error") log("console: " + m.text().slice(0, 300)); });
+    await page.setViewport({ width: 1280, height: 1100 });
+    await page.goto(server.url, { waitUntil: "load", timeout: 180000 });
+    if ((await waitState(page, ["ready", "error"], 180000)) !== "ready") fail("the page did not start: " + await page.$eval("#message", (el) => el.textContent));
+    if ((await page.evaluate(() => window.qsmPage.variant)) !== "mt") fail("the page did not pick the pthread build");
+    const { files, native, native4d, dicom } = await nativeReady;
+
+    // Per-echo files with their sidecars, the page's defaults.
+    const run = await runPipeline(page, { mag: files.mag, phase: files.phase, sidecars: files.sidecars });
+    const maxDiff = compareRun("per-echo files + sidecars", run, native);
+    if (run.reply.scan.te_from !== "sidecar" || run.reply.scan.b0_t !== b0) fail("the sidecars' echo times and field strength were not used: " + JSON.stringify(run.reply.scan));
+    await new Promise((r) => setTimeout(r, 500));  // let NiiVue draw
+    await page.screenshot({ path: path.join(out, "pipeline.png"), fullPage: true });
+    const heapBefore = run.reply.heap8_bytes;
+
+    // 4-D files, no sidecars: refused naming the echo times; then TE and B0 typed.
+    const noTe = await runPipeline(page, { mag: files.mag4d, phase: files.phase4d });
+    if (noTe.state !== "error" || !/no echo time/.test(noTe.message) || !/phase\.json/.test(noTe.message))
+      fail(`4-D files without sidecars or TE were not refused naming the echo times and the file: ${noTe.state}, "${noTe.message}"`);
+    log(`no echo times refused: "${noTe.message.slice(0, 200)}"`);
+    const typed = await runPipeline(page, { mag: files.mag4d, phase: files.phase4d, teText: te.join(", "), b0Text: String(b0) });
+    compareRun("4-D files, TE and B0 typed", typed, native4d);
+    if (typed.reply.scan.te_from !== "--te") fail("the typed echo times were not used");
+
+    // DICOM, converted in the page by dcm2niix's WebAssembly build.
+    if (dicom.missing) {
+      log(`DICOM skipped: ${dicom.missing.join(" and ")} missing for the native side (Debian: dcm2niix, python3-pydicom, python3-nibabel)`);
+    } else {
+      const fromDicom = await runPipeline(page, { dicom: dicom.files });
+      compareRun(`DICOM (${dicom.files.length} files)`, fromDicom, dicom.native);
+      if (!/Siemens/.test(fromDicom.reply.scan.phase_scaling) || !/dcm2niix/.test(fromDicom.message))
+        fail(`DICOM: the vendor phase or the conversion was not reported: ${fromDicom.reply.scan.phase_scaling}; "${fromDicom.message}"`);
+    }
+
+    // Over the page's budget: refused before anything is read.
+    const refused = await runPipeline(page, { mag: files.mag, phase: files.phase, sidecars: files.sidecars, budgetMiB: "8" });
+    if (refused.state !== "error" || !/Refused before allocating/.test(refused.message) || !/nothing was read/.test(refused.message))
+      fail(`an 8 MiB budget was not refused before reading: ${refused.state}, "${refused.message}"`);
+    if (refused.reply.heap_bytes > heapBefore) fail(`the refused run grew the heap: ${heapBefore} -> ${refused.reply.heap_bytes}`);
+    const shown = await page.evaluate(() => window.qsmPage.shownVolumes());
+    if (shown) fail(`after the refusal the page still shows ${shown} volume(s)`);
+    log(`refused: "${refused.message.slice(0, 240)}"`);
+    await page.screenshot({ path: path.join(out, "pipeline-refused.png"), fullPage: true });
+    log(`passed in ${((Date.now() - t0) / 1000).toFixed(1)} s; χ max|Δ| ${maxDiff.toExponential(3)} ppm; screenshot ${path.join(out, "pipeline.png")}`);
+  } finally {
+    if (browser) await browser.close();
+    for (const s of servers) s.kill();
+    fs.rmSync(profile, { recursive: true, force: true });
+  }
+}
+
+main().catch((e) => fail(e.stack || String(e)));
