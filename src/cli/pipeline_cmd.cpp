@@ -1,5 +1,5 @@
 // qsm pipeline --mag … --phase … --out DIR: a multi-echo scan's magnitude and phase to its total
-// field (Hz), local field (ppm) and masks — and with --inversion tkd to χ — in one command
+// field (Hz), local field (ppm), masks, R2* and χ (a classical inversion or a network) in one command
 // (qsmcore/pipeline.h). Every check that can fail on the user's input runs before any stage
 // does: options, the files' headers (one grid, the echoes), the memory the run will need against
 // the budget (from the headers alone, before a voxel is read), then the scan itself (read_scan:
@@ -12,6 +12,7 @@
 
 #include <stdlib.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -70,12 +71,24 @@ EchoWeighting parse_weighting(const std::string& w) {
   bad_option("--echo-weighting " + w + ": snr, variance, average or te");
 }
 
+// A network's ONNX files, found as `qsm run` finds them (QSM_MODEL_DIR_<ID>, QSM_MODEL_DIR, the
+// shipped models/, the cache, a download), before anything is read.
+std::vector<std::string> network_files(const std::string& id, const PipelineArgs& a) {
+  FetchOptions fetch;
+  fetch.verify = !a.no_verify;
+  fetch.download.progress = a.quiet ? DownloadOptions::Progress::Never : DownloadOptions::Progress::Auto;
+  std::vector<std::string> files;
+  for (const ResolvedWeight& w : resolve_weights(id, fetch)) files.push_back(w.path.string());
+  return files;
+}
+
 void parse_mask_choice(const PipelineArgs& a, FieldPipelineOptions& o) {
   if (!a.mask.empty() && !a.mask_net.empty()) bad_option("--mask and --mask-net both name a mask; give one");
   if (!a.mask.empty()) o.mask_source = MaskSource::Given;
   if (!a.mask_net.empty()) {
     if (a.mask_net != "hd-bet") bad_option("--mask-net " + a.mask_net + ": the mask network is hd-bet");
     o.mask_source = MaskSource::Network;
+    o.mask_net_files = network_files("hd-bet", a);
   }
   if (a.mask_erode) {
     if (*a.mask_erode < 0) bad_option("--mask-erode must be 0 or more voxels");
@@ -197,6 +210,32 @@ nlohmann::json scan_json(const Scan& scan) {
 
 }  // namespace
 
+// --inversion: a classical method, a registry network (its files found now), or none; and how χ
+// is referenced.
+void parse_inversion(const PipelineArgs& a, FieldPipelineOptions& o) {
+  if (a.reference == "none") {
+    o.inversion.reference = Reference::None;
+  } else if (a.reference != "mask") {
+    o.inversion.reference = Reference::Region;  // the region's file is read with the scan (run_scan)
+  }
+  if (a.inversion == "none") {
+    if (a.reference != "mask") bad_option("--reference applies to χ: not with --inversion none");
+    return;
+  }
+  o.invert = true;
+  if (a.tkd_threshold) o.inversion.threshold = *a.tkd_threshold;
+  if (a.lambda) o.inversion.lambda = *a.lambda;
+  const std::vector<std::string> nets = network_inversion_ids();
+  if (std::find(nets.begin(), nets.end(), a.inversion) == nets.end()) {
+    o.inversion.method = parse_inversion_method(a.inversion);
+    return;
+  }
+  if (a.tkd_threshold || a.lambda)
+    bad_option("--tkd-threshold and --lambda belong to the classical inversions, not to " + a.inversion);
+  o.inversion_network = a.inversion;
+  o.inversion_network_files = network_files(a.inversion, a);
+}
+
 Setup parse_setup(const PipelineArgs& a) {
   Setup s;
   parse_scan_source(a, s);
@@ -225,12 +264,9 @@ Setup parse_setup(const PipelineArgs& a) {
   o.fieldmap.weighting = parse_weighting(a.weighting);
   if (!a.bfr.empty()) o.bfr.method = parse_bfr_method(a.bfr);
   if (!a.bfr_radii.empty()) o.bfr.radii_mm = parse_number_list(a.bfr_radii, "--bfr-radii");
-  if (a.inversion != "none") {
-    o.invert = true;
-    o.inversion.method = parse_inversion_method(a.inversion);
-    if (a.tkd_threshold) o.inversion.threshold = *a.tkd_threshold;
-    if (a.lambda) o.inversion.lambda = *a.lambda;
-  }
+  parse_inversion(a, o);
+  o.r2star = !a.no_r2star;  // where the scan has 2 echoes or more (run_scan)
+  o.swi = a.swi;
   o.engine.threads = a.threads;
   apply_mem_budget(a.mem_budget, o.engine);
   o.engine = with_process_defaults(o.engine);
@@ -238,6 +274,7 @@ Setup parse_setup(const PipelineArgs& a) {
 }
 
 ScanRun run_scan(const PipelineArgs& a, Setup s, std::vector<std::string> notes) {
+  if (s.opts.r2star && header_grid(s.files).echoes < 2) s.opts.r2star = false;  // R2* needs 2 echoes
   refuse_before_reading(s);
 
   // The scan and the mask, read and checked; nothing has been written yet.
@@ -251,10 +288,14 @@ ScanRun run_scan(const PipelineArgs& a, Setup s, std::vector<std::string> notes)
     scan.files.magnitude = {fs::absolute(a.dicom).string()};
     scan.files.phase = {fs::absolute(a.dicom).string()};
   }
-  Volume given_mask;
+  Volume given_mask, reference_region;
   if (!a.mask.empty()) {
     given_mask = io::read_mask_on_grid(a.mask, scan.phase, "phase", scan.files.phase.front());
     s.opts.mask = &given_mask;
+  }
+  if (s.opts.inversion.reference == Reference::Region) {
+    reference_region = io::read_mask_on_grid(a.reference, scan.phase, "phase", scan.files.phase.front());
+    s.opts.inversion.reference_region = &reference_region;
   }
   ScanRun run;
   run.scan = scan_json(scan);
@@ -282,6 +323,8 @@ std::vector<Product> products(const FieldPipelineResult& r) {
        false},
       {"chi", "Chimap", &r.chi_ppm, NiftiStore::F32, "chi (ppm)", "ppm", true},
       {"r2star", "R2starmap", &r.r2star_hz, NiftiStore::F32, "R2* (1/s)", "Hz", true},
+      {"swi", "swi", &r.swi, NiftiStore::F32, "susceptibility-weighted image", "arbitrary", true},
+      {"swi_mip", "desc-mip_swi", &r.swi_mip, NiftiStore::F32, "SWI's minimum-intensity projection", "arbitrary", true},
   };
   std::vector<Product> present;
   for (const Product& p : all)
@@ -290,20 +333,24 @@ std::vector<Product> products(const FieldPipelineResult& r) {
 }
 
 nlohmann::json options_json(const PipelineArgs& a, const Setup& s) {
-  return {{"mask", a.mask.empty() ? (a.mask_net.empty() ? "from the data (" + a.mask_method + ")" : a.mask_net)
-                                  : fs::absolute(a.mask).string()},
-          {"unwrap", a.unwrap},
-          {"phase_offset_removal", !a.no_offset},
-          {"offset_sigma_mm", s.opts.fieldmap.offset_sigma_mm},
-          {"echo_weighting", a.weighting},
-          {"bfr", to_string(s.opts.bfr.method)},
-          {"bfr_radii_mm", s.opts.bfr.radii_mm},
-          {"inversion", a.inversion},
-          {"tkd_threshold", a.tkd_threshold ? nlohmann::json(*a.tkd_threshold) : nlohmann::json(nullptr)},
-          {"lambda", a.lambda ? nlohmann::json(*a.lambda) : nlohmann::json(nullptr)},  // null: the method's default
-          {"threads", s.opts.engine.threads},
-          {"mem_budget_bytes", s.opts.engine.mem_budget + s.opts.engine.mem_budget_outside},
-          {"mem_budget_source", s.opts.engine.mem_budget_source}};
+  return {
+      {"mask", a.mask.empty() ? (a.mask_net.empty() ? "from the data (" + a.mask_method + ")" : a.mask_net)
+                              : fs::absolute(a.mask).string()},
+      {"unwrap", a.unwrap},
+      {"phase_offset_removal", !a.no_offset},
+      {"offset_sigma_mm", s.opts.fieldmap.offset_sigma_mm},
+      {"echo_weighting", a.weighting},
+      {"bfr", to_string(s.opts.bfr.method)},
+      {"bfr_radii_mm", s.opts.bfr.radii_mm},
+      {"inversion", a.inversion},
+      {"reference", a.reference == "mask" || a.reference == "none" ? a.reference : fs::absolute(a.reference).string()},
+      {"r2star", s.opts.r2star},
+      {"swi", s.opts.swi},
+      {"tkd_threshold", a.tkd_threshold ? nlohmann::json(*a.tkd_threshold) : nlohmann::json(nullptr)},
+      {"lambda", a.lambda ? nlohmann::json(*a.lambda) : nlohmann::json(nullptr)},  // null: the method's default
+      {"threads", s.opts.engine.threads},
+      {"mem_budget_bytes", s.opts.engine.mem_budget + s.opts.engine.mem_budget_outside},
+      {"mem_budget_source", s.opts.engine.mem_budget_source}};
 }
 
 nlohmann::json stages_json(const FieldPipelineResult& r) {
@@ -421,8 +468,8 @@ void register_pipeline_command(CLI::App& app) {
       "strength from MagneticFieldStrength unless --b0, B0's direction from --b0-dir, else the sidecar's B0_dir, "
       "else the affine. Phase in radians or vendor integers (detected, and said); --phase-scale overrides.\n"
       "Outputs in --out: total_field.nii.gz (Hz), local_field.nii.gz (ppm), mask.nii.gz (where the local field is "
-      "valid), brain_mask.nii.gz, chi.nii.gz (ppm; unless --inversion none), r2star.nii.gz (1/s) when R2* is "
-      "computed, PNG previews and report.json (each "
+      "valid), brain_mask.nii.gz, chi.nii.gz (ppm; unless --inversion none), r2star.nii.gz (1/s; 2 echoes or more, "
+      "unless --no-r2star), swi.nii.gz and swi_mip.nii.gz with --swi, PNG previews and report.json (each "
       "stage's "
       "seconds and predicted and measured peak memory). Everything is checked before the first stage runs; the "
       "files are written as one set, so a failure leaves none of them.\n"
@@ -461,8 +508,17 @@ void register_pipeline_command(CLI::App& app) {
                   "background removal: vsharp, sharp, resharp, ismv, pdf, lbv (default: the measured best)");
   cmd->add_option("--bfr-radii", a->bfr_radii, "sphere radii in mm for the SHARP family (V-SHARP: largest first)");
   cmd->add_option("--inversion", a->inversion,
-                  "tv (TV-ADMM, the default: the measured best), rts, tkd, tikhonov, ilsqr, or none (stop at the "
-                  "local field)");
+                  "tv (TV-ADMM, the default: the measured best), rts, tkd, tikhonov, ilsqr; a registry network "
+                  "(qsmcore-invnet, xqsm, qsmnet, qsmnet-plus, qsmgan, lpcnn, ir2qsm, modl-qsm on the local field; "
+                  "iqsm, iqsm-plus on the wrapped phase, skipping the field map and background removal); or none "
+                  "(stop at the local field)");
+  cmd->add_option("--reference", a->reference,
+                  "χ's reference: mask (its mean inside the mask, default), none, or a region's NIfTI on the "
+                  "scan's grid (its mean inside it, e.g. CSF)");
+  cmd->add_flag("--no-verify", a->no_verify,
+                "use a network's local weight files (--inversion, --mask-net) without checking their SHA-256");
+  cmd->add_flag("--no-r2star", a->no_r2star, "no R2* map (made by default from 2 echoes or more)");
+  cmd->add_flag("--swi", a->swi, "also a susceptibility-weighted image and its minimum-intensity projection");
   cmd->add_option("--tkd-threshold", a->tkd_threshold, "TKD's threshold (default 0.15)");
   cmd->add_option("--lambda", a->lambda, "the inversion's regularisation weight (default: the method's)");
   cmd->add_option("--te", a->te, "echo times in s, comma-separated (default: the sidecars' EchoTime)");

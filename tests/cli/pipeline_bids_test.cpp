@@ -157,7 +157,8 @@ TEST(PipelineBids, GoodRunsWriteEveryDerivativeAndBrokenOnesFailNamingTheFile) {
   }
   EXPECT_NE(c.run.err.find("3 of 5 run(s) failed: sub-3, sub-4, sub-5"), std::string::npos) << c.run.err;
 
-  const std::vector<std::string> maps = {"totalfield", "localfield", "mask", "desc-brain_mask", "Chimap"};
+  // R2* comes by default with the 3 echoes.
+  const std::vector<std::string> maps = {"totalfield", "localfield", "mask", "desc-brain_mask", "Chimap", "R2starmap"};
   std::vector<std::string> expected = {".bidsignore", "dataset_description.json"};
   for (const char* dir : {"sub-1", "sub-1/anat", "sub-2", "sub-2/ses-1", "sub-2/ses-1/anat"}) expected.push_back(dir);
   for (const auto& [anat, run] : {std::pair{"sub-1/anat/", "sub-1"}, std::pair{"sub-2/ses-1/anat/", "sub-2_ses-1"}}) {
@@ -182,7 +183,7 @@ TEST(PipelineBids, DatasetDescriptionSidecarsAndReportsSayWhatBidsAsks) {
 
   const fs::path anat = c.deriv / "sub-2" / "ses-1" / "anat";
   const std::vector<std::pair<std::string, std::string>> units = {
-      {"Chimap", "ppm"}, {"localfield", "ppm"}, {"totalfield", "Hz"}};
+      {"Chimap", "ppm"}, {"localfield", "ppm"}, {"totalfield", "Hz"}, {"R2starmap", "Hz"}};
   for (const auto& [suffix, unit] : units) {
     const json s = read_json(anat / ("sub-2_ses-1_" + suffix + ".json"));
     EXPECT_EQ(s["Units"], unit) << suffix;
@@ -193,8 +194,9 @@ TEST(PipelineBids, DatasetDescriptionSidecarsAndReportsSayWhatBidsAsks) {
       EXPECT_TRUE(fs::exists(c.ds / uri.substr(9))) << uri;  // each names a file of the raw dataset
     }
     EXPECT_EQ(s["qsmcore"]["Options"]["inversion"], "tkd");
-    ASSERT_EQ(s["qsmcore"]["Steps"].size(), 4u);
-    EXPECT_EQ(s["qsmcore"]["Steps"][3]["Name"], "inversion");
+    ASSERT_EQ(s["qsmcore"]["Steps"].size(), 5u);  // mask, R2*, field map, background removal, inversion
+    EXPECT_EQ(s["qsmcore"]["Steps"][1]["Name"], "R2*");
+    EXPECT_EQ(s["qsmcore"]["Steps"][4]["Name"], "inversion");
   }
   EXPECT_EQ(read_json(anat / "sub-2_ses-1_mask.json")["Type"], "Brain");
 
@@ -204,7 +206,7 @@ TEST(PipelineBids, DatasetDescriptionSidecarsAndReportsSayWhatBidsAsks) {
   EXPECT_GT(measured, 48 * 48 * 48 * 3 * 2 * 8);  // at least the scan's echoes as f64
   EXPECT_GE(predicted, measured);
   EXPECT_GT(r["process_peak_rss_bytes"].get<std::int64_t>(), measured);
-  ASSERT_EQ(r["stages"].size(), 4u);
+  ASSERT_EQ(r["stages"].size(), 5u);
   for (const auto& st : r["stages"]) {
     EXPECT_GT(st["seconds"].get<double>(), 0.0) << st;
     EXPECT_GE(st["predicted_peak_bytes"].get<std::int64_t>(), st["measured_peak_bytes"].get<std::int64_t>()) << st;
@@ -234,7 +236,8 @@ TEST(PipelineBids, MapsEqualAFileModeRunOfTheSameScanAndFollowTheTruth) {
                                                                   {"local_field", "localfield"},
                                                                   {"mask", "mask"},
                                                                   {"brain_mask", "desc-brain_mask"},
-                                                                  {"chi", "Chimap"}};
+                                                                  {"chi", "Chimap"},
+                                                                  {"r2star", "R2starmap"}};
   for (const auto& [file, suffix] : pairs) {
     const Volume a = io::read_nifti(out.file("run/" + file + ".nii.gz"));
     const Volume b = io::read_nifti((anat / ("sub-2_ses-1_" + suffix + ".nii.gz")).string());

@@ -3,6 +3,8 @@
 // bad input refused with a message naming the file, with nothing written.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
@@ -50,14 +52,15 @@ TEST(PipelineCommand, WritesTheFieldsMasksAndAReportFromEchoFilesAndSidecars) {
   // The Siemens integers were recognised and said so.
   EXPECT_NE(r.err.find("Siemens"), std::string::npos) << r.err;
   for (const char* f : {"total_field.nii.gz", "local_field.nii.gz", "mask.nii.gz", "brain_mask.nii.gz", "chi.nii.gz",
-                        "total_field.png", "local_field.png", "chi.png", "report.json"})
+                        "r2star.nii.gz", "total_field.png", "local_field.png", "chi.png", "report.json"})
     EXPECT_TRUE(fs::exists(out.path() / "run" / f)) << f;
   const auto j = nlohmann::json::parse(qsmtest::read_text(out.file("run/report.json")));
   EXPECT_EQ(j["scan"]["te_from"], "sidecar");
   EXPECT_EQ(j["scan"]["b0_from"], "sidecar");
   ASSERT_EQ(j["scan"]["te_s"].size(), 4u);
   EXPECT_DOUBLE_EQ(j["scan"]["te_s"][3].get<double>(), 0.028);
-  ASSERT_EQ(j["stages"].size(), 4u);
+  ASSERT_EQ(j["stages"].size(), 5u);  // mask, R2* (4 echoes), field map, background removal, inversion
+  EXPECT_EQ(j["stages"][1]["stage"], "R2*");
   for (const auto& st : j["stages"]) {
     EXPECT_GT(st["seconds"].get<double>(), 0.0);
     EXPECT_GE(st["predicted_peak_bytes"].get<std::int64_t>(), st["measured_peak_bytes"].get<std::int64_t>()) << st;
@@ -72,6 +75,61 @@ TEST(PipelineCommand, WritesTheFieldsMasksAndAReportFromEchoFilesAndSidecars) {
   const Volume ours = io::read_nifti(out.file("run/total_field.nii.gz"));
   const Volume mask = io::read_nifti((s / "mask.nii.gz").string());
   EXPECT_LE(demeaned_nrmse(ours, truth, mask), 25.0);
+}
+
+// --inversion qsmcore-invnet: χ is what `qsm run qsmcore-invnet` makes of the command's own local
+// field and mask (unreferenced here: --reference none), up to the f32 the files hold; --swi adds
+// SWI and its mIP, --no-r2star drops R2*.
+TEST(PipelineCommand, InvertsWithANetworkAsQsmRunDoes) {
+  ScratchDir out;
+  const fs::path& s = scan_dir();
+  const auto r = run_qsm({"pipeline", "--mag", joined(s, "magnitude", 4), "--phase", joined(s, "phase", 4), "--mask",
+                          (s / "mask.nii.gz").string(), "--inversion", "qsmcore-invnet", "--reference", "none", "--swi",
+                          "--no-r2star", "--out", out.file("run"), "--threads", "2", "--quiet"},
+                         {}, out.path());
+  ASSERT_EQ(r.status, 0) << r.err;
+  for (const char* f : {"chi.nii.gz", "swi.nii.gz", "swi_mip.nii.gz", "local_field.nii.gz"})
+    EXPECT_TRUE(fs::exists(out.path() / "run" / f)) << f;
+  EXPECT_FALSE(fs::exists(out.path() / "run" / "r2star.nii.gz"));
+  const auto j = nlohmann::json::parse(qsmtest::read_text(out.file("run/report.json")));
+  EXPECT_EQ(j["stages"].back()["method"], "qsmcore-invnet");
+  EXPECT_EQ(j["options"]["reference"], "none");
+  const auto direct =
+      run_qsm({"run", "qsmcore-invnet", "--in", out.file("run/local_field.nii.gz"), "--mask",
+               out.file("run/mask.nii.gz"), "--out", out.file("direct.nii.gz"), "--threads", "2", "--quiet"},
+              {}, out.path());
+  ASSERT_EQ(direct.status, 0) << direct.err;
+  const Volume ours = io::read_nifti(out.file("run/chi.nii.gz"));
+  const Volume want = io::read_nifti(out.file("direct.nii.gz"));
+  const Volume mask = io::read_nifti(out.file("run/mask.nii.gz"));
+  double worst = 0.0, range = 0.0;
+  for (std::int64_t i = 0; i < ours.voxels(); ++i) {
+    const double w = mask.data()[i] > 0.5 ? want.data()[i] : 0.0;
+    worst = std::max(worst, std::abs(ours.data()[i] - w));
+    range = std::max(range, std::abs(w));
+    ASSERT_TRUE(std::isfinite(ours.data()[i])) << i;
+  }
+  ASSERT_GT(range, 0.0);
+  EXPECT_LE(worst, 1e-4 * range) << "largest difference " << worst << " ppm of a range of " << range;
+}
+
+// --mask-net hd-bet finds HD-BET's files as `qsm run` does ($QSM_MODEL_DIR_HD_BET; its reduced twin
+// here, hence --no-verify) and the pipeline runs on its mask, or says the network found no brain.
+TEST(PipelineCommand, FindsHdBetsFilesForItsMask) {
+  const char* twins = std::getenv("QSM_TWINS_DIR");
+  if (twins == nullptr) GTEST_SKIP() << "QSM_TWINS_DIR is not set";
+  ScratchDir out;
+  const fs::path& s = scan_dir();
+  const auto r =
+      run_qsm({"pipeline", "--mag", joined(s, "magnitude", 4), "--phase", joined(s, "phase", 4), "--mask-net", "hd-bet",
+               "--no-verify", "--inversion", "none", "--out", out.file("run"), "--quiet"},
+              {std::string("QSM_MODEL_DIR_HD_BET=") + twins}, out.path());
+  if (r.status != 0) {  // a twin's random weights may find no brain: then it must say so
+    EXPECT_NE(r.err.find("mask is empty"), std::string::npos) << r.err;
+    return;
+  }
+  const auto j = nlohmann::json::parse(qsmtest::read_text(out.file("run/report.json")));
+  EXPECT_EQ(j["stages"][0]["method"], "HD-BET");
 }
 
 TEST(PipelineCommand, FourDFilesNeedTheirEchoTimesAndFieldStrength) {
