@@ -14,9 +14,25 @@ namespace {
 
 namespace fs = std::filesystem;
 
-const std::set<std::string>& path_columns() {
-  static const std::set<std::string> c{"in", "mask", "magnitude", "r2star", "r2prime", "qsm"};
-  return c;
+// What a manifest of one kind may hold: its columns (in the order the help lists them), those
+// the header must name, those every row must fill, and those holding paths (a comma-separated
+// list of them where `lists`).
+struct Schema {
+  const std::vector<std::string>* columns;
+  std::vector<std::string> required;
+  std::set<std::string> paths;
+  bool lists = false;
+};
+
+const Schema& network_schema() {
+  static const Schema s{&manifest_columns(), {"id", "in"}, {"in", "mask", "magnitude", "r2star", "r2prime", "qsm"}};
+  return s;
+}
+
+const Schema& pipeline_schema() {
+  static const Schema s{
+      &pipeline_manifest_columns(), {"id", "magnitude", "phase"}, {"magnitude", "phase", "mask"}, true};
+  return s;
 }
 
 std::vector<std::string> split_tabs(const std::string& line) {
@@ -45,24 +61,48 @@ bool safe_id(const std::string& id) {
   throw Error(ErrorKind::InvalidInput, path + ": " + what);
 }
 
-std::vector<std::string> read_header(const std::string& path, const std::string& line) {
+// "a, b, c", or with `last_and` "'a', 'b' and 'c'".
+std::string listed(const std::vector<std::string>& names, const char* quote, bool last_and = false) {
+  std::string text;
+  for (std::size_t k = 0; k < names.size(); ++k)
+    text += (k == 0 ? "" : last_and && k + 1 == names.size() ? " and " : ", ") + (quote + names[k] + quote);
+  return text;
+}
+
+std::vector<std::string> read_header(const std::string& path, const std::string& line, const Schema& schema) {
   std::vector<std::string> header = split_tabs(line);
-  const auto& known = manifest_columns();
+  const auto& known = *schema.columns;
   std::set<std::string> seen;
   for (const auto& h : header) {
     if (std::find(known.begin(), known.end(), h) == known.end())
-      bad(path, "unknown column '" + h +
-                    "' in the header (columns: id, in, mask, magnitude, r2star, r2prime, qsm, "
-                    "te, b0, unit, b0_dir; tab-separated)");
+      bad(path, "unknown column '" + h + "' in the header (columns: " + listed(known, "") + "; tab-separated)");
     if (!seen.insert(h).second) bad(path, "column '" + h + "' appears twice in the header");
   }
-  if (!seen.count("id") || !seen.count("in"))
-    bad(path, "the header must name the columns 'id' and 'in' (tab-separated), not '" + line + "'");
+  for (const auto& r : schema.required)
+    if (!seen.count(r))
+      bad(path, "the header must name the columns " + listed(schema.required, "'", true) + " (tab-separated), not '" +
+                    line + "'");
   return header;
 }
 
+// A path cell made absolute: each file of a comma-separated list where the schema has lists.
+std::string absolute_cell(const std::string& cell, const fs::path& folder, bool list) {
+  auto one = [&](const std::string& f) {
+    return fs::path(f).is_relative() ? (folder / f).lexically_normal().string() : f;
+  };
+  if (!list) return one(cell);
+  std::string out;
+  for (std::size_t a = 0; a <= cell.size();) {
+    const std::size_t b = std::min(cell.find(',', a), cell.size());
+    const std::string f = cell.substr(a, b - a);
+    out += (a == 0 ? "" : ",") + (f.empty() ? f : one(f));
+    a = b + 1;
+  }
+  return out;
+}
+
 ManifestRow read_row(const std::vector<std::string>& header, const std::vector<std::string>& cells,
-                     const fs::path& folder, int line) {
+                     const fs::path& folder, int line, const Schema& schema) {
   ManifestRow r;
   r.line = line;
   for (std::size_t k = 0; k < header.size() && k < cells.size(); ++k)
@@ -71,11 +111,12 @@ ManifestRow read_row(const std::vector<std::string>& header, const std::vector<s
   if (cells.size() > header.size())
     r.error = "line " + std::to_string(line) + " has " + std::to_string(cells.size()) + " cells, the header " +
               std::to_string(header.size());
-  else if (r.values.count("in") == 0)
-    r.error = "line " + std::to_string(line) + " names no input (column 'in' is empty)";
+  for (const auto& c : schema.required)
+    if (r.error.empty() && c != "id" && r.values.count(c) == 0)
+      r.error = "line " + std::to_string(line) + (c == "in" ? " names no input" : " names no " + c) + " (column '" + c +
+                "' is empty)";
   for (auto& [column, value] : r.values)
-    if (path_columns().count(column) && fs::path(value).is_relative())
-      value = (folder / value).lexically_normal().string();
+    if (schema.paths.count(column)) value = absolute_cell(value, folder, schema.lists);
   return r;
 }
 
@@ -87,7 +128,14 @@ const std::vector<std::string>& manifest_columns() {
   return c;
 }
 
-std::vector<ManifestRow> read_manifest(const std::string& path) {
+const std::vector<std::string>& pipeline_manifest_columns() {
+  static const std::vector<std::string> c{"id", "magnitude", "phase", "mask", "te", "b0", "b0_dir"};
+  return c;
+}
+
+namespace {
+
+std::vector<ManifestRow> read_rows(const std::string& path, const Schema& schema) {
   std::ifstream f(path);
   if (!f) throw Error(ErrorKind::Io, path + ": cannot open the manifest");
   const fs::path folder = fs::absolute(path).parent_path();
@@ -98,19 +146,31 @@ std::vector<ManifestRow> read_manifest(const std::string& path) {
   for (int n = 1; std::getline(f, line); ++n) {
     if (line.find_first_not_of(" \t\r") == std::string::npos || line[0] == '#') continue;
     if (header.empty()) {
-      header = read_header(path, line);
+      header = read_header(path, line, schema);
       continue;
     }
-    ManifestRow r = read_row(header, split_tabs(line), folder, n);
+    ManifestRow r = read_row(header, split_tabs(line), folder, n, schema);
     if (!safe_id(r.id))
       bad(path, "line " + std::to_string(n) + ": subject id '" + r.id +
                     "' is empty or holds characters other than letters, digits, '-', '_' and '.'");
     if (!ids.insert(r.id).second) bad(path, "line " + std::to_string(n) + ": subject id '" + r.id + "' appears twice");
     rows.push_back(std::move(r));
   }
-  if (header.empty()) bad(path, "is empty: a manifest starts with a header line (id<TAB>in<TAB>...)");
+  if (header.empty())
+    bad(path, "is empty: a manifest starts with a header line (" + schema.required[0] + "<TAB>" + schema.required[1] +
+                  "<TAB>...)");
   if (rows.empty()) bad(path, "names no subject (a header and no rows)");
   return rows;
+}
+
+}  // namespace
+
+std::vector<ManifestRow> read_manifest(const std::string& path) {
+  return read_rows(path, network_schema());
+}
+
+std::vector<ManifestRow> read_pipeline_manifest(const std::string& path) {
+  return read_rows(path, pipeline_schema());
 }
 
 }  // namespace qsmcore::batch

@@ -1,8 +1,11 @@
 // A cohort as a TSV manifest: one row per subject, a header naming the columns. What `qsm batch
 // plan` reads; the columns are `qsm run`'s options (id, in, mask, magnitude, r2star, r2prime, qsm,
-// te, b0, unit, b0_dir). Relative paths are relative to the manifest's folder. A row that is
-// wrong is that subject's error (the others go on); a manifest that is wrong as a whole (no
-// header, no `id`/`in` column, an unknown column, a duplicate id) is an Error naming the file.
+// te, b0, unit, b0_dir), or for a pipeline cohort (`--pipeline`) `qsm pipeline`'s per-scan ones
+// (id, magnitude, phase, mask, te, b0, b0_dir; magnitude and phase one 4-D file each or
+// comma-separated per-echo files). Relative paths are relative to the manifest's folder. A row
+// that is wrong is that subject's error (the others go on); a manifest that is wrong as a whole
+// (no header, a required column missing, an unknown column, a duplicate id) is an Error naming
+// the file.
 #pragma once
 #include <map>
 #include <string>
@@ -26,5 +29,12 @@ const std::vector<std::string>& manifest_columns();
 /// Reads a TSV manifest. Paths in path-valued columns become absolute (relative to the
 /// manifest's folder).
 std::vector<ManifestRow> read_manifest(const std::string& path);
+
+/// The columns of a pipeline cohort's manifest: id, magnitude, phase, mask, te, b0, b0_dir.
+const std::vector<std::string>& pipeline_manifest_columns();
+
+/// Reads a pipeline cohort's TSV manifest (`id`, `magnitude` and `phase` required). Each file of
+/// a comma-separated list becomes absolute, as the single paths of read_manifest do.
+std::vector<ManifestRow> read_pipeline_manifest(const std::string& path);
 
 }  // namespace qsmcore::batch

@@ -9,6 +9,7 @@
 
 #include "batch/bids.h"
 #include "batch/manifest.h"
+#include "batch/pipeline_plan.h"
 #include "batch/slurm.h"
 #include "io/nifti.h"
 #include "memory/byte_size.h"
@@ -251,7 +252,9 @@ void calibrate(BatchPlan& p, const ModelSpec& spec, const PlanOptions& o, const 
                   " s";
 }
 
-void make_buckets(BatchPlan& p) {
+}  // namespace
+
+void assign_buckets(BatchPlan& p) {
   std::map<std::pair<std::int64_t, std::int64_t>, std::vector<SubjectPlan*>> groups;
   for (SubjectPlan& s : p.subjects)
     if (s.error.empty()) groups[{s.mem_mib, s.time_min}].push_back(&s);
@@ -267,8 +270,6 @@ void make_buckets(BatchPlan& p) {
     p.buckets.push_back(std::move(b));
   }
 }
-
-}  // namespace
 
 void stack_inputs(const SubjectPlan& s) {
   for (const SubjectPlan::Stack& st : s.stacks) {
@@ -319,19 +320,35 @@ std::int64_t time_request_min(double seconds_per_voxel, double load_seconds, std
   return std::max<std::int64_t>(5, static_cast<std::int64_t>(std::ceil(seconds / 60.0)));
 }
 
-BatchPlan make_plan(const PlanOptions& o) {
-  const ModelSpec& spec = require_model(o.model_id);
-  const NetworkNeeds needs = network_needs(spec);
+namespace {
+
+// What every plan holds whatever its subjects run.
+BatchPlan plan_base(const PlanOptions& o) {
   BatchPlan p;
-  p.model_id = o.model_id;
   p.manifest = fs::absolute(o.manifest).string();
   p.out_dir = fs::absolute(o.out_dir).lexically_normal().string();
   p.qsm = o.qsm;
   p.run_args = o.run_args;
-  p.threads = std::max(1, o.net.model.threads);
+  p.threads = std::max(1, o.pipeline ? o.pipeline_opts.engine.threads : o.net.model.threads);
   p.partition = o.partition;
   p.account = o.account;
   p.max_array_size = o.max_array_size > 0 ? o.max_array_size : cluster_max_array_size();
+  return p;
+}
+
+}  // namespace
+
+BatchPlan make_plan(const PlanOptions& o) {
+  if (o.pipeline) {
+    BatchPlan p = plan_base(o);
+    plan_pipeline_subjects(o, p);
+    assign_buckets(p);
+    return p;
+  }
+  const ModelSpec& spec = require_model(o.model_id);
+  const NetworkNeeds needs = network_needs(spec);
+  BatchPlan p = plan_base(o);
+  p.model_id = o.model_id;
   FetchOptions fetch;
   fetch.verify = o.verify;
   for (const ResolvedWeight& w : resolve_weights(spec, fetch)) p.model_files.push_back(fs::absolute(w.path).string());
@@ -379,7 +396,7 @@ BatchPlan make_plan(const PlanOptions& o) {
   for (SubjectPlan& s : p.subjects)
     if (s.error.empty())
       s.time_min = time_request_min(p.seconds_per_voxel, p.load_seconds, s.dims[0] * s.dims[1] * s.dims[2]);
-  make_buckets(p);
+  assign_buckets(p);
   return p;
 }
 

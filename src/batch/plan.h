@@ -4,7 +4,9 @@
 // NetworkOptions::predict_only), and turned into what a scheduler must be asked for: --mem such
 // that the task's own default budget (SLURM_MEM_PER_NODE less the stated reserve) admits the
 // predicted run, and a time limit from the per-voxel time measured on this machine. Subjects
-// with the same request share a bucket: one array job per bucket (batch/slurm.h).
+// with the same request share a bucket: one array job per bucket (batch/slurm.h). A pipeline
+// cohort (`--pipeline`: each subject a `qsm pipeline` run from its raw scan) is planned the same
+// way from predict_field_pipeline's peak (batch/pipeline_plan.h).
 #pragma once
 #include <array>
 #include <cstdint>
@@ -13,7 +15,9 @@
 #include <string>
 #include <vector>
 
+#include "batch/bids_runs.h"
 #include "qsmcore/networks.h"
+#include "qsmcore/pipeline.h"
 
 namespace qsmcore::batch {
 
@@ -29,8 +33,18 @@ struct PlanOptions {
   std::optional<double> seconds_per_voxel;  // skips the calibration run
   std::int64_t max_array_size = 0;          // 0 = the cluster's MaxArraySize (scontrol), else 1001
   std::string partition, account;           // optional #SBATCH lines
+  // A pipeline cohort (pipeline_plan.h): each subject `qsm pipeline` with run_args; model_id
+  // and net unused.
+  bool pipeline = false;
+  FieldPipelineOptions pipeline_opts;                // as `qsm pipeline` parses run_args: what is predicted and timed
+  std::optional<double> phase_scale;                 // --phase-scale given to every subject
+  std::map<std::string, std::string> scan_defaults;  // te, b0, b0_dir for every subject whose row gives none
+  BidsRunFilter bids_filter;                         // a BIDS cohort: the runs taken
 };
 
+// One subject. For a pipeline plan: args are `qsm pipeline`'s --mag, --phase, --mask, --te, --b0,
+// --b0-dir; frames the echoes; input_bytes the scan's echoes as f64 and a given mask;
+// predicted_bytes predict_field_pipeline's peak; out the subject's folder (report.json in it).
 struct SubjectPlan {
   std::string id;
   std::vector<std::string> args;  // this subject's input options of `qsm run` (--in, --mask, --te, ...)
@@ -61,6 +75,7 @@ struct Bucket {
 };
 
 struct BatchPlan {
+  std::string kind = "network";  // "network": tasks exec `qsm run MODEL`; "pipeline": `qsm pipeline`
   std::string model_id, manifest, out_dir, qsm;
   std::vector<std::string> model_files;  // resolved once, at plan time
   std::string model_dir;                 // the tasks' QSM_MODEL_DIR_<ID>
@@ -74,6 +89,9 @@ struct BatchPlan {
   std::vector<Bucket> buckets;
 
   const SubjectPlan* find(const std::string& id) const;
+  bool is_pipeline() const { return kind == "pipeline"; }
+  /// What the tasks run, for job names and messages: the model's id, or "pipeline".
+  std::string label() const { return is_pipeline() ? std::string("pipeline") : model_id; }
 };
 
 /// --mem (MiB) whose default budget (the limit less qsmcore's reserve, process_limits.h) admits
@@ -92,6 +110,9 @@ std::int64_t time_request_min(double seconds_per_voxel, double load_seconds, std
 
 /// Reads the manifest and headers, predicts, buckets; writes nothing.
 BatchPlan make_plan(const PlanOptions& o);
+
+/// Groups the runnable subjects by request (one bucket per --mem and --time).
+void assign_buckets(BatchPlan& p);
 
 /// Writes each stack of `s` that is not there yet (what a task does before `qsm run`).
 void stack_inputs(const SubjectPlan& s);

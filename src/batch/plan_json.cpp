@@ -66,6 +66,7 @@ SubjectPlan subject_from(const json& j) {
 json plan_json(const BatchPlan& p) {
   json j;
   j["format"] = "qsm batch plan 1";
+  j["kind"] = p.kind;
   j["model"] = {{"id", p.model_id}, {"files", p.model_files}, {"dir", p.model_dir}};
   j["manifest"] = p.manifest;
   j["out_dir"] = p.out_dir;
@@ -75,10 +76,12 @@ json plan_json(const BatchPlan& p) {
   j["time"] = {{"seconds_per_voxel", p.seconds_per_voxel},
                {"load_seconds", p.load_seconds},
                {"source", p.time_source},
-               {"rule", "3 x (load + seconds_per_voxel x voxels) + 2 min, at least 5 min"}};
-  j["memory_rule"] =
-      "--mem = the smallest limit whose default budget (limit less 64 MiB + 5 %) holds the inputs and the engine's "
-      "predicted peak, rounded up to steps of 1/16 of the power of two below (at least 16 MiB)";
+               {"rule", p.is_pipeline() ? "3 x seconds_per_voxel x voxels x echoes + 2 min, at least 5 min"
+                                        : "3 x (load + seconds_per_voxel x voxels) + 2 min, at least 5 min"}};
+  j["memory_rule"] = std::string("--mem = the smallest limit whose default budget (limit less 64 MiB + 5 %) holds ") +
+                     (p.is_pipeline() ? "the scan's echoes as f64 (and a given mask) and predict_field_pipeline's peak"
+                                      : "the inputs and the engine's predicted peak") +
+                     ", rounded up to steps of 1/16 of the power of two below (at least 16 MiB)";
   j["max_array_size"] = p.max_array_size;
   j["partition"] = p.partition;
   j["account"] = p.account;
@@ -110,6 +113,8 @@ BatchPlan read_plan(const std::string& out_dir) {
     const json j = json::parse(f);
     if (j.at("format") != "qsm batch plan 1") throw Error(ErrorKind::InvalidInput, "unknown format");
     BatchPlan p;
+    p.kind = j.value("kind", "network");  // plans written before pipelines were planned are networks'
+    if (p.kind != "network" && p.kind != "pipeline") throw Error(ErrorKind::InvalidInput, "unknown kind " + p.kind);
     p.model_id = j.at("model").at("id");
     p.model_files = j.at("model").at("files").get<std::vector<std::string>>();
     p.model_dir = j.at("model").at("dir");

@@ -88,8 +88,8 @@ std::string shell_quote(const std::string& text) {
 void write_script(const BatchPlan& p, const TaskGroup& g) {
   std::ostringstream s;
   s << "#!/bin/bash\n"
-    << "# qsm batch: " << g.subjects.size() << " subject(s) of " << p.model_id << " (" << grids_text(p, g) << ")\n"
-    << "#SBATCH --job-name=qsm-" << p.model_id << "-" << g.name << "\n"
+    << "# qsm batch: " << g.subjects.size() << " subject(s) of " << p.label() << " (" << grids_text(p, g) << ")\n"
+    << "#SBATCH --job-name=qsm-" << p.label() << "-" << g.name << "\n"
     << "#SBATCH --array=0-" << g.subjects.size() - 1 << "\n"
     << "#SBATCH --mem=" << g.mem_mib << "M\n"
     << "#SBATCH --cpus-per-task=" << p.threads << "\n"
@@ -98,7 +98,8 @@ void write_script(const BatchPlan& p, const TaskGroup& g) {
   if (!p.partition.empty()) s << "#SBATCH --partition=" << p.partition << "\n";
   if (!p.account.empty()) s << "#SBATCH --account=" << p.account << "\n";
   s << "# --mem holds the inputs and the engine's predicted peak within the task's own default budget\n"
-    << "# (SLURM_MEM_PER_NODE less 64 MiB + 5 %); --time is 3x the time measured per voxel + 2 min.\n"
+    << "# (SLURM_MEM_PER_NODE less 64 MiB + 5 %); --time is 3x the time measured per voxel"
+    << (p.is_pipeline() ? " and echo" : "") << " + 2 min.\n"
     << "exec " << shell_quote(p.qsm) << " batch task " << shell_quote(p.out_dir) << " --group " << shell_quote(g.name)
     << "\n";
   std::string tasks;

@@ -26,6 +26,7 @@ bool read_report(const SubjectPlan& s, SubjectStatus& st) {
     for (const auto& o : outs)
       if (!fs::exists(o.at("path").get<std::string>())) return false;
     st.peak_rss_bytes = j.at("memory").at("process_peak_rss_bytes");
+    st.measured_bytes = j.at("memory").value("measured_peak_bytes", std::int64_t{0});
     st.seconds = j.at("total_seconds");
     return true;
   } catch (const json::exception&) {
@@ -161,6 +162,7 @@ void write_status(const BatchPlan& p, const std::vector<SubjectStatus>& st) {
                  {"mem_mib", s.mem_mib},
                  {"predicted_bytes", s.predicted_bytes},
                  {"peak_rss_bytes", s.peak_rss_bytes},
+                 {"measured_bytes", s.measured_bytes},
                  {"seconds", s.seconds}});
     std::ostringstream row;
     row << s.id << '\t' << s.state << '\t' << s.attempts << '\t' << s.mem_mib << '\t' << (s.predicted_bytes >> 20)
@@ -183,8 +185,9 @@ std::string status_text(const std::vector<SubjectStatus>& st) {
     if (s.state == "done") {
       char secs[32];
       std::snprintf(secs, sizeof secs, "%.1f", s.seconds);
-      o << "  " << s.id << ": done, peak RSS " << (s.peak_rss_bytes >> 20) << " MiB of --mem " << s.mem_mib << " MiB, "
-        << secs << " s\n";
+      o << "  " << s.id << ": done, peak RSS " << (s.peak_rss_bytes >> 20) << " MiB of --mem " << s.mem_mib
+        << " MiB (accounted peak " << (s.measured_bytes >> 20) << " MiB, planned " << (s.predicted_bytes >> 20)
+        << " MiB), " << secs << " s\n";
     } else {
       o << "  " << s.id << ": " << s.state << (s.where.empty() ? "" : " (" + s.where + ")")
         << (s.error.empty() ? "" : ": " + s.error) << "\n";

@@ -24,6 +24,7 @@ struct SubjectStatus {
   std::int64_t mem_mib = 0;          // what the last attempt was given
   std::int64_t predicted_bytes = 0;  // inputs + the engine's prediction
   std::int64_t peak_rss_bytes = 0;   // done: the report's process peak RSS
+  std::int64_t measured_bytes = 0;   // done: the report's accounted peak (memory.measured_peak_bytes)
   double seconds = 0;                // done: the report's total time
 };
 

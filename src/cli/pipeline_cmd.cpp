@@ -176,7 +176,9 @@ void refuse_before_reading(const Setup& s) {
   const HeaderGrid g = header_grid(s.files);
   const std::int64_t n = g.dims[0] * g.dims[1] * g.dims[2];
   const std::int64_t scan = 2 * n * g.echoes * static_cast<std::int64_t>(sizeof(double));
-  const std::int64_t given_mask = s.opts.mask_source == MaskSource::Given ? n * 8 : 0;
+  // A given mask and a reference region are read beside the scan, one f64 volume each.
+  const std::int64_t given_mask = (s.opts.mask_source == MaskSource::Given ? n * 8 : 0) +
+                                  (s.opts.inversion.reference == Reference::Region ? n * 8 : 0);
   const PipelinePrediction p = predict_field_pipeline(g.dims, g.voxel, g.echoes, s.opts, true);
   const std::int64_t need = memory_current() + scan + given_mask + p.peak_bytes;
   if (need <= budget) return;
@@ -459,6 +461,61 @@ void run(const PipelineArgs& a) {
 }  // namespace
 }  // namespace pipeline_cli
 
+namespace pipeline_cli {
+
+void add_pipeline_options(CLI::App* cmd, PipelineArgs& a) {
+  cmd->add_option("BIDS_DIR", a.bids_dir, "a BIDS dataset: run every run of it (instead of --mag/--phase/--dicom)");
+  cmd->add_option("--participant-label", a.participants,
+                  "BIDS: only these subjects (labels with or without sub-; several, space- or comma-separated: "
+                  "give BIDS_DIR before them)")
+      ->delimiter(',');
+  cmd->add_option("--session", a.session, "BIDS: only this session (label with or without ses-)");
+  cmd->add_option("--mag", a.mag, "magnitude: a 4-D file, or one 3-D file per echo (comma-separated)");
+  cmd->add_option("--phase", a.phase, "phase: a 4-D file, or one 3-D file per echo (comma-separated)");
+  cmd->add_option("--dicom", a.dicom,
+                  "a folder of DICOM files instead (converted by dcm2niix; magnitude and phase series found)");
+  cmd->add_option("--out", a.out, "output folder (created if missing); with BIDS_DIR the derivatives' folder")
+      ->required();
+  cmd->add_option("--mask", a.mask, "brain mask on the scan's grid (above 0.5 = brain) instead of one from the data");
+  cmd->add_option("--mask-net", a.mask_net, "hd-bet: the registry's HD-BET on the echoes' root-sum-of-squares");
+  cmd->add_option("--mask-method", a.mask_method,
+                  "mask from the data: quality (ROMEO phase quality, default) or magnitude");
+  cmd->add_option("--mask-erode", a.mask_erode, "mask from the data: voxels eroded after filling its holes");
+  cmd->add_option("--unwrap", a.unwrap, "romeo (default) or laplacian");
+  cmd->add_flag("--no-offset-correction", a.no_offset, "do not remove the receiver phase offset (MCPC-3D-S)");
+  cmd->add_option("--offset-sigma", a.offset_sigma, "the phase offset's smoothing (Gaussian σ in mm)");
+  cmd->add_option("--echo-weighting", a.weighting,
+                  "the field's fit over echoes: snr (mag·TE, default), variance, average, te");
+  cmd->add_option("--bfr", a.bfr,
+                  "background removal: vsharp, sharp, resharp, ismv, pdf, lbv (default: the measured best)");
+  cmd->add_option("--bfr-radii", a.bfr_radii, "sphere radii in mm for the SHARP family (V-SHARP: largest first)");
+  cmd->add_option("--inversion", a.inversion,
+                  "tv (TV-ADMM, the default: the measured best), rts, tkd, tikhonov, ilsqr; a registry network "
+                  "(qsmcore-invnet, xqsm, qsmnet, qsmnet-plus, qsmgan, lpcnn, ir2qsm, modl-qsm on the local field; "
+                  "iqsm, iqsm-plus on the wrapped phase, skipping the field map and background removal); or none "
+                  "(stop at the local field)");
+  cmd->add_option("--reference", a.reference,
+                  "χ's reference: mask (its mean inside the mask, default), none, or a region's NIfTI on the "
+                  "scan's grid (its mean inside it, e.g. CSF)");
+  cmd->add_flag("--no-verify", a.no_verify,
+                "use a network's local weight files (--inversion, --mask-net) without checking their SHA-256");
+  cmd->add_flag("--no-r2star", a.no_r2star, "no R2* map (made by default from 2 echoes or more)");
+  cmd->add_flag("--swi", a.swi, "also a susceptibility-weighted image and its minimum-intensity projection");
+  cmd->add_option("--tkd-threshold", a.tkd_threshold, "TKD's threshold (default 0.15)");
+  cmd->add_option("--lambda", a.lambda, "the inversion's regularisation weight (default: the method's)");
+  cmd->add_option("--te", a.te, "echo times in s, comma-separated (default: the sidecars' EchoTime)");
+  cmd->add_option("--b0", a.b0, "field strength in T (default: the sidecar's MagneticFieldStrength)");
+  cmd->add_option("--b0-dir", a.b0_dir, "B0 direction in voxel axes x,y,z (default: sidecar B0_dir, else the affine)");
+  cmd->add_option("--phase-scale", a.phase_scale, "radians per raw phase unit (default: detected from the values)");
+  cmd->add_option("--threads", a.threads, kThreadsHelp)->check(CLI::NonNegativeNumber);
+  cmd->add_option("--mem-budget", a.mem_budget, kMemBudgetHelp);
+  cmd->add_option("--report", a.report, "where to write the JSON report (default: OUT/report.json; not with BIDS_DIR)");
+  cmd->add_flag("--no-preview", a.no_preview, "no PNG previews");
+  cmd->add_flag("--quiet", a.quiet, "no progress bar and no summary");
+}
+
+}  // namespace pipeline_cli
+
 void register_pipeline_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("pipeline", "From a multi-echo scan's magnitude and phase to its local field (and χ)");
   cmd->footer(
@@ -482,55 +539,7 @@ void register_pipeline_command(CLI::App& app) {
       "that fails writes nothing and does not stop the others; the summary lists each run, and the exit status "
       "is 2 when any failed.");
   auto a = std::make_shared<pipeline_cli::PipelineArgs>();
-  cmd->add_option("BIDS_DIR", a->bids_dir, "a BIDS dataset: run every run of it (instead of --mag/--phase/--dicom)");
-  cmd->add_option("--participant-label", a->participants,
-                  "BIDS: only these subjects (labels with or without sub-; several, space- or comma-separated: "
-                  "give BIDS_DIR before them)")
-      ->delimiter(',');
-  cmd->add_option("--session", a->session, "BIDS: only this session (label with or without ses-)");
-  cmd->add_option("--mag", a->mag, "magnitude: a 4-D file, or one 3-D file per echo (comma-separated)");
-  cmd->add_option("--phase", a->phase, "phase: a 4-D file, or one 3-D file per echo (comma-separated)");
-  cmd->add_option("--dicom", a->dicom,
-                  "a folder of DICOM files instead (converted by dcm2niix; magnitude and phase series found)");
-  cmd->add_option("--out", a->out, "output folder (created if missing); with BIDS_DIR the derivatives' folder")
-      ->required();
-  cmd->add_option("--mask", a->mask, "brain mask on the scan's grid (above 0.5 = brain) instead of one from the data");
-  cmd->add_option("--mask-net", a->mask_net, "hd-bet: the registry's HD-BET on the echoes' root-sum-of-squares");
-  cmd->add_option("--mask-method", a->mask_method,
-                  "mask from the data: quality (ROMEO phase quality, default) or magnitude");
-  cmd->add_option("--mask-erode", a->mask_erode, "mask from the data: voxels eroded after filling its holes");
-  cmd->add_option("--unwrap", a->unwrap, "romeo (default) or laplacian");
-  cmd->add_flag("--no-offset-correction", a->no_offset, "do not remove the receiver phase offset (MCPC-3D-S)");
-  cmd->add_option("--offset-sigma", a->offset_sigma, "the phase offset's smoothing (Gaussian σ in mm)");
-  cmd->add_option("--echo-weighting", a->weighting,
-                  "the field's fit over echoes: snr (mag·TE, default), variance, average, te");
-  cmd->add_option("--bfr", a->bfr,
-                  "background removal: vsharp, sharp, resharp, ismv, pdf, lbv (default: the measured best)");
-  cmd->add_option("--bfr-radii", a->bfr_radii, "sphere radii in mm for the SHARP family (V-SHARP: largest first)");
-  cmd->add_option("--inversion", a->inversion,
-                  "tv (TV-ADMM, the default: the measured best), rts, tkd, tikhonov, ilsqr; a registry network "
-                  "(qsmcore-invnet, xqsm, qsmnet, qsmnet-plus, qsmgan, lpcnn, ir2qsm, modl-qsm on the local field; "
-                  "iqsm, iqsm-plus on the wrapped phase, skipping the field map and background removal); or none "
-                  "(stop at the local field)");
-  cmd->add_option("--reference", a->reference,
-                  "χ's reference: mask (its mean inside the mask, default), none, or a region's NIfTI on the "
-                  "scan's grid (its mean inside it, e.g. CSF)");
-  cmd->add_flag("--no-verify", a->no_verify,
-                "use a network's local weight files (--inversion, --mask-net) without checking their SHA-256");
-  cmd->add_flag("--no-r2star", a->no_r2star, "no R2* map (made by default from 2 echoes or more)");
-  cmd->add_flag("--swi", a->swi, "also a susceptibility-weighted image and its minimum-intensity projection");
-  cmd->add_option("--tkd-threshold", a->tkd_threshold, "TKD's threshold (default 0.15)");
-  cmd->add_option("--lambda", a->lambda, "the inversion's regularisation weight (default: the method's)");
-  cmd->add_option("--te", a->te, "echo times in s, comma-separated (default: the sidecars' EchoTime)");
-  cmd->add_option("--b0", a->b0, "field strength in T (default: the sidecar's MagneticFieldStrength)");
-  cmd->add_option("--b0-dir", a->b0_dir, "B0 direction in voxel axes x,y,z (default: sidecar B0_dir, else the affine)");
-  cmd->add_option("--phase-scale", a->phase_scale, "radians per raw phase unit (default: detected from the values)");
-  cmd->add_option("--threads", a->threads, kThreadsHelp)->check(CLI::NonNegativeNumber);
-  cmd->add_option("--mem-budget", a->mem_budget, kMemBudgetHelp);
-  cmd->add_option("--report", a->report,
-                  "where to write the JSON report (default: OUT/report.json; not with BIDS_DIR)");
-  cmd->add_flag("--no-preview", a->no_preview, "no PNG previews");
-  cmd->add_flag("--quiet", a->quiet, "no progress bar and no summary");
+  pipeline_cli::add_pipeline_options(cmd, *a);
   cmd->callback([a] { pipeline_cli::run(*a); });
 }
 

@@ -3,6 +3,7 @@
 // (pipeline_bids.cpp). Both read a scan, predict and refuse it on its own, run the stages and
 // describe them with the same report; both write every volume the run produced.
 #pragma once
+#include <CLI/CLI.hpp>
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -41,6 +42,10 @@ struct Setup {
   FieldPipelineOptions opts;
 };
 Setup parse_setup(const PipelineArgs& a);
+
+/// Every option of `qsm pipeline`, parsed into `a`: the command's own parser, and `qsm batch plan
+/// --pipeline`'s for the options after its `--`, so both accept exactly the same.
+void add_pipeline_options(CLI::App* cmd, PipelineArgs& a);
 
 /// What the command's run of one scan held at its peak: the scan read, then the stages on top of
 /// what was held when they started.

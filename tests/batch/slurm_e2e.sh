@@ -6,6 +6,8 @@
 #   - a subject whose field holds a NaN is reported failed with that error, the others go on;
 #   - a task made to outgrow its --mem (the script edited down, the engine's budget off) is
 #     reported OOM from the scheduler's kill, and `resume` runs it to the end with more memory;
+#   - a pipeline cohort (`plan --pipeline`): a raw 40³ 3-echo scan as per-echo files runs
+#     `qsm pipeline` as an array task within its --mem, and a broken one is refused by the plan;
 #   - the cluster is stopped at the end, whatever happened.
 # Usage: slurm_e2e.sh QSM_BINARY TWINS_DIR  (root: it installs and starts slurm and munge)
 set -euo pipefail
@@ -93,5 +95,29 @@ st = {s["id"]: s for s in json.load(open(f"{out}/status.json"))}
 ok = st["starved"]["state"] == "done" and st["starved"]["attempts"] == 2 and st["nanfield"]["state"] == "failed"
 ok = ok and all(st[i]["state"] == "done" and st[i]["attempts"] == 1 for i in st if i[0] in "abc")
 sys.exit(0 if ok else "FAIL (resumed): " + json.dumps(st, indent=1))
+PY
+
+# A pipeline cohort: one raw scan (per-echo files with sidecars) and one whose phase is missing.
+"$qsm" phantom --raw --size 40 --te 0.004,0.012,0.020 --b0 3 --layout echoes --out "$work/raw" >/dev/null
+files() { echo "$work/raw/$1_e1.nii.gz,$work/raw/$1_e2.nii.gz,$work/raw/$1_e3.nii.gz"; }
+{
+  printf 'id\tmagnitude\tphase\n'
+  printf 'scan\t%s\t%s\n' "$(files magnitude)" "$(files phase)"
+  printf 'nophase\t%s\t%s\n' "$(files magnitude)" "$work/raw/no_such_phase.nii.gz"
+} >"$work/scans.tsv"
+out=$work/pbatch
+"$qsm" batch plan "$work/scans.tsv" --pipeline --out "$out" --threads 1 -- --inversion tkd 2>"$work/pplan.txt"
+grep -q "nophase: .*no_such_phase.nii.gz" "$work/pplan.txt" || fail "the scan without phase is not refused naming the file"
+"$qsm" batch submit "$out"
+wait_for_summary
+"$qsm" batch status "$out"
+/usr/bin/python3 - "$out" <<'PY' || exit 1
+import json, sys
+out = sys.argv[1]
+st = {s["id"]: s for s in json.load(open(f"{out}/status.json"))}
+s = st["scan"]
+ok = s["state"] == "done" and s["where"].startswith("slurm job") and 0 < s["peak_rss_bytes"] <= s["mem_mib"] * 2**20
+ok = ok and st["nophase"]["state"] == "failed" and "no_such_phase" in st["nophase"]["error"]
+sys.exit(0 if ok else "FAIL (pipeline): " + json.dumps(st, indent=1))
 PY
 echo "PASS: qsm batch on SLURM"
