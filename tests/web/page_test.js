@@ -183,14 +183,16 @@ async function main() {
   // The native oracles run beside the browser's first steps (page load, the demo): their
   // results are awaited only where they are compared.
   const nativeDir = path.join(out, "native");
-  const fieldPath = path.join(nativeDir, "local_field.nii.gz"), maskPath = path.join(nativeDir, "mask.nii.gz");
+  // qsm demo's second part: the network on the ellipsoid head's simulated local field, as the page's demo.
+  const simulated = path.join(nativeDir, "simulated");
+  const fieldPath = path.join(simulated, "local_field.nii.gz"), maskPath = path.join(simulated, "mask.nii.gz");
   const runOut = path.join(out, "native-run-chi.nii.gz");
   const nativeReady = (async () => {
     await execFileAsync(qsm, ["demo", "--size", String(size), "--out", nativeDir, "--quiet"]);
     await execFileAsync(qsm, ["run", "qsmcore-invnet", "--in", fieldPath, "--mask", maskPath, "--out", runOut, "--quiet"]);
     log(`native demo and run done after ${((Date.now() - t0) / 1000).toFixed(1)} s`);
     return {
-      native: readNifti(fs.readFileSync(path.join(nativeDir, "chi_network.nii.gz"))),
+      native: readNifti(fs.readFileSync(path.join(simulated, "chi_network.nii.gz"))),
       mask: readNifti(fs.readFileSync(maskPath)),
       nativeRun: readNifti(fs.readFileSync(runOut)),
     };
