@@ -189,7 +189,9 @@ void PdfSolver::load_residual(Volume& bg, double alpha) {
           r[pr + i] = 0.0f;
           continue;
         }
-        b[v] += alpha * static_cast<double>(r[pr + i]);
+        // The first call (alpha 0) finds the FFT buffer as the allocator left it: reused memory may
+        // hold NaN, and 0·NaN is NaN (seen in wasm after a network run), so it is not read then.
+        if (alpha != 0.0) b[v] += alpha * static_cast<double>(r[pr + i]);
         r[pr + i] = static_cast<float>(w_.squared(v) * (f[v] - b[v]));
       }
     });
