@@ -4,7 +4,9 @@
 // (worker.js) and shows the input and χ with NiiVue; χ is written back as NIfTI by NiiVue's writer.
 // Pipeline mode: a scan's magnitude and phase NIfTIs (+ JSON sidecars), or DICOM files converted
 // here by dcm2niix's WebAssembly build (@niivue/dcm2niix), go to the engine's pipeline
-// (src/wasm/web_pipeline.cpp), which returns χ, the fields and the masks as NIfTI files.
+// (src/wasm/web_pipeline.cpp), which returns χ, R2*, the fields and the masks as NIfTI files; its
+// inversion is a classical method or a registry network on the local field (qsmcore InvNet's
+// shipped file, or a network's ONNX file the user chooses or the registry hosts).
 // The pthread build runs when the page is crossOriginIsolated (tools/web/serve.js sends COOP/COEP),
 // else the single-threaded one; ?variant=mt|st forces one.
 import { Niivue, NVImage, MULTIPLANAR_TYPE, SHOW_RENDER } from "/niivue/index.js";
@@ -18,6 +20,7 @@ const MiB = 1024 * 1024;
 const PREDICTED_HEAP_LABEL = "predicted heap in use at the peak (malloc)";
 
 let registry = [];
+let pipelineNetworks = [];  // the ids the pipeline's inversion may name (network_inversion_ids())
 let worker = null;
 let last = null;  // the last result: {dims, voxel, affine, chi: Float32Array, reply}
 // For the browser test (tests/web): the last reply, the χ NIfTI bytes, and the worker's events
@@ -116,21 +119,29 @@ async function registryWeights(spec) {
   const mirror = params.get("mirror");
   const url = mirror ? new URL(file.name, new URL(mirror, location.href)).href : file.url;
   progress(0, `downloading ${file.name} (${fmtBytes(file.bytes)})`);
-  const r = await fetch(url);
+  let r;
+  try {
+    r = await fetch(url);
+  } catch (e) {  // offline, or the host refused the page (CORS): fetch says only "Failed to fetch"
+    throw new Error(`${spec.id}'s weights could not be downloaded from ${url} (${e.message}); choose its ONNX file instead`);
+  }
   if (!r.ok) throw new Error(`${url}: HTTP ${r.status}`);
   const blob = await check(await r.arrayBuffer(), url);
   await idbPut(key, blob);
   return { name: file.name, blob, sha: file.sha256 };
 }
 
-async function chosenWeights(spec) {
-  const local = $("onnx-file").files[0];
+// The weights of `spec`: the ONNX file chosen in the input `inputId` (checked against the registry's
+// SHA-256 and run with a note when it is another file), else registryWeights.
+async function chosenWeights(spec, inputId = "onnx-file") {
+  const local = $(inputId).files[0];
   if (!local) return registryWeights(spec);
   const bytes = await local.arrayBuffer();
   const sha = await sha256(bytes);
   const known = spec.files.some((f) => f.sha256 === sha);
-  if (!known) say(`${local.name}: SHA-256 ${sha.slice(0, 12)}… is not ${spec.id}'s registered file; running it with ${spec.id}'s recipe (results are only as good as these weights).`);
-  return { name: local.name, blob: local, sha };  // the File itself: streamed weights read it in place
+  const note = known ? "" : `${local.name}: SHA-256 ${sha.slice(0, 12)}… is not ${spec.id}'s registered file; running it with ${spec.id}'s recipe (results are only as good as these weights).`;
+  if (note) say(note);
+  return { name: local.name, blob: local, sha, note };  // the File itself: streamed weights read it in place
 }
 
 // ---- NIfTI in and out (NiiVue) --------------------------------------------------------------
@@ -188,7 +199,7 @@ function clearResults(caption) {
   window.qsmPage.predicted = window.qsmPage.niftis = null;
   $("input-caption").textContent = "Input";
   $("chi-caption").textContent = caption;
-  $("extra-figure").hidden = true;
+  $("extra-figure").hidden = $("r2star-figure").hidden = $("download-r2star").hidden = true;
 }
 function shownVolumes() { return Object.values(viewers).reduce((n, nv) => n + nv.volumes.length, 0); }
 async function show(canvasId, data, dims, voxel, affine, name, range) {
@@ -215,7 +226,9 @@ function onWorker(msg) {
   if (msg.type !== "log") window.qsmPage.events.push(msg.type);
   if (msg.type === "ready") {
     registry = msg.registry;
+    pipelineNetworks = msg.pipelineNetworks || [];
     fillNetworks();
+    fillPipelineNetworks();
     showHeap(msg.heap8_bytes);
     progress(0, "Ready");
     $("run-demo").disabled = $("run-user").disabled = $("run-pipeline").disabled = false;
@@ -279,6 +292,7 @@ function memoryFacts(reply) {
 async function guarded(body) {
   window.qsmPage.runs = (window.qsmPage.runs || 0) + 1;  // the browser tests wait for this run's end
   $("run-demo").disabled = $("run-user").disabled = $("run-pipeline").disabled = $("download").disabled = true;
+  $("download-r2star").disabled = true;
   setState("running");
   say("");
   clearResults("χ (running…)");
@@ -420,10 +434,13 @@ async function convertDicom(files) {
   return { magnitude: parts.magnitude, phase: parts.phase, sidecars, note: `dcm2niix: ${niftis.map((f) => f.name).join(", ")}` };
 }
 
+// The network the pipeline's inversion names, or null for a classical one.
+const pipelineNetwork = () => (pipelineNetworks.includes($("pl-inversion").value) ? registry.find((s) => s.id === $("pl-inversion").value) : null);
+
 function pipelineOptions() {
   const o = { mask_method: $("pl-mask-method").value, unwrap: $("pl-unwrap").value, inversion: $("pl-inversion").value,
-              ...engineSettings() };
-  delete o.residency;
+              r2star: $("pl-r2star").checked, ...engineSettings() };
+  if (!pipelineNetwork()) delete o.residency;  // Engine → Weights: a network's weights only
   if ($("pl-bfr").value) o.bfr = $("pl-bfr").value;
   const te = $("pl-te").value.trim();
   if (te) {
@@ -504,17 +521,47 @@ function stageFacts(r) {
     (st.iterations != null ? ` · ${st.iterations} iterations` : "")]);
 }
 
+// A window 0 … w for a map that is not negative (R2*): w the 99th percentile inside the mask,
+// to two significant digits.
+function upperWindow(img, maskImg) {
+  const v = img.img, m = maskImg.img, a = [];
+  for (let i = 0; i < v.length; i++) if (m[i] > 0 && Number.isFinite(v[i])) a.push(v[i]);
+  if (!a.length) return 1;
+  a.sort((x, y) => x - y);
+  const w = a[Math.min(a.length - 1, Math.floor(0.99 * a.length))];
+  return w > 0 ? Number(w.toPrecision(2)) : 1;
+}
+
+// The fourth view: R2* (s⁻¹) in grey from 0 to its 99th percentile inside the brain mask.
+async function showR2star(reply, niftis) {
+  if (!niftis.r2star) return;
+  $("r2star-figure").hidden = false;
+  const brain = await NVImage.new(niftis.brain_mask.slice().buffer, "brain_mask.nii");
+  const r2 = await showNifti("view-r2star", niftis.r2star, "r2star", null);
+  const w = upperWindow(r2, brain);
+  r2.cal_min = 0; r2.cal_max = w;
+  viewers["view-r2star"].updateGLVolume();
+  reply.r2star_window_hz = w;
+  $("r2star-caption").textContent = `R2* (s⁻¹) · window 0 … ${w} s⁻¹ (99th percentile in the brain mask) · log-linear fit over the echoes`;
+  $("download-r2star").hidden = false;
+  $("download-r2star").disabled = false;
+}
+
 async function showPipeline(reply, niftis) {
   progress(1, "Drawing");
   const t0 = performance.now();
   window.qsmPage.niftis = niftis;
   window.qsmPage.chiNifti = niftis.chi || null;
-  last = niftis.chi ? { chiNifti: niftis.chi } : null;
+  last = { chiNifti: niftis.chi || null, r2starNifti: niftis.r2star || null };
   const mask = await NVImage.new(niftis.mask.slice().buffer, "mask.nii");
-  const local = await showNifti("view-input", niftis.local_field, "local_field", null);
-  const wl = symmetricWindow(local, mask);
-  local.cal_min = -wl; local.cal_max = wl;
-  $("input-caption").textContent = `local field (ppm) · window −${wl} … +${wl} ppm`;
+  if (niftis.local_field) {
+    const local = await showNifti("view-input", niftis.local_field, "local_field", null);
+    const wl = symmetricWindow(local, mask);
+    local.cal_min = -wl; local.cal_max = wl;
+    $("input-caption").textContent = `local field (ppm) · window −${wl} … +${wl} ppm`;
+  } else {
+    $("input-caption").textContent = "local field: none (the network took the wrapped phase)";
+  }
   if (niftis.chi) {
     const chi = await showNifti("view-chi", niftis.chi, "chi", null);
     const w = symmetricWindow(chi, mask);
@@ -525,12 +572,15 @@ async function showPipeline(reply, niftis) {
     $("chi-caption").textContent = "χ: none (inversion off)";
   }
   for (const id of ["view-input", "view-chi"]) if (viewers[id]) viewers[id].updateGLVolume();
-  $("extra-figure").hidden = false;
-  const total = await showNifti("view-extra", niftis.total_field, "total_field", null, niftis.brain_mask);
-  const wt = symmetricWindow(total, mask);
-  total.cal_min = -wt; total.cal_max = wt;
-  viewers["view-extra"].updateGLVolume();
-  $("extra-caption").textContent = `total field (Hz) · window −${wt} … +${wt} Hz · brain mask's outline in red`;
+  if (niftis.total_field) {
+    $("extra-figure").hidden = false;
+    const total = await showNifti("view-extra", niftis.total_field, "total_field", null, niftis.brain_mask);
+    const wt = symmetricWindow(total, mask);
+    total.cal_min = -wt; total.cal_max = wt;
+    viewers["view-extra"].updateGLVolume();
+    $("extra-caption").textContent = `total field (Hz) · window −${wt} … +${wt} Hz · brain mask's outline in red`;
+  }
+  await showR2star(reply, niftis);
   $("download").disabled = !niftis.chi;
   reply.draw_seconds = (performance.now() - t0) / 1000;
   progress(1, "Done");
@@ -559,9 +609,11 @@ async function pipelineRun() {
   const mag = series(magnitude, sidecars, "magnitude"), ph = series(phase, sidecars, "phase");
   const maskFile = $("pl-mask").files[0];
   const options = pipelineOptions();
+  const spec = pipelineNetwork();
+  const model = spec ? await chosenWeights(spec, "pl-onnx") : null;
   const t0 = performance.now();
   const { reply, niftis } = await call({
-    cmd: "pipeline", options,
+    cmd: "pipeline", options, model,
     magnitude: mag.items.map(({ name, file, sidecar }) => ({ name, file, sidecar })),
     phase: ph.items.map(({ name, file, sidecar }) => ({ name, file, sidecar })),
     mask: maskFile ? { name: maskFile.name, file: maskFile, sidecar: null } : null,
@@ -569,11 +621,12 @@ async function pipelineRun() {
   reply.worker_seconds = (performance.now() - t0) / 1000;
   reply.echo_order = { magnitude: mag.order, phase: ph.order };
   window.qsmPage.reply = reply;
-  facts([...scanFacts(reply), ...stageFacts(reply),
+  const weights = model ? [["inversion network", `${spec.name}: ${model.name} (SHA-256 ${model.sha.slice(0, 12)}…${model.note ? ", not the registry's file" : ""})`]] : [];
+  facts([...scanFacts(reply), ...weights, ...stageFacts(reply),
          ["time", `read ${reply.read_seconds.toFixed(2)} s, stages ${reply.pipeline_seconds.toFixed(2)} s, write ${reply.write_seconds.toFixed(2)} s; whole run ${reply.worker_seconds.toFixed(2)} s`],
          ...pipelineMemoryFacts(reply)]);
   await showPipeline(reply, niftis);
-  const notes = [note, `echo order: magnitude ${mag.order}, phase ${ph.order}`, ...reply.notes].filter(Boolean);
+  const notes = [note, model && model.note, `echo order: magnitude ${mag.order}, phase ${ph.order}`, ...reply.notes].filter(Boolean);
   say(`Done: the pipeline (${reply.stages.map((s) => s.method).join(" → ")}).\n` + notes.join("\n"), "ok");
 }
 
@@ -592,12 +645,17 @@ async function finishRun(reply, chi, dims, voxel, affine, label, input, inputLab
   progress(1, "Done");
 }
 
-async function download() {
+// χ, or the pipeline's R2* (`which` "r2star"), as .nii.gz.
+async function download(which) {
   if (!last) return;
-  const bytes = await gzip(last.chiNifti || niftiBytes(last.chi, last.dims, last.voxel, last.affine));
+  const r2 = which === "r2star";
+  if (r2 && !last.r2starNifti) return;
+  const nifti = r2 ? last.r2starNifti : last.chiNifti || (last.chi && niftiBytes(last.chi, last.dims, last.voxel, last.affine));
+  if (!nifti) return;
+  const bytes = await gzip(nifti);
   const a = document.createElement("a");
   a.href = URL.createObjectURL(new Blob([bytes], { type: "application/gzip" }));
-  a.download = "chi.nii.gz";
+  a.download = r2 ? "r2star.nii.gz" : "chi.nii.gz";
   a.click();
   setTimeout(() => URL.revokeObjectURL(a.href), 10000);
 }
@@ -625,13 +683,41 @@ function fillNetworks() {
   note();
 }
 
+// The pipeline's network inversions: the registry's networks on the local field that
+// network_inversion_ids() names, qsmcore InvNet (shipped) first.
+function fillPipelineNetworks() {
+  const group = $("pl-networks");
+  const specs = registry.filter((s) => pipelineNetworks.includes(s.id) && s.needs && s.needs.field_kind === "local field");
+  specs.sort((a, b) => (b.id === "qsmcore-invnet") - (a.id === "qsmcore-invnet"));
+  group.replaceChildren(...specs.map((s) => {
+    const opt = document.createElement("option");
+    opt.value = s.id;
+    opt.textContent = s.name;  // the note below says where its weights come from
+    return opt;
+  }));
+  pipelineNote();
+}
+function pipelineNote() {
+  const spec = pipelineNetwork();
+  $("pl-onnx-label").hidden = !spec;
+  if (!spec) { $("pl-note").textContent = ""; return; }
+  const f = spec.files[0] || {};
+  $("pl-onnx-hint").textContent = f.shipped ? "(optional: the shipped file is used)" : f.url ? "(optional: else downloaded)" : "(needed)";
+  $("pl-note").textContent = `${spec.name} inverts the local field in place of the classical methods; ` +
+    (f.shipped ? "its weights are shipped with qsmcore (works offline)."
+      : f.url ? `weights: your ONNX file, or ${new URL(f.url).host}'s (${fmtBytes(f.bytes)}, SHA-256 checked, cached in this browser).`
+      : "its weights are not hosted: choose its ONNX file.");
+}
+
 $("threads").value = variant === "mt" ? navigator.hardwareConcurrency : 1;
 $("threads").max = variant === "mt" ? navigator.hardwareConcurrency : 1;
 $("threads").disabled = variant !== "mt";
 $("run-demo").onclick = runDemo;
 $("run-user").onclick = runUser;
 $("run-pipeline").onclick = runPipeline;
-$("download").onclick = download;
+$("download").onclick = () => download("chi");
+$("download-r2star").onclick = () => download("r2star");
+$("pl-inversion").onchange = pipelineNote;
 if (variant === "mt" && !self.crossOriginIsolated) {
   say("The pthread build needs a crossOriginIsolated page (COOP/COEP headers); open it without ?variant=mt.", "error");
   setState("error");

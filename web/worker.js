@@ -1,8 +1,8 @@
 // The Web Worker that owns the qsmcore module (qsm-web, src/wasm/web_api.cpp and
 // web_pipeline.cpp). The page posts {cmd: "init" | "demo" | "run" | "pipeline"}; the worker
-// answers with events: "ready", "progress", "predicted" (the run's predicted peak, before it
-// runs), "done" (reply + float32 outputs, or the pipeline's NIfTI files) or "error". Runs block
-// this worker, never the page.
+// answers with events: "ready" (the registry, and the networks the pipeline may invert with),
+// "progress", "predicted" (the run's predicted peak, before it runs), "done" (reply + float32
+// outputs, or the pipeline's NIfTI files) or "error". Runs block this worker, never the page.
 "use strict";
 
 let qsm = null;  // the module once initialised
@@ -18,18 +18,22 @@ function heapBuffer() {
 // copy of the bytes, which lives in JS memory, not in the wasm heap, and is removed after the
 // call. Streamed weights: the Blob mounted with WORKERFS, whose reads are FileReaderSync reads of
 // slices, so only the ranges the engine asks for ever enter the heap.
-function withModel(model, streamed, body) {
+// putModel returns the path and a function that removes it; withModel holds it for one call.
+function putModel(model, streamed) {
   const name = model.name.replace(/[^A-Za-z0-9._-]/g, "_");
   const dir = streamed ? "/blob" : "/models";
   try { qsm.FS.mkdir(dir); } catch (e) { /* exists */ }
   const path = dir + "/" + name;
   if (streamed) qsm.FS.mount(qsm.FS.filesystems.WORKERFS, { blobs: [{ name, data: model.blob }] }, dir);
   else qsm.FS.writeFile(path, new Uint8Array(new FileReaderSync().readAsArrayBuffer(model.blob)));
+  return { path, remove: () => (streamed ? qsm.FS.unmount(dir) : qsm.FS.unlink(path)) };
+}
+function withModel(model, streamed, body) {
+  const m = putModel(model, streamed);
   try {
-    return body(path);
+    return body(m.path);
   } finally {
-    if (streamed) qsm.FS.unmount(dir);
-    else qsm.FS.unlink(path);
+    m.remove();
   }
 }
 const isStreamed = (residency) => typeof residency === "string" && residency.startsWith("stream");
@@ -76,7 +80,9 @@ async function init(msg) {
     printErr: (text) => postMessage({ type: "log", text }),
   });
   const registry = JSON.parse(qsm.UTF8ToString(qsm._qsm_web_registry()));
-  postMessage({ type: "ready", registry, heap8_bytes: heapBuffer().byteLength });
+  // A module built before the pipeline's network inversions has no list: classical ones only.
+  const pipelineNetworks = qsm._qsm_web_pipeline_networks ? JSON.parse(qsm.UTF8ToString(qsm._qsm_web_pipeline_networks())) : [];
+  postMessage({ type: "ready", registry, pipelineNetworks, heap8_bytes: heapBuffer().byteLength });
 }
 
 function demo(msg) {
@@ -143,12 +149,19 @@ async function putNifti(dir, item) {
   return `${dir}/${base}.nii`;
 }
 
+// A network inversion's weights (msg.model, as for "run") go in the FS for the call: a MEMFS copy,
+// or the Blob mounted with WORKERFS when streamed (msg.options.residency "stream…").
 async function pipeline(msg) {
   const dirs = ["/scan/magnitude", "/scan/phase", "/scan/mask", "/out"];
   for (const d of dirs) removeDir(d);
   try { qsm.FS.mkdir("/scan"); } catch (e) { /* exists */ }
+  let model = null;
   try {
     const request = { ...msg.options, magnitude: [], phase: [] };
+    if (msg.model) {
+      model = putModel(msg.model, isStreamed(msg.options.residency));
+      request.inversion_network_files = [model.path];
+    }
     for (const item of msg.magnitude) request.magnitude.push(await putNifti("/scan/magnitude", item));
     for (const item of msg.phase) request.phase.push(await putNifti("/scan/phase", item));
     if (msg.mask) request.mask = await putNifti("/scan/mask", msg.mask);
@@ -164,6 +177,7 @@ async function pipeline(msg) {
     postMessage({ type: "done", reply, niftis }, Object.values(niftis).map((a) => a.buffer));
   } finally {
     for (const d of dirs) removeDir(d);
+    if (model) model.remove();
   }
 }
 

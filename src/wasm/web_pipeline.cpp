@@ -1,15 +1,20 @@
 // The web page's pipeline mode: a multi-echo scan's magnitude and phase (NIfTI files the Worker
-// wrote into emscripten's MEMFS, with their JSON sidecars beside them) to χ, the local and total
-// fields and the masks, through the library's read_scan and run_field_pipeline — the path
-// `qsm pipeline` takes, with the same checks and messages (nifti_memfs.cpp reads the files).
+// wrote into emscripten's MEMFS, with their JSON sidecars beside them) to χ, R2*, the local and
+// total fields and the masks, through the library's read_scan and run_field_pipeline — the path
+// `qsm pipeline` takes, with the same checks and messages (nifti_memfs.cpp reads the files). The
+// inversion is a classical method or a registry network (network_inversion_ids()) whose ONNX
+// file the Worker put in the FS (a MEMFS copy, or a WORKERFS mount for streamed weights).
 //
 // Memory: the whole call's accounted peak is predicted from the files' headers before a voxel is
 // read — the scan's echoes as f64 (and a given mask), then predict_field_pipeline's peak on top of
 // them, or the reading itself if that is more — and posted to the page ("predicted") before
 // anything runs; over the page's budget (heap bytes in use plus that peak above the budget;
 // default the 4 GiB heap maximum) the call is refused there, nothing read. The pipeline's own
-// budget is what is left of the page's, so its second check (once a mask from the data has its
-// size) keeps to the same figure. Progress: the stages' callbacks, posted as "progress" events.
+// budget is what is left of the page's, set before the prediction, so a network's prediction (the
+// pipeline asks the network itself, nothing run) and its run see the same room, and the second
+// check (once a mask from the data has its size) keeps to the same figure. Activations never spill
+// (a spill file would be MEMFS, i.e. JS memory). Progress: the stages' callbacks, posted as
+// "progress" events.
 //
 // Outputs: NIfTI-1 files written into MEMFS (out_dir, default /out), which lives in the Worker's
 // JS memory, not in the wasm heap; the reply names each with its byte length, and the Worker
@@ -19,8 +24,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <cstdio>
 #include <cstdint>
+#include <cstdio>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -31,7 +36,9 @@
 #include "qsmcore/error.h"
 #include "qsmcore/masking.h"
 #include "qsmcore/memory.h"
+#include "qsmcore/models.h"
 #include "qsmcore/pipeline.h"
+#include "qsmcore/residency.h"
 #include "qsmcore/scan.h"
 #include "wasm/nifti_memfs.h"
 #include "wasm/web_common.h"
@@ -57,6 +64,7 @@ struct PipelineRequest {
   ScanOverrides overrides;
   FieldPipelineOptions opts;
   std::string mask_path, out_dir = "/out";
+  std::vector<std::string> notes;  // what the request's handling assumed, for the reply's notes
 };
 
 std::vector<std::string> paths_of(const json& req, const char* key) {
@@ -93,6 +101,37 @@ void parse_overrides(const json& req, ScanOverrides& o) {
   }
 }
 
+bool is_inversion_network(const std::string& id) {
+  const std::vector<std::string> ids = network_inversion_ids();
+  return std::find(ids.begin(), ids.end(), id) != ids.end();
+}
+
+// "inversion": a classical method ("tv" default), "none", or a registry network
+// (network_inversion_ids()) with its ONNX file(s) in "inversion_network_files", as the Worker put
+// them in the FS — the same choices as qsm pipeline's --inversion.
+void parse_inversion(const json& req, FieldPipelineOptions& o) {
+  const std::string inversion = req.value("inversion", std::string("tv"));
+  if (inversion == "none") return;
+  o.invert = true;
+  if (!is_inversion_network(inversion)) {
+    o.inversion.method = parse_inversion_method(inversion);
+    if (req.contains("tkd_threshold")) o.inversion.threshold = req["tkd_threshold"].get<double>();
+    if (req.contains("lambda")) o.inversion.lambda = req["lambda"].get<double>();
+    return;
+  }
+  if (req.contains("tkd_threshold") || req.contains("lambda"))
+    bad_option("the TKD threshold and λ belong to the classical inversions, not to " + inversion);
+  o.inversion_network = inversion;
+  if (req.contains("inversion_network_files"))
+    o.inversion_network_files = req["inversion_network_files"].get<std::vector<std::string>>();
+  const std::size_t wanted = require_model(inversion).files.size();
+  if (o.inversion_network_files.size() != wanted)
+    bad_option(inversion + " needs " + std::to_string(wanted) + " ONNX file(s), " +
+               std::to_string(o.inversion_network_files.size()) + " given: choose its weights");
+  for (const std::string& f : o.inversion_network_files)
+    if (!std::filesystem::is_regular_file(f)) bad_option(inversion + "'s weights " + f + ": no such file");
+}
+
 // The stages' options, named and defaulted as qsm pipeline's (src/cli/pipeline_cmd.cpp).
 void parse_stages(const json& req, FieldPipelineOptions& o) {
   const std::string mask_method = req.value("mask_method", std::string("quality"));
@@ -117,14 +156,14 @@ void parse_stages(const json& req, FieldPipelineOptions& o) {
   const std::string bfr = req.value("bfr", std::string());
   if (!bfr.empty()) o.bfr.method = parse_bfr_method(bfr);
   if (req.contains("bfr_radii_mm")) o.bfr.radii_mm = req["bfr_radii_mm"].get<std::vector<double>>();
-  const std::string inversion = req.value("inversion", std::string("tv"));
-  if (inversion != "none") {
-    o.invert = true;
-    o.inversion.method = parse_inversion_method(inversion);
-    if (req.contains("tkd_threshold")) o.inversion.threshold = req["tkd_threshold"].get<double>();
-    if (req.contains("lambda")) o.inversion.lambda = req["lambda"].get<double>();
-  }
+  parse_inversion(req, o);
+  // R2* by default, as qsm pipeline makes it; predict_call turns it off for a single echo.
+  o.r2star = req.value("r2star", true);
   o.engine.threads = req.value("threads", 0);
+  // A network inversion's weights: read whole (default) or streamed from the WORKERFS file
+  // ("stream[:…]", parse_residency's syntax). Never spilled: see the header.
+  if (req.contains("residency")) o.engine.residency = parse_residency(req["residency"].get<std::string>());
+  o.engine.spill_activations = false;
 }
 
 PipelineRequest parse_request(const json& req) {
@@ -162,7 +201,8 @@ std::int64_t largest_file_frames(const std::vector<std::string>& paths, const io
   return largest;
 }
 
-CallPrediction predict_call(const PipelineRequest& r) {
+// Also decides what the headers decide: R2* needs 2 echoes or more (qsm pipeline then makes none).
+CallPrediction predict_call(PipelineRequest& r) {
   io::NiftiReadOptions ro;
   ro.allow_frames = true;
   const io::NiftiHeader h = io::read_nifti_header(r.files.phase.front(), ro);
@@ -172,6 +212,10 @@ CallPrediction predict_call(const PipelineRequest& r) {
   std::int64_t mag_frames = 0;
   const std::int64_t mag_largest = largest_file_frames(r.files.magnitude, ro, mag_frames);
   const std::int64_t phase_largest = largest_file_frames(r.files.phase, ro, p.echoes);
+  if (r.opts.r2star && p.echoes < 2) {
+    r.opts.r2star = false;
+    r.notes.push_back("R2*: not made, the scan has one echo (the fit needs 2 or more)");
+  }
   const std::int64_t n = p.dims[0] * p.dims[1] * p.dims[2];
   const std::int64_t f64 = static_cast<std::int64_t>(sizeof(double));
   p.scan_bytes = (mag_frames + p.echoes) * n * f64;
@@ -257,11 +301,19 @@ json write_outputs(const std::string& out_dir, const FieldPipelineResult& r) {
     list.push_back({{"name", name}, {"path", path}, {"bytes", bytes}, {"unit", unit}, {"what", what}});
   };
   write("chi", r.chi_ppm, web::NiftiStore::F32, "chi (ppm)", "ppm");
+  write("r2star", r.r2star_hz, web::NiftiStore::F32, "R2* (1/s)", "1/s");
   write("local_field", r.local_field_ppm, web::NiftiStore::F32, "local field (ppm)", "ppm");
   write("total_field", r.total_field_hz, web::NiftiStore::F32, "total field (Hz)", "Hz");
   write("mask", r.local_mask, web::NiftiStore::U8, "where the local field is valid", "label");
   write("brain_mask", r.mask, web::NiftiStore::U8, "brain mask before background removal", "label");
   return list;
+}
+
+// The pipeline compares what is accounted plus its peak with its budget: what is left of the
+// page's, in the same terms (the heap malloc has handed out, accounted or not).
+void set_engine_budget(PipelineRequest& r, std::int64_t budget) {
+  r.opts.engine.mem_budget = std::max<std::int64_t>(1, budget - web::heap_in_use() + memory_current());
+  r.opts.engine.mem_budget_source = "the page's budget (" + mib(budget) + " of heap)";
 }
 
 // Reads the scan (and a given mask), runs the stages with the budget that is left, and writes
@@ -278,11 +330,9 @@ std::int64_t read_run_write(PipelineRequest& r, std::int64_t budget, std::int64_
   }
   reply["read_seconds"] = seconds_since(t);
   reply["scan"] = scan_json(scan);
-  std::vector<std::string> notes = scan.notes;
-  // The pipeline compares what is accounted plus its peak with its budget: what is left of the
-  // page's, in the same terms (the heap malloc has handed out, accounted or not).
-  r.opts.engine.mem_budget = budget - web::heap_in_use() + memory_current();
-  r.opts.engine.mem_budget_source = "the page's budget (" + mib(budget) + " of heap)";
+  std::vector<std::string> notes = r.notes;
+  notes.insert(notes.end(), scan.notes.begin(), scan.notes.end());
+  set_engine_budget(r, budget);
   r.opts.progress = [](double f, const std::string& stage) { web::progress(f, stage); };
   t = Clock::now();
   const std::int64_t held = memory_current() - base, read_peak = memory_peak() - base;
@@ -311,9 +361,11 @@ extern "C" {
 /// or one 3-D file per echo in echo order; sidecars x.json beside x.nii), "mask"?: path, "te"?:
 /// [s], "b0"?: T, "b0_dir"?: [3], "phase_scale"?, "mask_method"?, "mask_erode"?, "unwrap"?,
 /// "offset_correction"?, "offset_sigma_mm"?, "echo_weighting"?, "bfr"?, "bfr_radii_mm"?,
-/// "inversion"? ("tv" default, "none"), "tkd_threshold"?, "lambda"?, "threads", "budget_bytes",
-/// "out_dir"?} -> the prediction ("predicted" event and reply), then the scan,
-/// each stage's seconds and memory, notes and the outputs written ({name, path, bytes, unit}).
+/// "inversion"? ("tv" default, "none", or a network id with "inversion_network_files": [paths]),
+/// "tkd_threshold"?, "lambda"?, "r2star"? (default true: made from 2 echoes or more), "threads",
+/// "budget_bytes", "residency"? (a network's weights), "out_dir"?} -> the prediction ("predicted"
+/// event and reply), then the scan, each stage's seconds and memory, notes and the outputs written
+/// ({name, path, bytes, unit}: chi, r2star, local_field, total_field, mask, brain_mask).
 EMSCRIPTEN_KEEPALIVE const char* qsm_web_pipeline(const char* request) {
   return web::reply_of([&](json& reply) {
     const auto t0 = Clock::now();
@@ -323,6 +375,7 @@ EMSCRIPTEN_KEEPALIVE const char* qsm_web_pipeline(const char* request) {
     reply["budget_bytes"] = budget;  // also in a refusal's reply
     web::progress(0.0, "planning");
     const std::int64_t in_use = web::heap_in_use();
+    set_engine_budget(r, budget);  // a network's prediction sees the room its run will have
     const CallPrediction p = predict_call(r);
     json predicted = prediction_json(p, in_use, budget);
     web::post(predicted);
@@ -334,6 +387,12 @@ EMSCRIPTEN_KEEPALIVE const char* qsm_web_pipeline(const char* request) {
     reply["measured_peak_bytes"] = read_run_write(r, budget, base, reply);
     reply["total_seconds"] = seconds_since(t0);
   });
+}
+
+/// The networks the pipeline's inversion may name (network_inversion_ids()), as a JSON array.
+EMSCRIPTEN_KEEPALIVE const char* qsm_web_pipeline_networks() {
+  static const std::string text = json(network_inversion_ids()).dump();
+  return text.c_str();
 }
 
 }  // extern "C"
