@@ -23,6 +23,11 @@ enum class EchoWeighting {
   Te,             // TE_e
 };
 
+/// "romeo" | "laplacian"; "snr" | "variance" | "average" | "te" (what the CLI, Python and the web
+/// page take). Error{InvalidInput} naming `what` (the option or argument) and the choices otherwise.
+UnwrapMethod parse_unwrap_method(const std::string& name, const std::string& what = "unwrap");
+EchoWeighting parse_echo_weighting(const std::string& name, const std::string& what = "echo weighting");
+
 struct FieldMapOptions {
   /// MCPC-3D-S on echoes offset_echoes (needs 2 echoes with different TEs); off for one echo.
   bool remove_phase_offset = true;

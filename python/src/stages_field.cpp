@@ -18,20 +18,6 @@ using qsmcore::Error;
 using qsmcore::ErrorKind;
 using qsmcore::Volume;
 
-qsmcore::EchoWeighting echo_weighting(const std::string& w) {
-  if (w == "snr") return qsmcore::EchoWeighting::PhaseSnr;
-  if (w == "variance") return qsmcore::EchoWeighting::PhaseVariance;
-  if (w == "average") return qsmcore::EchoWeighting::Average;
-  if (w == "te") return qsmcore::EchoWeighting::Te;
-  throw Error(ErrorKind::InvalidInput, "weighting '" + w + "': expected 'snr', 'variance', 'average' or 'te'");
-}
-
-qsmcore::UnwrapMethod unwrap_method(const std::string& u) {
-  if (u == "romeo") return qsmcore::UnwrapMethod::Romeo;
-  if (u == "laplacian") return qsmcore::UnwrapMethod::Laplacian;
-  throw Error(ErrorKind::InvalidInput, "unwrap '" + u + "': expected 'romeo' or 'laplacian'");
-}
-
 qsmcore::FieldMapOptions fieldmap_options(const py::dict& kw, std::int64_t echoes) {
   qsmcore::FieldMapOptions o;
   o.remove_phase_offset = arg<bool>(kw, "offset_correction");
@@ -42,11 +28,11 @@ qsmcore::FieldMapOptions fieldmap_options(const py::dict& kw, std::int64_t echoe
     o.offset_echoes[1] = frame_index(oe[1], echoes, "offset_echoes");
   }
   o.offset_sigma_mm = arg<double>(kw, "offset_sigma");
-  o.unwrap = unwrap_method(arg<std::string>(kw, "unwrap"));
+  o.unwrap = qsmcore::parse_unwrap_method(arg<std::string>(kw, "unwrap"));
   o.romeo.template_echo = frame_index(arg<std::int64_t>(kw, "template"), echoes, "template");
   o.romeo.individual = arg<bool>(kw, "individual");
   o.romeo.romeo.max_seeds = arg<int>(kw, "max_seeds");
-  o.weighting = echo_weighting(arg<std::string>(kw, "weighting"));
+  o.weighting = qsmcore::parse_echo_weighting(arg<std::string>(kw, "weighting"), "weighting");
   o.output_phase_offset = arg<bool>(kw, "return_phase_offset");
   return o;
 }

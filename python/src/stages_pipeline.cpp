@@ -43,27 +43,9 @@ void mask_choice(const py::dict& kw, qsmcore::FieldPipelineOptions& o) {
 qsmcore::FieldPipelineOptions pipeline_options(const py::dict& kw) {
   qsmcore::FieldPipelineOptions o;
   mask_choice(kw, o);
-  const std::string u = arg<std::string>(kw, "unwrap");
-  if (u == "romeo") {
-    o.fieldmap.unwrap = qsmcore::UnwrapMethod::Romeo;
-  } else if (u == "laplacian") {
-    o.fieldmap.unwrap = qsmcore::UnwrapMethod::Laplacian;
-  } else {
-    throw Error(ErrorKind::InvalidInput, "unwrap '" + u + "': expected 'romeo' or 'laplacian'");
-  }
+  o.fieldmap.unwrap = qsmcore::parse_unwrap_method(arg<std::string>(kw, "unwrap"));
   o.fieldmap.remove_phase_offset = arg<bool>(kw, "offset_correction");
-  const std::string w = arg<std::string>(kw, "weighting");
-  if (w == "snr") {
-    o.fieldmap.weighting = qsmcore::EchoWeighting::PhaseSnr;
-  } else if (w == "variance") {
-    o.fieldmap.weighting = qsmcore::EchoWeighting::PhaseVariance;
-  } else if (w == "average") {
-    o.fieldmap.weighting = qsmcore::EchoWeighting::Average;
-  } else if (w == "te") {
-    o.fieldmap.weighting = qsmcore::EchoWeighting::Te;
-  } else {
-    throw Error(ErrorKind::InvalidInput, "weighting '" + w + "': expected 'snr', 'variance', 'average' or 'te'");
-  }
+  o.fieldmap.weighting = qsmcore::parse_echo_weighting(arg<std::string>(kw, "weighting"), "weighting");
   if (auto bfr = optional_arg<std::string>(kw, "bfr")) o.bfr.method = qsmcore::parse_bfr_method(*bfr);
   o.bfr.radii_mm = arg<std::vector<double>>(kw, "bfr_radii");
   const std::string inv = arg<std::string>(kw, "inversion");

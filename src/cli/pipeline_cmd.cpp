@@ -63,14 +63,6 @@ std::vector<std::string> file_list(const std::string& text, const char* option) 
   return files;
 }
 
-EchoWeighting parse_weighting(const std::string& w) {
-  if (w == "snr") return EchoWeighting::PhaseSnr;
-  if (w == "variance") return EchoWeighting::PhaseVariance;
-  if (w == "average") return EchoWeighting::Average;
-  if (w == "te") return EchoWeighting::Te;
-  bad_option("--echo-weighting " + w + ": snr, variance, average or te");
-}
-
 // A network's ONNX files, found as `qsm run` finds them (QSM_MODEL_DIR_<ID>, QSM_MODEL_DIR, the
 // shipped models/, the cache, a download), before anything is read.
 std::vector<std::string> network_files(const std::string& id, const PipelineArgs& a) {
@@ -254,16 +246,10 @@ Setup parse_setup(const PipelineArgs& a) {
   }
   FieldPipelineOptions& o = s.opts;
   parse_mask_choice(a, o);
-  if (a.unwrap == "romeo") {
-    o.fieldmap.unwrap = UnwrapMethod::Romeo;
-  } else if (a.unwrap == "laplacian") {
-    o.fieldmap.unwrap = UnwrapMethod::Laplacian;
-  } else {
-    bad_option("--unwrap " + a.unwrap + ": romeo or laplacian");
-  }
+  o.fieldmap.unwrap = parse_unwrap_method(a.unwrap, "--unwrap");
   o.fieldmap.remove_phase_offset = !a.no_offset;
   if (a.offset_sigma) o.fieldmap.offset_sigma_mm = *a.offset_sigma;
-  o.fieldmap.weighting = parse_weighting(a.weighting);
+  o.fieldmap.weighting = parse_echo_weighting(a.weighting, "--echo-weighting");
   if (!a.bfr.empty()) o.bfr.method = parse_bfr_method(a.bfr);
   if (!a.bfr_radii.empty()) o.bfr.radii_mm = parse_number_list(a.bfr_radii, "--bfr-radii");
   parse_inversion(a, o);

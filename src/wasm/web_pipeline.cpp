@@ -73,14 +73,6 @@ std::vector<std::string> paths_of(const json& req, const char* key) {
   return req[key].get<std::vector<std::string>>();
 }
 
-EchoWeighting parse_weighting(const std::string& w) {
-  if (w == "snr") return EchoWeighting::PhaseSnr;
-  if (w == "variance") return EchoWeighting::PhaseVariance;
-  if (w == "average") return EchoWeighting::Average;
-  if (w == "te") return EchoWeighting::Te;
-  bad_option("echo weighting " + w + ": snr, variance, average or te");
-}
-
 // What the user typed, which wins over the sidecars (as qsm pipeline's --te, --b0, --b0-dir).
 void parse_overrides(const json& req, ScanOverrides& o) {
   if (req.contains("te") && !req["te"].empty()) o.te_s = req["te"].get<std::vector<double>>();
@@ -147,12 +139,10 @@ void parse_stages(const json& req, FieldPipelineOptions& o) {
     if (e < 0) bad_option("the mask's erosion must be 0 or more voxels");
     o.masking.erode = e;
   }
-  const std::string unwrap = req.value("unwrap", std::string("romeo"));
-  if (unwrap != "romeo" && unwrap != "laplacian") bad_option("unwrapping " + unwrap + ": romeo or laplacian");
-  o.fieldmap.unwrap = unwrap == "romeo" ? UnwrapMethod::Romeo : UnwrapMethod::Laplacian;
+  o.fieldmap.unwrap = parse_unwrap_method(req.value("unwrap", std::string("romeo")), "unwrapping");
   o.fieldmap.remove_phase_offset = req.value("offset_correction", true);
   if (req.contains("offset_sigma_mm")) o.fieldmap.offset_sigma_mm = req["offset_sigma_mm"].get<double>();
-  o.fieldmap.weighting = parse_weighting(req.value("echo_weighting", std::string("snr")));
+  o.fieldmap.weighting = parse_echo_weighting(req.value("echo_weighting", std::string("snr")), "echo weighting");
   const std::string bfr = req.value("bfr", std::string());
   if (!bfr.empty()) o.bfr.method = parse_bfr_method(bfr);
   if (req.contains("bfr_radii_mm")) o.bfr.radii_mm = req["bfr_radii_mm"].get<std::vector<double>>();
