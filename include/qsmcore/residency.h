@@ -1,4 +1,4 @@
-// Weight residency policies (spec/residency.md §2–§3): where a network's weights live while it
+// Weight residency policies (residency.md §2–§3): where a network's weights live while it
 // runs. FullyResident keeps every unit packed in memory; LayerwiseHost keeps raw weights on the
 // host and a bounded window of packed units; DenseDiskStream leaves units on disk with finite
 // host and device caches. This header is the policy vocabulary only; the ledger, schedule,

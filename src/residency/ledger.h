@@ -1,4 +1,4 @@
-// The residency ledger (spec/residency.md §5): one per plan, accounting every host and device
+// The residency ledger (residency.md §5): one per plan, accounting every host and device
 // copy of every unit. All growth goes through reserve_copies, which evicts what it must in a
 // deterministic order or fails without touching anything, so per-tier resident bytes never
 // exceed a finite budget. Thread-safe (one mutex): the prefetch worker reserves host copies

@@ -1,4 +1,4 @@
-// Validated unit ids, unit assignments and the explicit offload plan (spec/residency.md §3):
+// Validated unit ids, unit assignments and the explicit offload plan (residency.md §3):
 // the static description a ResidencyLedger is built from.
 #pragma once
 #include <array>

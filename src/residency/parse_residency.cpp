@@ -1,7 +1,7 @@
 // --residency text → LayerWeightResidency. Every key is checked against the same rules as the
 // typed constructors (OffloadConfig::create, DenseDiskStreamLoadOptions::create), so the CLI can
 // never build a policy the library would reject later; a policy that cannot apply is refused,
-// never ignored (spec/residency.md §12 "silent no-ops").
+// never ignored (residency.md §12 "silent no-ops").
 #include <charconv>
 #include <map>
 

@@ -1,5 +1,5 @@
 // The §2 policy family: validation rules and the per-variant table, verbatim from eredu
-// (spec/residency.md §2–§3); messages name the rule so a CLI user can fix the value.
+// (residency.md §2–§3); messages name the rule so a CLI user can fix the value.
 #include <algorithm>
 #include <nlohmann/json.hpp>
 

@@ -1,4 +1,4 @@
-// The background prefetch worker of dense streaming (spec/residency.md §6–§7): one thread
+// The background prefetch worker of dense streaming (residency.md §6–§7): one thread
 // materialising host copies ahead of execution from a FIFO, bounded queue. Duplicate keys
 // coalesce; a full queue either refuses (submit) or backpressures the submitter (submit_blocking)
 // but never drops admitted work; cancel_all fences everything submitted so far by generation;

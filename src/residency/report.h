@@ -1,4 +1,4 @@
-// Residency telemetry (spec/residency.md §7–§8). Counters saturate instead of wrapping; a pass
+// Residency telemetry (residency.md §7–§8). Counters saturate instead of wrapping; a pass
 // report is the delta between two snapshots, and accumulating passes sums counters and takes the
 // maximum of peaks, so an aborted forward (never committed) changes nothing.
 #pragma once

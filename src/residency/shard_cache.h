@@ -1,4 +1,4 @@
-// The weight store's shard cache (spec/residency.md §7): bounds how many payload sources (the
+// The weight store's shard cache (residency.md §7): bounds how many payload sources (the
 // .onnx file, each external-data file) are open at once. It bounds a COUNT, not bytes: a source
 // reads by pread and holds no payload. Least recently used unleased shards are closed first; a
 // shard leased by an in-flight read is never closed under it.

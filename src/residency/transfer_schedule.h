@@ -1,4 +1,4 @@
-// DenseTransferSchedule (spec/residency.md §6): the ordered, bounded cursor of dense streaming.
+// DenseTransferSchedule (residency.md §6): the ordered, bounded cursor of dense streaming.
 // Units are admitted strictly in execution order and at most `capacity` transfers are ready at
 // once, so the device never holds more than the current and the next unit.
 #pragma once
