@@ -30,7 +30,7 @@ fi
 mkdir -p "$out/crashes"
 
 # Sources per target, relative to the repository root.
-common=(src/core/*.cpp src/memory/accounting.cpp)
+common=(src/core/*.cpp)
 reader=("${common[@]}" src/onnx/*.cpp src/io/byte_source.cpp src/graph/graph.cpp)
 cd "$root"
 declare -A srcs libs

@@ -4,8 +4,9 @@
 #include <cmath>
 #include <string>
 
+#include "core/mask_bytes.h"
 #include "core/parallel.h"
-#include "masking/mask_bytes.h"
+#include "masking/otsu.h"
 #include "qsmcore/error.h"
 #include "qsmcore/masking.h"
 #include "qsmcore/unwrap.h"

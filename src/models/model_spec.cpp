@@ -6,14 +6,11 @@
 #include <algorithm>
 #include <limits>
 
-#include "memory/saturating.h"
+#include "core/saturating.h"
 #include "qsmcore/error.h"
 
 namespace qsmcore {
 namespace {
-
-using memory::saturating_add;
-using memory::saturating_mul;
 
 const NetworkMemory& measured_memory(const ModelSpec& spec) {
   if (!spec.memory)

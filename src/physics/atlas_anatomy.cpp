@@ -23,8 +23,8 @@
 #include <optional>
 #include <vector>
 
+#include "core/mask_bytes.h"
 #include "core/parallel.h"
-#include "masking/mask_bytes.h"
 #include "physics/atlas_labels.h"
 #include "physics/distance_transform.h"
 #include "qsmcore/error.h"

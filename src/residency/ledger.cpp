@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <tuple>
 
-#include "memory/saturating.h"
+#include "core/saturating.h"
 
 namespace qsmcore::residency {
 namespace {
@@ -150,7 +150,7 @@ void ResidencyLedger::remove_locked(const std::string&, Unit& u, int s, bool cou
   --count_[s];
   if (count_eviction) {
     ++evictions_[s].count;
-    evictions_[s].bytes = memory::saturating_add(evictions_[s].bytes, b);
+    evictions_[s].bytes = saturating_add(evictions_[s].bytes, b);
   }
   u.copies[s].reset();
 }
@@ -315,9 +315,9 @@ Status<LedgerError> ResidencyLedger::pin(const std::string& id, MemoryTier tier,
   if (!u) return unit_error(K::UnknownUnit, id, tier);
   auto& c = u->copies[slot(tier)];
   if (!c || c->state != CopyState::Resident) return unit_error(K::NotResident, id, tier);
-  c->pins = memory::saturating_add(c->pins, 1);
+  c->pins = saturating_add(c->pins, 1);
   c->last_used = ++tick_;
-  c->frequency = memory::saturating_add(c->frequency, demand);
+  c->frequency = saturating_add(c->frequency, demand);
   return std::monostate{};
 }
 

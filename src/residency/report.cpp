@@ -5,12 +5,11 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "memory/saturating.h"
+#include "core/saturating.h"
 #include "qsmcore/error.h"
 
 namespace qsmcore::residency {
 
-using memory::saturating_add;
 using Json = nlohmann::ordered_json;
 
 namespace {

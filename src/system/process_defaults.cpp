@@ -1,9 +1,9 @@
-// The public face of process_limits (qsmcore/process_limits.h) and the resolution of
-// ModelOptions' automatic defaults.
+// The public face of process_limits (qsmcore/process_limits.h): the CPUs and the memory budget
+// this process may use. ModelOptions' automatic defaults built on them are the engine's
+// (runtime/model_defaults.cpp).
 #include <algorithm>
 #include <cstdio>
 
-#include "qsmcore/onnx_model.h"
 #include "qsmcore/process_limits.h"
 #include "system/process_limits.h"
 
@@ -34,16 +34,6 @@ MemBudget process_mem_budget() {
   b.source =
       limit->source + " " + mib_text(limit->value) + " less a reserve of " + mib_text(reserve) + " (64 MiB + 5 %)";
   return b;
-}
-
-ModelOptions with_process_defaults(ModelOptions o) {
-  if (o.threads <= 0) o.threads = usable_cpus();
-  if (o.mem_budget < 0) {
-    const MemBudget b = process_mem_budget();
-    o.mem_budget = b.bytes;
-    o.mem_budget_source = b.source;
-  }
-  return o;
 }
 
 }  // namespace qsmcore

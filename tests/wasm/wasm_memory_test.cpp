@@ -138,7 +138,7 @@ TEST(WasmMemory, RunBeyondTheHeapMaximumIsRefusedBeforeItAllocates) {
 }
 
 // Repeated runs of one plan keep the heap where one run left it: a freed arena is kept for the
-// next run of its size (memory/accounting.cpp). Without that, a small allocation between runs
+// next run of its size (core/accounting.cpp). Without that, a small allocation between runs
 // took the start of the freed arena and the next one went on top: the shipped network at 64³
 // grew from 55.1 MiB after one run to 84.9 MiB after three.
 TEST(WasmMemory, RepeatedRunsDoNotGrowTheHeap) {

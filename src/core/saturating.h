@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <limits>
 
-namespace qsmcore::memory {
+namespace qsmcore {
 
 constexpr std::uint64_t kSaturated = std::numeric_limits<std::uint64_t>::max();
 
@@ -18,4 +18,4 @@ inline std::uint64_t saturating_add(std::uint64_t a, std::uint64_t b) {
   return __builtin_add_overflow(a, b, &r) ? kSaturated : r;
 }
 
-}  // namespace qsmcore::memory
+}  // namespace qsmcore

@@ -6,15 +6,13 @@
 #include <limits>
 #include <string>
 
-#include "memory/saturating.h"
+#include "core/saturating.h"
 #include "qsmcore/error.h"
 
 namespace qsmcore {
 namespace {
 
-constexpr std::uint64_t kMax = memory::kSaturated;
-using memory::saturating_add;
-using memory::saturating_mul;
+constexpr std::uint64_t kMax = kSaturated;
 std::uint64_t voxels_in_cube(std::uint64_t p) { return saturating_mul(saturating_mul(p, p), p); }
 
 std::string cubed(std::size_t p) { return std::to_string(p) + "\u00b3"; }

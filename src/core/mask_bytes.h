@@ -1,9 +1,11 @@
-// Internal mask operations on one byte per voxel (0 = outside, 1 = inside), which the public
-// Volume functions of qsmcore/masking.h and brain_mask share: a mask as f64 would cost 8 bytes a
-// voxel for a bit of information. Every work array here is accounted (AccountedArray).
+// Masks as one byte per voxel (0 = outside, 1 = inside) and their 6-connected morphology, shared
+// by the brain masks (src/masking/, behind the Volume functions of qsmcore/masking.h) and the
+// phantoms (src/physics/atlas_anatomy.cpp): a mask as f64 would cost 8 bytes a voxel for a bit of
+// information. It lives in core, below both, so that physics does not reach up into masking
+// (docs/architecture.md, "Folders and what each may use"); the names stay in qsmcore::masking.
+// Every work array here is accounted (AccountedArray).
 #pragma once
 #include <cstdint>
-#include <span>
 
 #include "core/accounted_array.h"
 #include "qsmcore/volume.h"
@@ -25,15 +27,5 @@ void dilate(MaskBytes& m, const Dims3& d, int iterations);
 void fill_holes(MaskBytes& m, const Dims3& d, std::int64_t max_voxels);
 /// Keeps the largest 6-connected component (the first in index order on a tie).
 void keep_largest(MaskBytes& m, const Dims3& d);
-
-/// Otsu's threshold over `bins` equal bins of [min, max] of the values (Otsu 1979,
-/// doi:10.1109/TSMC.1979.4310076): the upper edge of the lower class that maximises the
-/// between-class variance. Error{InvalidInput} naming `what` for no values, NaN/Inf, or a
-/// constant range.
-template <class T>
-double otsu(std::span<const T> values, int bins, const char* what);
-
-extern template double otsu<float>(std::span<const float>, int, const char*);
-extern template double otsu<double>(std::span<const double>, int, const char*);
 
 }  // namespace qsmcore::masking
