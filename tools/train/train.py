@@ -10,6 +10,14 @@ from a pool of 64³ samples; a few pool entries are replaced with new samples ev
 the mask (what QSM-CI scores) plus half the same for the spatial gradient (edges; HFEN/XSIM).
 Every `--eval-every` iterations the net and TKD are scored on held-out samples of another seed;
 the log is a TSV with the CPU time so far, so a resumed run reports the total.
+
+Issue 53 (brain-like data; the defaults above reproduce the shipped network unchanged):
+  nice -n 10 /usr/bin/python3 tools/train/train.py --out build/train-anatomy --data mix \
+      --init-onnx models/qsmcore-invnet.onnx --threads 1 --log tools/train/train_log_anatomy.tsv
+`--data mix` draws each crop from the synth_anatomy.py pool (atlas-based, never Colin27) with
+probability `--anatomy-frac`, else from the synth.py pool; validation adds 6 anatomy samples of
+another seed (columns heldout_anat_*). `--init-onnx` starts from the weights in an exported file
+(fine-tuning the shipped network); a checkpoint, when present, takes precedence.
 """
 import argparse
 import os
@@ -21,6 +29,7 @@ import torch
 
 import model
 import synth
+import synth_anatomy
 
 CROP = 40
 
@@ -78,6 +87,19 @@ def nrmse(pred, chi, mask):
     return 100.0 * float(np.linalg.norm((pred - chi)[m]) / np.linalg.norm(chi[m]))
 
 
+def init_from_onnx(net, path):
+    """Copies the initializers of an export.py file (named like the state dict) into `net`."""
+    import onnx
+    from onnx import numpy_helper
+
+    st = net.state_dict()
+    got = {i.name: numpy_helper.to_array(i) for i in onnx.load(path).graph.initializer}
+    missing = [k for k in st if k not in got]
+    if missing:
+        raise SystemExit(f"{path}: no weights for {missing[:3]}… (another architecture?)")
+    net.load_state_dict({k: torch.from_numpy(got[k].copy()) for k in st})
+
+
 def evaluate(net, heldout):
     net.eval()
     out = []
@@ -111,6 +133,11 @@ def main():
     ap.add_argument("--ckpt-every", type=int, default=50)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--seed", type=int, default=20261201)
+    ap.add_argument("--data", choices=("synth", "mix"), default="synth")
+    ap.add_argument("--anatomy-frac", type=float, default=0.7)
+    ap.add_argument("--init-onnx", help="start from the weights of this exported file")
+    ap.add_argument("--log", help="log TSV (default OUT/train_log.tsv)")
+    ap.add_argument("--stop-at", help="UTC time HH:MM: stop there with a checkpoint (resume later)")
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
     torch.set_num_threads(a.threads)
@@ -119,7 +146,7 @@ def main():
     opt = torch.optim.Adam(net.parameters(), a.lr)
     sched = torch.optim.lr_scheduler.OneCycleLR(opt, a.lr, total_steps=a.iters, pct_start=0.05)
     ckpt = os.path.join(a.out, "last.pt")
-    log_path = os.path.join(a.out, "train_log.tsv")
+    log_path = a.log or os.path.join(a.out, "train_log.tsv")
     start, cpu_before = 0, 0.0
     # The pool is rebuilt from the seed on resume (a checkpoint stays small); the RNG states that
     # drive crops and refreshes are restored, so a resumed run continues the same sequence of
@@ -128,6 +155,14 @@ def main():
     crop_rng = np.random.default_rng(a.seed + 1)
     heldout_rng = np.random.default_rng(a.seed + 1000)
     heldout = [synth.make_sample(heldout_rng) for _ in range(6)]
+    mix = a.data == "mix"
+    if mix:  # separate generators, so the synth stream is the one the default run draws
+        canon = synth_anatomy.load_canon()
+        anat_rng = np.random.default_rng(a.seed + 2)
+        n_anat = int(round(a.pool * a.anatomy_frac))
+        anat_pool = [sample_tensors(synth_anatomy.make_sample(anat_rng, canon)) for _ in range(n_anat)]
+        val_rng = np.random.default_rng(a.seed + 2000)
+        heldout_anat = [synth_anatomy.make_sample(val_rng, canon) for _ in range(6)]
     if os.path.exists(ckpt):
         st = torch.load(ckpt)
         net.load_state_dict(st["net"])
@@ -136,15 +171,36 @@ def main():
         start, cpu_before = st["iter"], st["cpu"]
         crop_rng.bit_generator.state = st["crop_rng"]
         data_rng.bit_generator.state = st["data_rng"]
+        if mix and "anat_rng" in st:
+            anat_rng.bit_generator.state = st["anat_rng"]
         print(f"resumed at iteration {start}, {cpu_before:.0f} CPU s so far", flush=True)
     else:
+        if a.init_onnx:
+            init_from_onnx(net, a.init_onnx)
         with open(log_path, "w") as f:
-            f.write("iter\tloss\tlr\twall_s\tcpu_s_total\theldout_nrmse_net\theldout_nrmse_tkd\n")
+            f.write("iter\tloss\tlr\twall_s\tcpu_s_total\theldout_nrmse_net\theldout_nrmse_tkd"
+                    + ("\theldout_anat_net\theldout_anat_tkd" if mix else "") + "\n")
     t0, cpu0 = time.time(), cpu_seconds()
     running = None
     stop = min(a.iters, a.stop_after) if a.stop_after > 0 else a.iters
+    deadline = None
+    if a.stop_at:
+        import datetime as dt
+
+        now = dt.datetime.now(dt.timezone.utc)
+        hh, mm = (int(v) for v in a.stop_at.split(":"))
+        deadline = now.replace(hour=hh, minute=mm, second=0, microsecond=0)
+        if deadline <= now:
+            deadline += dt.timedelta(days=1)
+        deadline = deadline.timestamp()
     for it in range(start, stop):
-        x, y = batch(crop_rng, pool, a.batch)
+        if deadline is not None and time.time() >= deadline:
+            stop = it  # checkpoint what we have and leave
+            break
+        if mix and crop_rng.random() < a.anatomy_frac:
+            x, y = batch(crop_rng, anat_pool, a.batch)
+        else:
+            x, y = batch(crop_rng, pool, a.batch)
         loss = loss_fn(net(x), y)
         opt.zero_grad()
         loss.backward()
@@ -155,20 +211,28 @@ def main():
         if done % a.refresh_every == 0:
             for _ in range(a.refresh):
                 pool[data_rng.integers(len(pool))] = sample_tensors(synth.make_sample(data_rng))
-        ev = ("", "")
+                if mix:
+                    anat_pool[anat_rng.integers(len(anat_pool))] = sample_tensors(
+                        synth_anatomy.make_sample(anat_rng, canon))
+        ev = ("", "") + (("", "") if mix else ())
         if done % a.eval_every == 0 or done == stop:
             n, t = evaluate(net, heldout)
             ev = (f"{n:.2f}", f"{t:.2f}")
+            if mix:
+                n, t = evaluate(net, heldout_anat)
+                ev += (f"{n:.2f}", f"{t:.2f}")
         cpu_total = cpu_before + cpu_seconds() - cpu0
         if done % 10 == 0 or ev[0]:
             with open(log_path, "a") as f:
                 f.write(f"{done}\t{running:.5f}\t{sched.get_last_lr()[0]:.2e}\t{time.time() - t0:.0f}\t"
-                        f"{cpu_total:.0f}\t{ev[0]}\t{ev[1]}\n")
+                        f"{cpu_total:.0f}\t" + "\t".join(ev) + "\n")
             print(f"iter {done} loss {running:.4f} cpu {cpu_total:.0f}s {ev}", flush=True)
-        if done % a.ckpt_every == 0 or done == stop:
+        if done % a.ckpt_every == 0 or done == stop or (deadline is not None and time.time() >= deadline):
             st = {"net": net.state_dict(), "opt": opt.state_dict(), "sched": sched.state_dict(), "iter": done,
                   "cpu": cpu_total, "crop_rng": crop_rng.bit_generator.state,
                   "data_rng": data_rng.bit_generator.state, "base": a.base}
+            if mix:
+                st["anat_rng"] = anat_rng.bit_generator.state
             torch.save(st, ckpt + ".tmp")
             os.replace(ckpt + ".tmp", ckpt)
 
