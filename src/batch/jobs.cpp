@@ -20,6 +20,12 @@ const Attempt* Jobs::latest(const std::string& subject) const {
   return nullptr;
 }
 
+const Attempt* Jobs::latest(const std::string& subject, const std::string& fingerprint) const {
+  for (auto it = attempts.rbegin(); it != attempts.rend(); ++it)
+    if (it->subject == subject && it->fingerprint == fingerprint) return &*it;
+  return nullptr;
+}
+
 std::vector<std::string> Jobs::job_ids() const {
   std::vector<std::string> ids;
   for (const auto& a : attempts)
@@ -47,6 +53,7 @@ Jobs read_jobs(const std::string& out_dir) {
       t.finished = a.at("finished");
       t.exit_code = a.at("exit_code");
       t.signal = a.at("signal");
+      t.fingerprint = a.value("fingerprint", "");  // records written before fingerprints have none
       jobs.attempts.push_back(std::move(t));
     }
     jobs.summary_jobs = j.at("summary_jobs").get<std::vector<std::string>>();
@@ -70,7 +77,8 @@ void write_jobs(const std::string& out_dir, const Jobs& jobs) {
                              {"number", a.number},
                              {"finished", a.finished},
                              {"exit_code", a.exit_code},
-                             {"signal", a.signal}});
+                             {"signal", a.signal},
+                             {"fingerprint", a.fingerprint}});
   j["summary_jobs"] = jobs.summary_jobs;
   const std::string text = j.dump(1) + "\n";
   io::write_file_atomically(fs::path(out_dir) / "jobs.json", std::as_bytes(std::span(text)));

@@ -19,6 +19,10 @@ struct Attempt {
   // local: how the child ended (finished = false while running, or when the runner died first)
   bool finished = false;
   int exit_code = -1, signal = 0;
+  /// The subject's fingerprint in the plan it was made under (SubjectPlan::fingerprint): a
+  /// folder planned again for another model or other inputs does not take its old attempts
+  /// for this plan's.
+  std::string fingerprint;
 };
 
 struct Jobs {
@@ -26,6 +30,9 @@ struct Jobs {
   std::vector<std::string> summary_jobs;  // the afterany jobs that run `qsm batch status`
   /// The last attempt at `subject`; nullptr if it was never run.
   const Attempt* latest(const std::string& subject) const;
+  /// The last attempt at `subject` made under the plan whose fingerprint for it is
+  /// `fingerprint`; nullptr if none was.
+  const Attempt* latest(const std::string& subject, const std::string& fingerprint) const;
   std::vector<std::string> job_ids() const;  // every slurm job id, once
 };
 

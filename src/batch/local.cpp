@@ -51,7 +51,8 @@ int run_local(const BatchPlan& p, Jobs& jobs, const LocalOptions& o) {
       a.kind = "local";
       a.mem_mib = s->mem_mib;
       a.time_min = s->time_min;
-      const Attempt* last = jobs.latest(s->id);
+      a.fingerprint = s->fingerprint;
+      const Attempt* last = jobs.latest(s->id, s->fingerprint);
       a.number = last ? last->number + 1 : 1;
       jobs.attempts.push_back(a);
       running[pid] = jobs.attempts.size() - 1;

@@ -2,12 +2,17 @@
 #include "batch/manifest.h"
 
 #include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <set>
 #include <sstream>
+#include <string_view>
 
 #include "qsmcore/error.h"
+#include "qsmcore/physics.h"
 
 namespace qsmcore::batch {
 namespace {
@@ -101,6 +106,22 @@ std::string absolute_cell(const std::string& cell, const fs::path& folder, bool 
   return out;
 }
 
+// What is wrong with a cell whose column holds numbers or a unit ("" when nothing): checked as
+// the row is read, so a subject's error names its line and column.
+std::string cell_problem(const std::string& column, const std::string& value, int line) {
+  const std::string where = "line " + std::to_string(line);
+  try {
+    if (column == "te") cell_numbers(value, column, where);
+    if (column == "b0") cell_number(value, column, where);
+    if (column == "b0_dir") parse_b0_dir(value);
+    if (column == "unit") parse_field_unit(value);
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    return m.rfind(where, 0) == 0 ? m : where + ", column '" + column + "': " + m;
+  }
+  return "";
+}
+
 ManifestRow read_row(const std::vector<std::string>& header, const std::vector<std::string>& cells,
                      const fs::path& folder, int line, const Schema& schema) {
   ManifestRow r;
@@ -115,12 +136,40 @@ ManifestRow read_row(const std::vector<std::string>& header, const std::vector<s
     if (r.error.empty() && c != "id" && r.values.count(c) == 0)
       r.error = "line " + std::to_string(line) + (c == "in" ? " names no input" : " names no " + c) + " (column '" + c +
                 "' is empty)";
-  for (auto& [column, value] : r.values)
+  for (auto& [column, value] : r.values) {
     if (schema.paths.count(column)) value = absolute_cell(value, folder, schema.lists);
+    if (const std::string bad = cell_problem(column, value, line); r.error.empty() && !bad.empty()) r.error = bad;
+  }
   return r;
 }
 
 }  // namespace
+
+double cell_number(const std::string& text, const std::string& column, const std::string& where) {
+  const char* begin = text.c_str();
+  char* end = nullptr;
+  errno = 0;
+  const double v = std::strtod(begin, &end);
+  const bool whole = end != begin && std::string_view(end).find_first_not_of(" \t") == std::string_view::npos;
+  if (!whole || errno == ERANGE || !std::isfinite(v))
+    throw Error(ErrorKind::InvalidInput, where + ", column '" + column + "': '" + text + "' is not a number");
+  return v;
+}
+
+std::vector<double> cell_numbers(const std::string& text, const std::string& column, const std::string& where) {
+  std::vector<double> v;
+  for (std::size_t a = 0; a <= text.size();) {
+    const std::size_t b = std::min(text.find(',', a), text.size());
+    try {
+      v.push_back(cell_number(text.substr(a, b - a), column, where));
+    } catch (const Error&) {
+      throw Error(ErrorKind::InvalidInput, where + ", column '" + column + "': '" + text + "' holds '" +
+                                               text.substr(a, b - a) + "', which is not a number");
+    }
+    a = b + 1;
+  }
+  return v;
+}
 
 const std::vector<std::string>& manifest_columns() {
   static const std::vector<std::string> c{"id",  "in", "mask", "magnitude", "r2star", "r2prime",

@@ -33,6 +33,12 @@ std::vector<ManifestRow> read_manifest(const std::string& path);
 /// The columns of a pipeline cohort's manifest: id, magnitude, phase, mask, te, b0, b0_dir.
 const std::vector<std::string>& pipeline_manifest_columns();
 
+/// A number in a cell (`where`: "cohort.tsv line 3" or a sidecar's path): Error{InvalidInput}
+/// "WHERE, column 'COLUMN': 'TEXT' is not a number" where std::stod would have said "stod".
+double cell_number(const std::string& text, const std::string& column, const std::string& where);
+/// A comma-separated list of them (te: one echo time per echo).
+std::vector<double> cell_numbers(const std::string& text, const std::string& column, const std::string& where);
+
 /// Reads a pipeline cohort's TSV manifest (`id`, `magnitude` and `phase` required). Each file of
 /// a comma-separated list becomes absolute, as the single paths of read_manifest do.
 std::vector<ManifestRow> read_pipeline_manifest(const std::string& path);

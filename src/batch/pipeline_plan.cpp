@@ -153,9 +153,8 @@ void check_echo_times(const PipelineScan& s, std::int64_t echoes) {
 // The plan's time per voxel-echo from one run of the pipeline here, on `s`.
 double time_one_run(const PipelineScan& s, const PlanOptions& o) {
   ScanOverrides ov;
-  for (const auto& t : split_commas(s.te))
-    if (!t.empty()) ov.te_s.push_back(std::stod(t));
-  if (!s.b0.empty()) ov.b0_t = std::stod(s.b0);
+  if (!s.te.empty()) ov.te_s = cell_numbers(s.te, "te", s.source);
+  if (!s.b0.empty()) ov.b0_t = cell_number(s.b0, "b0", s.source);
   if (!s.b0_dir.empty()) ov.b0_dir = parse_b0_dir(s.b0_dir);
   ov.phase_scale = o.phase_scale;
   FieldPipelineOptions opts = o.pipeline_opts;

@@ -8,10 +8,12 @@
 #include <filesystem>
 
 #include "batch/bids.h"
+#include "batch/fingerprint.h"
 #include "batch/manifest.h"
 #include "batch/pipeline_plan.h"
 #include "batch/slurm.h"
 #include "io/nifti.h"
+#include "io/sha256.h"
 #include "memory/byte_size.h"
 #include "qsmcore/error.h"
 #include "qsmcore/models.h"
@@ -108,7 +110,8 @@ void fill(Volume& v, const std::string& role) {
   }
 }
 
-SyntheticInputs synthetic_inputs(const ManifestRow& row, const SubjectGrid& g, const NetworkNeeds& needs) {
+SyntheticInputs synthetic_inputs(const ManifestRow& row, const SubjectGrid& g, const NetworkNeeds& needs,
+                                 const std::string& where) {
   SyntheticInputs s;
   s.volumes.reserve(g.roles.size());
   for (const auto& role : g.roles) {
@@ -139,16 +142,11 @@ SyntheticInputs synthetic_inputs(const ManifestRow& row, const SubjectGrid& g, c
   auto value = [&](const char* c) { return row.values.count(c) ? row.values.at(c) : std::string(); };
   const bool phase = needs.field_kind == "wrapped phase";
   s.in.field_unit = !value("unit").empty() ? parse_field_unit(value("unit")) : phase ? FieldUnit::Rad : FieldUnit::Ppm;
-  if (!value("b0").empty()) s.in.b0_tesla = std::stod(value("b0"));
+  // Checked as the manifest was read (a BIDS row's from its sidecars): these name the cell anyway.
+  if (!value("b0").empty()) s.in.b0_tesla = cell_number(value("b0"), "b0", where);
   if (!value("b0_dir").empty()) s.in.b0_dir = parse_b0_dir(value("b0_dir"));
   if (!value("te").empty()) {
-    std::vector<double> tes;
-    std::string t = value("te");
-    for (std::size_t a = 0; a <= t.size();) {
-      const std::size_t b = std::min(t.find(',', a), t.size());
-      tes.push_back(std::stod(t.substr(a, b - a)));
-      a = b + 1;
-    }
+    const std::vector<double> tes = cell_numbers(value("te"), "te", where);
     if (tes.size() == 1)
       s.in.te_s = tes[0];
     else
@@ -236,7 +234,7 @@ void calibrate(BatchPlan& p, const ModelSpec& spec, const PlanOptions& o, const 
   }
   if (smallest == nullptr) return;
   const SubjectGrid g = read_headers(*row);
-  const SyntheticInputs in = synthetic_inputs(*row, g, needs);
+  const SyntheticInputs in = synthetic_inputs(*row, g, needs, o.manifest + " line " + std::to_string(row->line));
   NetworkOptions opts = o.net;
   opts.progress = nullptr;
   opts.model.mem_budget = 0;
@@ -343,6 +341,10 @@ BatchPlan make_plan(const PlanOptions& o) {
     BatchPlan p = plan_base(o);
     plan_pipeline_subjects(o, p);
     assign_buckets(p);
+    std::vector<std::string> nets = o.pipeline_opts.mask_net_files;
+    nets.insert(nets.end(), o.pipeline_opts.inversion_network_files.begin(),
+                o.pipeline_opts.inversion_network_files.end());
+    fingerprint_plan(p, files_sha256(nets));
     return p;
   }
   const ModelSpec& spec = require_model(o.model_id);
@@ -351,7 +353,12 @@ BatchPlan make_plan(const PlanOptions& o) {
   p.model_id = o.model_id;
   FetchOptions fetch;
   fetch.verify = o.verify;
-  for (const ResolvedWeight& w : resolve_weights(spec, fetch)) p.model_files.push_back(fs::absolute(w.path).string());
+  std::vector<std::string> weight_sha256;
+  for (const ResolvedWeight& w : resolve_weights(spec, fetch)) {
+    p.model_files.push_back(fs::absolute(w.path).string());
+    // Hashed while verified; without --verify the file as it is (--no-verify: local weights).
+    weight_sha256.push_back(w.sha256.empty() ? io::sha256_file(w.path) : w.sha256);
+  }
   p.model_dir = fs::path(p.model_files.at(0)).parent_path().string();
 
   std::vector<ManifestRow> rows =
@@ -380,14 +387,16 @@ BatchPlan make_plan(const PlanOptions& o) {
       s.voxel_mm = g.primary.geometry.voxel_mm;
       s.input_bytes = g.input_bytes;
       const std::string key = grid_key(row, g);
-      if (!predictions.count(key)) predictions[key] = predict(spec, p.model_files, synthetic_inputs(row, g, needs), o);
+      const std::string where = o.manifest + " line " + std::to_string(row.line);
+      if (!predictions.count(key))
+        predictions[key] = predict(spec, p.model_files, synthetic_inputs(row, g, needs, where), o);
       const Prediction& pr = predictions.at(key);
       if (!pr.error.empty()) throw Error(ErrorKind::OutOfBudget, pr.error);
       s.predicted_bytes = pr.bytes;
       s.tiles = pr.tiles;
       s.tiles_in_flight = pr.in_flight;
       s.mem_mib = mem_request_mib(s.input_bytes + s.predicted_bytes);
-    } catch (const std::exception& e) {  // std::stod's too: a subject's error, the others go on
+    } catch (const std::exception& e) {  // a subject's error, the others go on
       s.error = e.what();
     }
     p.subjects.push_back(std::move(s));
@@ -397,6 +406,7 @@ BatchPlan make_plan(const PlanOptions& o) {
     if (s.error.empty())
       s.time_min = time_request_min(p.seconds_per_voxel, p.load_seconds, s.dims[0] * s.dims[1] * s.dims[2]);
   assign_buckets(p);
+  fingerprint_plan(p, weight_sha256);
   return p;
 }
 

@@ -59,6 +59,10 @@ struct SubjectPlan {
   std::string bucket;  // "" while not runnable
   std::string error;   // why it cannot run (its input, its size); "" = planned
   std::string out, report, preview, log_local;
+  /// What makes an output this plan's (batch/fingerprint.h): the plan's fingerprint with this
+  /// subject's arguments and its input files' paths, sizes and mtimes. "" in plans written
+  /// before fingerprints (their outputs count as they did).
+  std::string fingerprint;
   /// BIDS echoes given one file each: the task stacks `files` into `path` (one frame per echo)
   /// before it runs, when `path` does not exist yet.
   struct Stack {
@@ -87,6 +91,9 @@ struct BatchPlan {
   std::string partition, account;
   std::vector<SubjectPlan> subjects;
   std::vector<Bucket> buckets;
+  /// The model id (or "pipeline"), the weights' SHA-256 and the run arguments, hashed
+  /// (batch/fingerprint.h); "" in plans written before fingerprints.
+  std::string fingerprint;
 
   const SubjectPlan* find(const std::string& id) const;
   bool is_pipeline() const { return kind == "pipeline"; }

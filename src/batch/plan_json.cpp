@@ -32,6 +32,7 @@ json subject_json(const SubjectPlan& s) {
           {"report", s.report},
           {"preview", s.preview},
           {"log_local", s.log_local},
+          {"fingerprint", s.fingerprint},
           {"stacks", [&] {
              json a = json::array();
              for (const auto& st : s.stacks) a.push_back({{"path", st.path}, {"files", st.files}});
@@ -58,6 +59,7 @@ SubjectPlan subject_from(const json& j) {
   s.report = j.at("report");
   s.preview = j.at("preview");
   s.log_local = j.at("log_local");
+  s.fingerprint = j.value("fingerprint", "");  // plans written before fingerprints have none
   for (const auto& st : j.at("stacks"))
     s.stacks.push_back({st.at("path"), st.at("files").get<std::vector<std::string>>()});
   return s;
@@ -67,6 +69,7 @@ json plan_json(const BatchPlan& p) {
   json j;
   j["format"] = "qsm batch plan 1";
   j["kind"] = p.kind;
+  j["fingerprint"] = p.fingerprint;
   j["model"] = {{"id", p.model_id}, {"files", p.model_files}, {"dir", p.model_dir}};
   j["manifest"] = p.manifest;
   j["out_dir"] = p.out_dir;
@@ -115,6 +118,7 @@ BatchPlan read_plan(const std::string& out_dir) {
     BatchPlan p;
     p.kind = j.value("kind", "network");  // plans written before pipelines were planned are networks'
     if (p.kind != "network" && p.kind != "pipeline") throw Error(ErrorKind::InvalidInput, "unknown kind " + p.kind);
+    p.fingerprint = j.value("fingerprint", "");
     p.model_id = j.at("model").at("id");
     p.model_files = j.at("model").at("files").get<std::vector<std::string>>();
     p.model_dir = j.at("model").at("dir");

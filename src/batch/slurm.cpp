@@ -100,21 +100,33 @@ std::string sbatch(const std::vector<std::string>& args) {
   return id;
 }
 
-std::map<std::string, TaskRecord> task_records(const std::vector<std::string>& job_ids) {
-  std::map<std::string, TaskRecord> records;
-  if (job_ids.empty()) return records;
+SchedulerAnswer query_tasks(const std::vector<std::string>& job_ids) {
+  SchedulerAnswer a;
+  if (job_ids.empty()) return a;
   const auto c = cluster_config();
   if (c.count("JobCompType") && c.at("JobCompType") == "jobcomp/filetxt" && c.count("JobCompLoc"))
-    read_jobcomp(c.at("JobCompLoc"), job_ids, records);
+    read_jobcomp(c.at("JobCompLoc"), job_ids, a.records);
   const auto acct =
       system::run_command({"sacct", "-n", "-P", "-X", "-j", joined(job_ids), "--format=JobID,State,ExitCode"});
-  if (acct.exit_code == 0) read_table(acct.out, records, false);
+  if (acct.exit_code == 0) read_table(acct.out, a.records, false);
   // Each id alone: squeue refuses the whole list when one id is no longer known.
   for (const auto& id : job_ids) {
     const auto q = system::run_command({"squeue", "-h", "-r", "-t", "all", "-j", id, "-o", "%i|%T|%r"});
-    if (q.exit_code == 0) read_table(q.out, records, true);
+    if (q.exit_code == 0) {
+      read_table(q.out, a.records, true);
+    } else if ((q.err + q.out).find("Invalid job id") == std::string::npos) {
+      const std::string said = trim(q.err + q.out);
+      a.silent[id] = "squeue -j " + id + " failed, exit " + std::to_string(q.exit_code) +
+                     (q.exit_code == 127 ? " (squeue not found)"
+                      : said.empty()     ? ""
+                                         : ": " + said);
+    }
   }
-  return records;
+  return a;
+}
+
+std::map<std::string, TaskRecord> task_records(const std::vector<std::string>& job_ids) {
+  return query_tasks(job_ids).records;
 }
 
 }  // namespace qsmcore::batch

@@ -23,8 +23,20 @@ struct TaskRecord {
   std::string exit_code;  // "0:9" (code:signal) where known
 };
 
-/// What the scheduler knows of the array tasks of `job_ids`, keyed "JOB_INDEX": squeue (live
-/// and recently finished), then sacct (where accounting runs), then the jobcomp/filetxt log.
+/// What the scheduler said of the array tasks of some jobs.
+struct SchedulerAnswer {
+  std::map<std::string, TaskRecord> records;  // keyed "JOB_INDEX"
+  /// The jobs squeue did not answer about (it failed: the controller down or unreachable, the
+  /// command missing), with its message. squeue lists every job the controller still knows,
+  /// queued, running or recently finished, and says "Invalid job id" of one it has forgotten
+  /// (finished long ago): only a failure of another kind leaves a task's fate unknown.
+  std::map<std::string, std::string> silent;
+};
+
+/// What the scheduler knows of the array tasks of `job_ids`: squeue (live and recently
+/// finished), then sacct (where accounting runs), then the jobcomp/filetxt log.
+SchedulerAnswer query_tasks(const std::vector<std::string>& job_ids);
+/// query_tasks(job_ids).records.
 std::map<std::string, TaskRecord> task_records(const std::vector<std::string>& job_ids);
 
 }  // namespace qsmcore::batch

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "batch/fingerprint.h"
 #include "io/atomic_file.h"
 
 namespace qsmcore::batch {
@@ -67,8 +68,8 @@ bool in(const std::string& s, std::initializer_list<const char*> set) {
   return false;
 }
 
-void classify_slurm(const Attempt& a, const std::map<std::string, TaskRecord>& records, const LogVerdict& log,
-                    SubjectStatus& st) {
+void classify_slurm(const Attempt& a, const std::map<std::string, TaskRecord>& records,
+                    const std::map<std::string, std::string>& silent, const LogVerdict& log, SubjectStatus& st) {
   const auto it = records.find(a.job_id + "_" + std::to_string(a.index));
   const TaskRecord* r = it == records.end() ? nullptr : &it->second;
   const std::string state = r ? r->state : "";
@@ -89,6 +90,11 @@ void classify_slurm(const Attempt& a, const std::map<std::string, TaskRecord>& r
     st.state = "failed";
     st.error = "JobState " + state + (r->exit_code.empty() ? "" : ", ExitCode " + r->exit_code) +
                (r->reason.empty() || r->reason == "None" ? "" : ", " + r->reason) + ", and no report";
+  } else if (const auto quiet = silent.find(a.job_id); quiet != silent.end()) {
+    st.state = "unknown";
+    st.scheduler_silent = true;
+    st.error = "the scheduler did not answer about job " + a.job_id + " (" + quiet->second +
+               "): the task may still be queued or running";
   } else {
     st.state = "unknown";
     st.error = "the scheduler has no record of the task and it wrote no report";
@@ -120,30 +126,38 @@ std::string attempt_log(const BatchPlan& p, const Attempt& a) {
 }
 
 std::vector<SubjectStatus> classify(const BatchPlan& p, const Jobs& jobs,
-                                    const std::map<std::string, TaskRecord>& records) {
+                                    const std::map<std::string, TaskRecord>& records,
+                                    const std::map<std::string, std::string>& silent) {
   std::vector<SubjectStatus> out;
   for (const SubjectPlan& s : p.subjects) {
     SubjectStatus st;
     st.id = s.id;
     st.mem_mib = s.mem_mib;
     st.predicted_bytes = s.input_bytes + s.predicted_bytes;
-    const Attempt* a = jobs.latest(s.id);
-    for (const auto& x : jobs.attempts) st.attempts += x.subject == s.id ? 1 : 0;
+    // This plan's attempts only: those of an earlier plan of the folder ran something else.
+    const Attempt* a = jobs.latest(s.id, s.fingerprint);
+    for (const auto& x : jobs.attempts) st.attempts += x.subject == s.id && x.fingerprint == s.fingerprint ? 1 : 0;
     if (a != nullptr) {
       st.mem_mib = a->mem_mib;
       st.where = a->kind == "local" ? "local" : "slurm job " + a->job_id + " task " + std::to_string(a->index);
     }
-    if (read_report(s, st)) {
+    const bool reported = read_report(s, st);
+    if (reported && report_is_this_plans(s)) {
       st.state = "done";
     } else if (!s.error.empty()) {
       st.state = "failed";
       st.error = s.error;
     } else if (a == nullptr) {
       st.state = "planned";
+      if (reported) st.error = "its outputs were made under another plan (fingerprint.h): not counted";
     } else if (a->kind == "local") {
       classify_local(*a, read_log(attempt_log(p, *a)), st);
     } else {
-      classify_slurm(*a, records, read_log(attempt_log(p, *a)), st);
+      classify_slurm(*a, records, silent, read_log(attempt_log(p, *a)), st);
+    }
+    if (st.state != "done") {  // figures read from another plan's report are not this plan's
+      st.peak_rss_bytes = st.measured_bytes = 0;
+      st.seconds = 0;
     }
     out.push_back(std::move(st));
   }
@@ -154,7 +168,9 @@ void write_status(const BatchPlan& p, const std::vector<SubjectStatus>& st) {
   json j = json::array();
   std::string tsv = "id\tstate\tattempts\tmem_mib\tpredicted_mib\tpeak_rss_mib\tseconds\twhere\terror\n";
   for (const auto& s : st) {
+    const SubjectPlan* planned = p.find(s.id);
     j.push_back({{"id", s.id},
+                 {"fingerprint", planned ? planned->fingerprint : std::string()},
                  {"state", s.state},
                  {"error", s.error},
                  {"where", s.where},
@@ -165,13 +181,38 @@ void write_status(const BatchPlan& p, const std::vector<SubjectStatus>& st) {
                  {"measured_bytes", s.measured_bytes},
                  {"seconds", s.seconds}});
     std::ostringstream row;
-    row << s.id << '\t' << s.state << '\t' << s.attempts << '\t' << s.mem_mib << '\t' << (s.predicted_bytes >> 20)
-        << '\t' << (s.peak_rss_bytes >> 20) << '\t' << s.seconds << '\t' << s.where << '\t' << s.error << '\n';
+    row << tsv_cell(s.id) << '\t' << tsv_cell(s.state) << '\t' << s.attempts << '\t' << s.mem_mib << '\t'
+        << (s.predicted_bytes >> 20) << '\t' << (s.peak_rss_bytes >> 20) << '\t' << s.seconds << '\t'
+        << tsv_cell(s.where) << '\t' << tsv_cell(s.error) << '\n';
     tsv += row.str();
   }
   const std::string text = j.dump(1) + "\n";
   io::write_file_atomically(fs::path(p.out_dir) / "status.json", std::as_bytes(std::span(text)));
   io::write_file_atomically(fs::path(p.out_dir) / "status.tsv", std::as_bytes(std::span(tsv)));
+}
+
+std::string tsv_cell(const std::string& text) {
+  std::string out;
+  out.reserve(text.size());
+  for (const char c : text) {
+    switch (c) {
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      default:
+        out += c;
+    }
+  }
+  return out;
 }
 
 std::string status_text(const std::vector<SubjectStatus>& st) {

@@ -26,6 +26,8 @@ std::string submit_group(const BatchPlan& p, const TaskGroup& g, int number, Job
     a.mem_mib = script_mem_mib(script);
     a.time_min = script_time_min(script);
     a.number = number;
+    const SubjectPlan* s = p.find(tasks[k]);
+    a.fingerprint = s ? s->fingerprint : std::string();
     jobs.attempts.push_back(std::move(a));
   }
   write_jobs(p.out_dir, jobs);
@@ -48,10 +50,34 @@ std::string submit_summary(const BatchPlan& p, const std::vector<std::string>& i
   return "submitted the summary: job " + id + " (qsm batch status after all of them; DIR/status.tsv)";
 }
 
+// Error unless `force` when the scheduler did not answer about a subject's task.
+void refuse_blind_resubmission(const std::vector<SubjectStatus>& st, bool force) {
+  if (force) return;
+  std::vector<std::string> ids;
+  std::string why;
+  for (const SubjectStatus& x : st)
+    if (x.scheduler_silent) {
+      ids.push_back(x.id);
+      if (why.empty()) why = x.error;
+    }
+  if (ids.empty()) return;
+  std::string listed;
+  for (std::size_t k = 0; k < ids.size() && k < 5; ++k) listed += (k ? ", " : "") + ids[k];
+  if (ids.size() > 5) listed += ", ...";
+  throw Error(ErrorKind::Io, std::to_string(ids.size()) + " subject(s) (" + listed +
+                                 ") not resubmitted, nor any other: " + why +
+                                 ". Run `qsm batch resume` again once squeue answers, or add --force to submit "
+                                 "them again anyway (a task still queued then runs twice)");
+}
+
 }  // namespace
 
 std::vector<std::string> submit(const BatchPlan& p, Jobs& jobs) {
-  if (!jobs.attempts.empty())
+  const bool submitted = std::any_of(jobs.attempts.begin(), jobs.attempts.end(), [&](const Attempt& a) {
+    const SubjectPlan* s = p.find(a.subject);
+    return s != nullptr && a.fingerprint == s->fingerprint;
+  });
+  if (submitted)
     throw Error(ErrorKind::InvalidInput, p.out_dir +
                                              ": this plan was submitted already (jobs.json); use `qsm batch "
                                              "status` and `qsm batch resume`");
@@ -74,7 +100,8 @@ TaskGroup next_request(const SubjectPlan& s, const SubjectStatus& st, const Atte
   return g;
 }
 
-std::vector<std::string> resume(const BatchPlan& p, Jobs& jobs, const std::vector<SubjectStatus>& st) {
+std::vector<std::string> resume(const BatchPlan& p, Jobs& jobs, const std::vector<SubjectStatus>& st, bool force) {
+  refuse_blind_resubmission(st, force);
   int round = 1;
   for (const auto& a : jobs.attempts) round = std::max(round, a.number + 1);
   std::map<std::pair<std::int64_t, std::int64_t>, TaskGroup> groups;
@@ -86,7 +113,7 @@ std::vector<std::string> resume(const BatchPlan& p, Jobs& jobs, const std::vecto
       lines.push_back("not resubmitted " + x.id + ": the plan refused it (" + s->error + "); fix it and plan again");
       continue;
     }
-    TaskGroup want = next_request(*s, x, jobs.latest(x.id));
+    TaskGroup want = next_request(*s, x, jobs.latest(x.id, s->fingerprint));
     TaskGroup& g = groups[{want.mem_mib, want.time_min}];
     g.mem_mib = want.mem_mib;
     g.time_min = want.time_min;

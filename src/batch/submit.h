@@ -13,7 +13,8 @@
 namespace qsmcore::batch {
 
 /// Submits every group of the plan (its scripts as they are on disk now), then the summary job.
-/// Error if the plan was submitted already (use resume). Records each job in DIR/jobs.json as it
+/// Error if this plan was submitted already (use resume); attempts of an earlier plan of the
+/// folder (another fingerprint) do not count. Records each job in DIR/jobs.json as it
 /// goes. Returns a line per job for the user.
 std::vector<std::string> submit(const BatchPlan& p, Jobs& jobs);
 
@@ -22,6 +23,10 @@ std::vector<std::string> submit(const BatchPlan& p, Jobs& jobs);
 TaskGroup next_request(const SubjectPlan& s, const SubjectStatus& st, const Attempt* last);
 
 /// Resubmits every subject not done, not pending or running and not refused by the plan itself.
-std::vector<std::string> resume(const BatchPlan& p, Jobs& jobs, const std::vector<SubjectStatus>& st);
+/// A subject unknown because the scheduler did not answer (SubjectStatus::scheduler_silent) may
+/// still be queued or running: Error, nothing submitted, unless `force` (then it is submitted
+/// again like the others, and runs twice if it was still queued).
+std::vector<std::string> resume(const BatchPlan& p, Jobs& jobs, const std::vector<SubjectStatus>& st,
+                                bool force = false);
 
 }  // namespace qsmcore::batch

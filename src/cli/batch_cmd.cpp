@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "batch/fingerprint.h"
 #include "batch/jobs.h"
 #include "batch/local.h"
 #include "batch/pipeline_plan.h"
@@ -26,6 +27,7 @@
 #include "cli/cli_util.h"
 #include "cli/commands.h"
 #include "cli/pipeline_cmd.h"
+#include "io/atomic_file.h"
 #include "qsmcore/error.h"
 #include "qsmcore/models.h"
 #include "qsmcore/process_limits.h"
@@ -248,9 +250,24 @@ batch::PlanOptions pipeline_plan_options(const PlanArgs& a) {
   return o;
 }
 
+// The fingerprint of the plan the folder holds now ("" when none, or one written before them).
+std::string previous_fingerprint(const std::string& out) {
+  if (!fs::exists(fs::path(out) / "batch.json")) return "";
+  try {
+    return batch::read_plan(out).fingerprint;
+  } catch (const Error&) {  // not a plan: write_plan replaces it
+    return "";
+  }
+}
+
 void plan_cmd(const PlanArgs& a) {
   const batch::BatchPlan p = batch::make_plan(a.pipeline ? pipeline_plan_options(a) : plan_options(a));
+  const std::string before = previous_fingerprint(p.out_dir);
   batch::write_plan(p);
+  if (!before.empty() && before != p.fingerprint)
+    say("note: " + p.out_dir +
+        " held a plan with another fingerprint (another model, weights, options or inputs): the outputs made "
+        "under it are not counted as done");
   int refused = 0;
   for (const auto& s : p.subjects)
     if (!s.error.empty()) {
@@ -274,7 +291,8 @@ void submit_cmd(const std::string& dir) {
 }
 
 std::vector<batch::SubjectStatus> current_status(const batch::BatchPlan& p, const batch::Jobs& jobs) {
-  return batch::classify(p, jobs, batch::task_records(jobs.job_ids()));
+  const batch::SchedulerAnswer answer = batch::query_tasks(jobs.job_ids());
+  return batch::classify(p, jobs, answer.records, answer.silent);
 }
 
 void status_cmd(const std::string& dir) {
@@ -283,13 +301,33 @@ void status_cmd(const std::string& dir) {
   const auto st = current_status(p, jobs);
   batch::write_status(p, st);
   std::printf("%s", batch::status_text(st).c_str());
+  // The table says "unknown" of them; the exit status says the answer is incomplete.
+  const auto silent = std::count_if(st.begin(), st.end(), [](const auto& x) { return x.scheduler_silent; });
+  if (silent > 0)
+    throw Error(ErrorKind::Io, "the scheduler did not answer: " + std::to_string(silent) +
+                                   " subject(s) unknown, which may still be queued or running; run `qsm batch "
+                                   "status` again once squeue answers");
 }
 
-void resume_cmd(const std::string& dir) {
+void resume_cmd(const std::string& dir, bool force) {
   const batch::BatchPlan p = batch::read_plan(dir);
   batch::Jobs jobs = batch::read_jobs(p.out_dir);
   const auto st = current_status(p, jobs);
-  for (const auto& line : batch::resume(p, jobs, st)) say(line);
+  for (const auto& line : batch::resume(p, jobs, st, force)) say(line);
+}
+
+// SLURM_ARRAY_TASK_ID as an index: digits only (strtol would take "" or "x" for task 0).
+std::size_t array_task_index(const char* text, std::size_t tasks, const std::string& group) {
+  const std::string t = text;
+  const bool digits = !t.empty() && t.size() < 10 && std::all_of(t.begin(), t.end(), [](char c) {
+    return std::isdigit(static_cast<unsigned char>(c));
+  });
+  const std::size_t k = digits ? static_cast<std::size_t>(std::stoul(t)) : tasks;
+  if (k >= tasks)
+    throw Error(ErrorKind::InvalidInput, "SLURM_ARRAY_TASK_ID '" + t + "' is not a task of " + group + " (" +
+                                             std::to_string(tasks) + " tasks, 0 to " +
+                                             std::to_string(tasks == 0 ? 0 : tasks - 1) + ")");
+  return k;
 }
 
 void run_local_cmd(const std::string& dir, int jobs_at_once, const std::string& budget) {
@@ -326,11 +364,7 @@ void run_local_cmd(const std::string& dir, int jobs_at_once, const std::string& 
     if (group.empty() || index == nullptr)
       throw Error(ErrorKind::InvalidInput, "qsm batch task needs --group and SLURM_ARRAY_TASK_ID, or --subject");
     const auto tasks = batch::read_tasks(p, group);
-    const long k = std::strtol(index, nullptr, 10);
-    if (k < 0 || static_cast<std::size_t>(k) >= tasks.size())
-      throw Error(ErrorKind::InvalidInput, "SLURM_ARRAY_TASK_ID " + std::string(index) + " is not a task of " + group +
-                                               " (" + std::to_string(tasks.size()) + " tasks)");
-    id = tasks[static_cast<std::size_t>(k)];
+    id = tasks[array_task_index(index, tasks.size(), group)];
   }
   const batch::SubjectPlan* s = p.find(id);
   if (s == nullptr) throw Error(ErrorKind::NotFound, "subject '" + id + "' is not in " + dir + "/batch.json");
@@ -351,6 +385,11 @@ void run_local_cmd(const std::string& dir, int jobs_at_once, const std::string& 
     ::setenv(model_dir_env_var(p.model_id).c_str(), p.model_dir.c_str(), 1);
   }
   args.insert(args.end(), extra.begin(), extra.end());
+  // The run this task starts is this plan's: a report counts only if not older than the
+  // fingerprint it is written under (one already there for this plan keeps its date, so a report
+  // this plan's runs wrote before stays counted if this one is killed).
+  if (!s->fingerprint.empty() && batch::read_fingerprint(*s) != s->fingerprint) batch::write_fingerprint(*s);
+  io::remove_stale_temporaries(batch::fingerprint_path(*s), ".tmp");  // a task killed as it wrote it
   std::string shown;
   for (const auto& x : args) shown += " " + batch::shell_quote(x);
   std::fprintf(stderr, "qsm batch: subject %s:%s\n", id.c_str(), shown.c_str());
@@ -434,7 +473,11 @@ void register_batch_commands(CLI::App& app) {
   auto* resume = batch->add_subcommand(
       "resume", "Resubmit what is not done: more memory after an OOM kill, more time after a timeout");
   resume->add_option("dir", *dir, "batch folder")->required();
-  resume->callback([dir] { resume_cmd(*dir); });
+  auto force = std::make_shared<bool>(false);
+  resume->add_flag("--force", *force,
+                   "also resubmit subjects whose tasks the scheduler did not answer about (squeue failed); one "
+                   "still queued then runs twice");
+  resume->callback([dir, force] { resume_cmd(*dir, *force); });
 
   struct LocalArgs {
     bool local = false;

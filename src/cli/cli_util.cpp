@@ -121,8 +121,9 @@ const char* const kMemBudgetHelp =
     "SLURM_MEM_PER_CPU, else MemAvailable) less a reserve of 64 MiB + 5 %";
 
 const char* const kSpillDirHelp =
-    "directory of the activation spill file when a run spills to fit --mem-budget (default: $TMPDIR, else /tmp); "
-    "the file is unlinked at once and is never left behind";
+    "folder on a disk for the spill file when a run spills activations or parks buffers to fit --mem-budget "
+    "(default: the first disk-backed one of $TMPDIR, /tmp, /var/tmp); a memory-backed folder (tmpfs, ramfs) is "
+    "refused, since what it holds stays in memory; the file is unlinked at once and is never left behind";
 
 const char* const kNoSpillHelp = "refuse a run over --mem-budget instead of spilling its activations to disk";
 

@@ -5,6 +5,12 @@
 // power cut. Two processes writing the same target each fill their own temporary; the last
 // rename wins and the target always holds one writer's whole file. A temporary that is not
 // committed is removed, so none outlives a failure.
+//
+// A process killed while writing (SIGKILL, the OOM killer, a node lost) cannot remove its
+// temporary: the writer holds an flock on it for as long as it lives, and the next writer of
+// the same target removes every temporary of that target no one holds (issue #51). flock is
+// per open file and released by the kernel when the holder dies, on NFS too (Linux emulates it
+// with POSIX locks there), so a temporary another host is still writing is never taken.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -16,8 +22,10 @@ namespace qsmcore::io {
 
 class AtomicFile {
  public:
-  /// Creates a new, uniquely named temporary (never an existing file: O_CREAT | O_EXCL). The
-  /// parent folder must exist.
+  /// Creates a new, uniquely named temporary (never an existing file: O_CREAT | O_EXCL), after
+  /// removing the temporaries of `final_path` that dead writers left. The parent folder must
+  /// exist. A write that fails for a full disk (ENOSPC, EDQUOT) says so, naming the folder and
+  /// the bytes still to write.
   explicit AtomicFile(std::filesystem::path final_path, std::string temp_suffix = ".part");
   ~AtomicFile();  // discards unless committed
   AtomicFile(const AtomicFile&) = delete;
@@ -38,6 +46,8 @@ class AtomicFile {
   const std::filesystem::path& temp_path() const { return temp_path_; }
 
  private:
+  bool hold();
+
   std::filesystem::path final_path_;
   std::filesystem::path temp_path_;
   int fd_ = -1;
@@ -46,5 +56,9 @@ class AtomicFile {
 
 /// Writes `bytes` to `path` atomically (see AtomicFile), with the temporary "<path>.tmp.…".
 void write_file_atomically(const std::filesystem::path& path, std::span<const std::byte> bytes);
+
+/// Removes the temporaries of `final_path` ("<final><suffix>.<pid>.<n>.<random>") that no live
+/// writer holds; returns how many. What the constructor does first.
+int remove_stale_temporaries(const std::filesystem::path& final_path, const std::string& temp_suffix);
 
 }  // namespace qsmcore::io

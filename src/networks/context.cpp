@@ -90,6 +90,9 @@ Context::Parked::Parked(Context& c, const Buffer& b, bool with_runs) : c_(c), b_
 }
 
 // A block still away is being freed (the run is over, or failing): its bytes are not read back.
+// A run whose read-back after a graph run failed unwinds through here with the graph runs'
+// parking still parked: remove() then forgets this block's parked bytes and never throws (it
+// used to assert, which in this destructor ended the process in std::terminate, issue #51).
 Context::Parked::~Parked() {
   if (runs_) runs_->remove(b_);
   if (!own_) return;

@@ -21,46 +21,54 @@ Parking::~Parking() {
 
 void Parking::add(const Buffer& b) {
   QSM_ASSERT(!parked_, "a block added to parked buffers");
-  if (b.parkable() && std::find(blocks_.begin(), blocks_.end(), &b) == blocks_.end()) blocks_.push_back(&b);
+  const bool known = std::any_of(blocks_.begin(), blocks_.end(), [&](const Block& k) { return k.buffer == &b; });
+  if (b.parkable() && !known) blocks_.push_back({&b});
 }
 
-void Parking::remove(const Buffer& b) {
-  QSM_ASSERT(!parked_, "a block removed from parked buffers");
-  blocks_.erase(std::remove(blocks_.begin(), blocks_.end(), &b), blocks_.end());
+void Parking::remove(const Buffer& b) noexcept {
+  const auto it = std::find_if(blocks_.begin(), blocks_.end(), [&](const Block& k) { return k.buffer == &b; });
+  if (it == blocks_.end()) return;
+  if (it->away) it->buffer->forget_parked();  // freed next: counted in again for its free, not read
+  blocks_.erase(it);
+  if (std::none_of(blocks_.begin(), blocks_.end(), [](const Block& k) { return k.away; })) parked_ = false;
 }
 
 std::int64_t Parking::bytes() const {
   std::int64_t n = 0;
-  for (const Buffer* b : blocks_) n += static_cast<std::int64_t>(b->size());
+  for (const Block& b : blocks_) n += static_cast<std::int64_t>(b.buffer->size());
   return n;
 }
 
 void Parking::park() {
   if (parked_ || blocks_.empty()) return;
   std::uint64_t span = 0;
-  for (const Buffer* b : blocks_) span += b->page_span();
+  for (const Block& b : blocks_) span += b.buffer->page_span();
   // One file for the lot, kept for the next park (a file's blocks are trimmed when freed).
   if (!file_ || file_->bytes() < span) {
     file_.reset();
-    file_ = std::make_unique<residency::SpillFile>(dir_, span);
+    file_ = std::make_unique<residency::SpillFile>(dir_, span, "parked buffers");
   }
   // Whole pages of blocks mapped on their own: aligned for direct I/O, which leaves no page
   // cache behind to be charged to the process.
   direct_ = file_->direct() && span % residency::SpillFile::kBlock == 0;
   std::uint64_t at = 0;
-  std::size_t done = 0;
   try {
-    for (const Buffer* b : blocks_) {
+    for (Block& b : blocks_) {
+      b.at = at;
       if (direct_)
-        file_->write_direct(b->data(), b->page_span(), at);
+        file_->write_direct(b.buffer->data(), b.buffer->page_span(), at);
       else
-        file_->write(b->data(), b->size(), at);
-      b->park_pages();
-      ++done;
-      at += b->page_span();
+        file_->write(b.buffer->data(), b.buffer->size(), at);
+      b.buffer->park_pages();
+      b.away = true;
+      at += b.buffer->page_span();
     }
   } catch (...) {  // a full disk: what was parked comes back, and the run fails as it would have
-    read_back(done);
+    try {
+      read_back();
+    } catch (...) {    // NOLINT(bugprone-empty-catch): the write's error is the one to see
+      parked_ = true;  // what is still away comes back on the next unpark, or the destructor's
+    }
     throw;
   }
   parked_ = true;
@@ -73,36 +81,37 @@ void Parking::release_file() {
 
 void Parking::unpark() {
   if (!parked_) return;
-  read_back(blocks_.size());
+  read_back();
   parked_ = false;
 }
 
 void Parking::forget() {
   if (!parked_) return;
-  for (std::size_t i = back_; i < blocks_.size(); ++i) blocks_[i]->forget_parked();
-  back_ = 0;
+  for (Block& b : blocks_)
+    if (b.away) {
+      b.buffer->forget_parked();
+      b.away = false;
+    }
   parked_ = false;
 }
 
-// From the first block not read back yet: a read-back that threw (the memory cap) can be retried.
-void Parking::read_back(std::size_t n) {
-  std::uint64_t at = 0;
-  for (std::size_t i = 0; i < back_; ++i) at += blocks_[i]->page_span();
-  for (; back_ < n; ++back_) {
-    const Buffer* b = blocks_[back_];
-    b->unpark_pages();
+// Each block at the place it was written: a read-back that threw (the memory cap, a failed
+// read) can be retried, and blocks removed meanwhile leave the others' places as they were.
+void Parking::read_back() {
+  for (Block& b : blocks_) {
+    if (!b.away) continue;
+    b.buffer->unpark_pages();
     try {
       if (direct_)
-        file_->read_direct(b->data(), b->page_span(), at);
+        file_->read_direct(b.buffer->data(), b.buffer->page_span(), b.at);
       else
-        file_->read(b->data(), b->size(), at);
+        file_->read(b.buffer->data(), b.buffer->size(), b.at);
     } catch (...) {
-      b->park_pages();  // not counted until its bytes are back
+      b.buffer->park_pages();  // not counted until its bytes are back
       throw;
     }
-    at += b->page_span();
+    b.away = false;
   }
-  back_ = 0;
 }
 
 }  // namespace qsmcore::networks

@@ -27,10 +27,13 @@ class Parking {
   Parking(const Parking&) = delete;
   Parking& operator=(const Parking&) = delete;
 
-  /// Blocks that cannot park (Buffer::parkable) are left out; none may be added or removed
-  /// while parked.
+  /// Blocks that cannot park (Buffer::parkable) are left out; none may be added while parked.
   void add(const Buffer& b);
-  void remove(const Buffer& b);
+  /// Removes a block. While parked (a run unwinding after a read-back failed: the block is
+  /// about to be freed), its parked bytes are forgotten (Buffer::forget_parked), not read back,
+  /// and the other blocks still come back from where they were written. Never throws: it is
+  /// called from the destructors of guards (networks/context.h).
+  void remove(const Buffer& b) noexcept;
   /// The accounted bytes a park frees.
   std::int64_t bytes() const;
 
@@ -74,11 +77,17 @@ class Parking {
   };
 
  private:
-  void read_back(std::size_t n);  // the first n blocks
-  std::size_t back_ = 0;          // of those, read back by a read-back that then threw
+  // Reads back every block still away, in order; one that fails stays away (its pages given
+  // back again) and the read-back throws, so calling it again goes on from there.
+  void read_back();
 
+  struct Block {
+    const Buffer* buffer;
+    std::uint64_t at = 0;  // where in the file its bytes were written
+    bool away = false;     // written out, its pages given back, not read back yet
+  };
   std::string dir_;
-  std::vector<const Buffer*> blocks_;
+  std::vector<Block> blocks_;
   std::unique_ptr<residency::SpillFile> file_;
   bool parked_ = false;
   bool direct_ = false;  // how the parked bytes were written

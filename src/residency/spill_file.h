@@ -1,9 +1,21 @@
 // The spill tier of activation residency (issue #16): one anonymous file that arena buffers
-// are written to and read back from, by offset. Created and unlinked at once, so nothing is left
-// behind however the process ends; its full size is allocated up front, so a full disk is an
-// error before the run starts, not in the middle of it. Every transfer is written back and
-// dropped from the page cache at once (a streamed slab: by the next slab at the latest): the
-// bytes a spill frees must not reappear as page cache charged to the process's cgroup.
+// are written to and read back from, by offset. Created and unlinked at once (and closed on
+// exec, so no child process keeps its blocks), nothing is left behind however the process ends;
+// its full size is allocated up front, so a full disk is an error before the run starts, not in
+// the middle of it. Every transfer is written back and dropped from the page cache at once (a
+// streamed slab: by the next slab at the latest): the bytes a spill frees must not reappear as
+// page cache charged to the process's cgroup.
+//
+// The folder must be disk-backed (issue #51). A file on tmpfs or ramfs is memory: the bytes it
+// "spills" stay resident and are charged to the same cgroup as the process, so a run sized for
+// disk is OOM-killed instead of staying within its budget. So the default folder is the first
+// disk-backed one of $TMPDIR, /tmp and /var/tmp (Debian 13 and Fedora mount /tmp as tmpfs;
+// /var/tmp is disk-backed on every FHS system, and the file-hierarchy convention names it the
+// place for large temporary files; the file is unlinked at once, so /var/tmp's persistence
+// across reboots never matters). A folder that is memory-backed all the same (--spill-dir on
+// tmpfs, or no disk-backed default) is refused with that reason: its bytes would count against
+// the very budget they were spilled to free, and spilling or parking only ever happens because
+// the run does not fit that budget otherwise.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -13,9 +25,11 @@ namespace qsmcore::residency {
 
 class SpillFile {
  public:
-  /// A file of `bytes` in `dir` ("" = $TMPDIR, else /tmp). Throws Error{Io} naming the
-  /// directory when it cannot be created or sized.
-  SpillFile(const std::string& dir, std::uint64_t bytes);
+  /// A file of `bytes` in `dir` ("" = the default folder, resolve_dir). Throws Error{Io} naming
+  /// the folder, and the bytes it needed, when it cannot be created or sized (a full disk:
+  /// ENOSPC), or when the folder is memory-backed (tmpfs, ramfs). `what` names its contents in
+  /// those messages ("spilled activations", "parked buffers").
+  SpillFile(const std::string& dir, std::uint64_t bytes, const std::string& what = "spilled activations");
   ~SpillFile();
   SpillFile(const SpillFile&) = delete;
   SpillFile& operator=(const SpillFile&) = delete;
@@ -59,8 +73,21 @@ class SpillFile {
   /// then. The process's exit waits for it, if still going. Without threads (wasm), now.
   static void free_in_background(std::unique_ptr<SpillFile> file);
 
-  /// The directory a spill file goes to for `dir` ("" = $TMPDIR, else /tmp).
+  /// The directory a spill file goes to for `dir`: `dir` itself when given; for "" the first
+  /// disk-backed one of $TMPDIR, /tmp and /var/tmp (else the first of them, which the
+  /// constructor then refuses with the reason).
   static std::string resolve_dir(const std::string& dir);
+  /// Why the default folder is not $TMPDIR (else /tmp): "/tmp is tmpfs (memory-backed)"; ""
+  /// when it is, or when `dir` was given.
+  static std::string default_dir_note(const std::string& dir);
+
+  // Fault injection for tests (the fault suite): the n-th read (or write) of any spill file
+  // from now, 1-based, fails with errno `err` as a system call would. 0 disables. Reads and
+  // writes counted since the process started, for tests that place a fault in a run.
+  static void fail_read_after(std::int64_t n, int err);
+  static void fail_write_after(std::int64_t n, int err);
+  static std::int64_t reads_so_far();
+  static std::int64_t writes_so_far();
 
  private:
   void probe_direct();
@@ -68,6 +95,7 @@ class SpillFile {
   int fd_ = -1;
   int direct_fd_ = -1;  // the same file opened O_DIRECT, or -1
   std::string dir_;
+  std::string what_;
   std::uint64_t bytes_ = 0;
 };
 

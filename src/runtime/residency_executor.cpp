@@ -1,6 +1,7 @@
 #include "runtime/residency_executor.h"
 
 #include <chrono>
+#include <limits>
 #include <nlohmann/json.hpp>
 
 #include "qsmcore/error.h"
@@ -154,9 +155,18 @@ void ResidencyExecutor::admit(const std::string& model_name) {
 }
 
 int ResidencyExecutor::unit_index(const std::string& s) const {
-  // Ids are "uNNNN:<node>" with NNNN the unit index.
-  if (s.size() < 6 || s[0] != 'u') return -1;
-  return std::stoi(s.substr(1, 4));
+  // Ids are "u<index>:<node>", the index zero-padded to at least four digits (plan.cpp): from
+  // unit 10 000 on it has five or more, so every digit up to the ':' is read (the first four
+  // alone named unit 1000 for unit 10 000, whose copies were then never freed). Anything else
+  // (the static weights' id) is no unit.
+  const std::size_t colon = s.find(':');
+  if (s.size() < 2 || s[0] != 'u' || colon == std::string::npos || colon < 2) return -1;
+  int u = 0;
+  for (std::size_t i = 1; i < colon; ++i) {
+    if (s[i] < '0' || s[i] > '9' || u > (std::numeric_limits<int>::max() - 9) / 10) return -1;
+    u = u * 10 + (s[i] - '0');
+  }
+  return u < count() ? u : -1;
 }
 
 void ResidencyExecutor::evict_device(const std::vector<residency::Eviction>& ev) {
