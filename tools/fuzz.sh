@@ -42,7 +42,7 @@ srcs[graph_plan]="${reader[*]} $(ls src/graph/*.cpp src/graph/ops/*.cpp src/grap
   src/system/process_defaults.cpp src/system/process_limits.cpp"
 srcs[nifti_reader]="${common[*]} src/io/nifti.cpp src/io/atomic_file.cpp"
 libs[nifti_reader]="-lnifti2 -lznz -lz -lm"
-srcs[batch_files]="${common[*]} src/batch/manifest.cpp src/batch/jobs.cpp src/io/atomic_file.cpp"
+srcs[batch_files]="${common[*]} src/batch/manifest.cpp src/batch/jobs.cpp src/io/atomic_file.cpp src/physics/b0_direction.cpp src/physics/units.cpp"
 srcs[sidecar]="${common[*]} src/scan/sidecar.cpp src/scan/phase_scaling.cpp src/scan/scan_checks.cpp src/physics/units.cpp
   src/physics/b0_direction.cpp"
 seed_srcs="${srcs[nifti_reader]}"
