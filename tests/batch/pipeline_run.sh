@@ -70,7 +70,7 @@ grep -q '^3 subject(s): done 2 failed 1$' run.txt || fail "expected 2 done, 1 fa
   --quiet "${opts[@]}"
 
 /usr/bin/python3 - "$work" echoes four <<'PY'
-import json, sys
+import json, os, sys
 import nibabel as nib, numpy as np
 w, ids = sys.argv[1], sys.argv[2:]
 plan = {s["id"]: s for s in json.load(open(f"{w}/batch/batch.json"))["subjects"]}
@@ -84,7 +84,11 @@ for i in ids:
     rss, acc = r["process_peak_rss_bytes"], r["measured_peak_bytes"]
     print(f"{i}: planned {planned / MiB:.2f} MiB, --mem {s['mem_mib']} MiB; report: predicted "
           f"{r['predicted_peak_bytes'] / MiB:.2f} MiB, accounted peak {acc / MiB:.2f} MiB, peak RSS {rss / MiB:.1f} MiB")
-    if not (0 < rss <= limit):
+    # Under ASan the shadow memory and quarantine are part of the RSS (274 MiB for a 6 MiB run):
+    # the accounted peak below is what the request is made from, and it is still checked.
+    if os.environ.get("QSM_SANITIZED") == "1":
+        print(f"{i}: peak RSS not compared with --mem (a sanitizer build)")
+    elif not (0 < rss <= limit):
         sys.exit(f"FAIL: {i}: peak RSS {rss} above --mem {limit}")
     if not (0 < acc <= budget and acc <= planned):
         sys.exit(f"FAIL: {i}: accounted peak {acc} above the task budget {budget} or the plan's {planned}")
