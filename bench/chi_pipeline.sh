@@ -39,7 +39,7 @@ def nrmse(x):
     r, t = x[mask] - x[mask].mean(), truth[mask] - truth[mask].mean()
     return 100 * np.linalg.norm(r - t) / np.linalg.norm(t)
 
-def xsim(x):  # pipeline.md §8: SSIM in native ppm, 5³ uniform window truncated at the borders
+def xsim(x):  # methods.md §8: SSIM in native ppm, 5³ uniform window truncated at the borders
     c1, c2 = 1e-4, 1e-6
     ones = np.ones_like(x)
     n = ndimage.uniform_filter(ones, 5, mode="constant")

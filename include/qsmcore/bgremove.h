@@ -1,4 +1,4 @@
-// Background field removal (pipeline.md §5): the field of sources outside the brain is harmonic
+// Background field removal (methods.md §5): the field of sources outside the brain is harmonic
 // inside it and is removed, leaving the local field of the brain's own χ. The SHARP family (SHARP,
 // V-SHARP, RESHARP, iSMV) uses the spherical mean value property and erodes the mask by the
 // sphere's radius; PDF (projection onto dipole fields) and LBV (Laplacian boundary value) keep the
@@ -18,7 +18,7 @@ enum class BfrMethod { Vsharp, Sharp, Resharp, Ismv, Pdf, Lbv };
 BfrMethod parse_bfr_method(const std::string& name);
 const char* to_string(BfrMethod m);
 
-// Defaults of the SHARP family (pipeline.md §5; QSM.rs's, which QSMxT runs): SHARP r = 6 mm;
+// Defaults of the SHARP family (methods.md §5; QSM.rs's, which QSMxT runs): SHARP r = 6 mm;
 // V-SHARP r = 12, 11, …, 1 mm (fewer radii lost accuracy on the head phantom), less the radii
 // below the largest voxel side (a sphere that misses a face neighbour is flat) and those that fit
 // nowhere in the mask (a small volume deconvolves with the largest that fits); both threshold

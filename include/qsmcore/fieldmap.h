@@ -1,4 +1,4 @@
-// From multi-echo phase to the total field (pipeline.md §3): the receiver phase offset removed
+// From multi-echo phase to the total field (methods.md §3): the receiver phase offset removed
 // (MCPC-3D-S, Eckstein et al. 2018, doi:10.1002/mrm.26963), every echo unwrapped (ROMEO with
 // temporal unwrapping, or Laplacian), and the field fitted over the echoes with magnitude- and
 // TE-weighted averaging (ROMEO's B0 map). Written from the papers; MriResearchTools was read for
@@ -15,7 +15,7 @@ namespace qsmcore {
 
 enum class UnwrapMethod { Romeo, Laplacian };
 
-/// The weight w_e of echo e in B0 = Σ w_e·φ_e/(2π·TE_e) / Σ w_e (pipeline.md §3.2).
+/// The weight w_e of echo e in B0 = Σ w_e·φ_e/(2π·TE_e) / Σ w_e (methods.md §3.2).
 enum class EchoWeighting {
   PhaseSnr,       // mag_e·TE_e (ROMEO's and QSMxT's default)
   PhaseVariance,  // mag_e²·TE_e² (inverse variance of φ_e/TE_e)

@@ -1,4 +1,4 @@
-// Dipole inversions (pipeline.md §6): the local field (ppm) to χ (ppm) inside a mask. Direct:
+// Dipole inversions (methods.md §6): the local field (ppm) to χ (ppm) inside a mask. Direct:
 // TKD and Tikhonov (closed form in k-space); iterative: TV-ADMM (Bilgic et al. 2014), RTS (Kames
 // et al. 2018) and iLSQR (Li et al. 2015). Written from the papers; QSM.jl and QSM.rs were read
 // for conventions and defaults only. χ is referenced to the mean inside the mask by default.

@@ -1,4 +1,4 @@
-// Brain masks from the scan itself (pipeline.md §2): a threshold of ROMEO's phase quality or of the
+// Brain masks from the scan itself (methods.md §2): a threshold of ROMEO's phase quality or of the
 // magnitude (Otsu), then morphology (6-connected erosion and dilation, hole filling, the largest
 // connected component), as QSMxT's default does. Masks are volumes of 0 and 1.
 #pragma once

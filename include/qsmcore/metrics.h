@@ -25,7 +25,7 @@ struct QsmMetrics {
 /// reference in the ROI (NRMSE undefined).
 QsmMetrics compute_metrics(const Volume& pred, const Volume& ref, const Volume* roi = nullptr);
 
-/// NRMSE in percent as QSM-CI's current scorer computes it (pipeline.md §8), over every voxel of
+/// NRMSE in percent as QSM-CI's current scorer computes it (methods.md §8), over every voxel of
 /// `mask` (above 0.5): 100·‖(p − p̄) − (r − r̄)‖/‖r − r̄‖, the means taken over the mask. A voxel the
 /// prediction left at 0 (a background removal's eroded rim) counts as error, unlike
 /// compute_metrics' ROI. Error{InvalidInput} for grids that differ, an empty mask, a constant

@@ -1,4 +1,4 @@
-// More maps from the same multi-echo scan (pipeline.md §7): R2* and T2* from the magnitudes
+// More maps from the same multi-echo scan (methods.md §7): R2* and T2* from the magnitudes
 // (log-linear least squares, or ARLO — Pei et al. 2015, doi:10.1002/mrm.25137, with its erratum
 // doi:10.1002/mrm.27807), and a susceptibility-weighted image (SWI) from magnitude and field map
 // (CLEAR-SWI's recipe, Eckstein et al. 2021, doi:10.1016/j.neuroimage.2021.118175). Written from

@@ -1,4 +1,4 @@
-// A multi-echo gradient-echo scan as the phase-to-χ stages take it (pipeline.md §1): magnitude and
+// A multi-echo gradient-echo scan as the phase-to-χ stages take it (methods.md §1): magnitude and
 // phase, one frame per echo, with the echo times, the field strength and the B0 direction, read
 // from NIfTI files and their JSON sidecars (what dcm2niix and BIDS write) and checked before any
 // stage runs. Phase comes out in radians, wrapped to (−π, π], whatever units the file used.

@@ -1,4 +1,4 @@
-// Phase unwrapping (pipeline.md §4): ROMEO, a quality-guided region growing (Dymerska et al. 2021,
+// Phase unwrapping (methods.md §4): ROMEO, a quality-guided region growing (Dymerska et al. 2021,
 // doi:10.1002/mrm.28563) whose result differs from its input by whole multiples of 2π in every
 // voxel, with temporal unwrapping across echoes; and Laplacian unwrapping (Schofield & Zhu 2003),
 // which is smooth but not congruent with its input. Written from the papers; ROMEO.jl was read for
@@ -11,7 +11,7 @@
 
 namespace qsmcore {
 
-/// Which terms make ROMEO's edge weights (pipeline.md §4.1; each enabled term t contributes a
+/// Which terms make ROMEO's edge weights (methods.md §4.1; each enabled term t contributes a
 /// factor 0.1 + 0.9·t). The second-echo term needs `second_phase`, the magnitude term a magnitude.
 struct RomeoWeights {
   bool phase_coherence = true;

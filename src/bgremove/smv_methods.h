@@ -8,19 +8,19 @@
 
 namespace qsmcore::bgremove {
 
-// SHARP: QSM.rs's radius and threshold (pipeline.md §5), which QSMxT runs.
+// SHARP: QSM.rs's radius and threshold (methods.md §5), which QSMxT runs.
 inline constexpr double kSharpRadiusMm = 6.0;
-// V-SHARP: QSM.rs's 12 → 1 mm in 1 mm steps (pipeline.md §5).
+// V-SHARP: QSM.rs's 12 → 1 mm in 1 mm steps (methods.md §5).
 inline constexpr double kVsharpLargestMm = 12.0;
 inline constexpr double kVsharpSmallestMm = 1.0;
 inline constexpr double kVsharpStepMm = 1.0;
 inline constexpr int kMaxRadii = 64;
-// RESHARP: QSM.rs's radius, Tikhonov weight, tolerance and iteration limit (pipeline.md §5).
+// RESHARP: QSM.rs's radius, Tikhonov weight, tolerance and iteration limit (methods.md §5).
 inline constexpr double kResharpRadiusMm = 6.0;
 inline constexpr double kResharpLambda = 1e-4;
 inline constexpr double kResharpTolerance = 1e-6;
 inline constexpr int kResharpIterations = 30;
-// iSMV: QSM.rs's radius, tolerance and iteration limit (pipeline.md §5).
+// iSMV: QSM.rs's radius, tolerance and iteration limit (methods.md §5).
 inline constexpr double kIsmvRadiusMm = 5.0;
 inline constexpr double kIsmvTolerance = 1e-6;
 inline constexpr int kIsmvIterations = 50;

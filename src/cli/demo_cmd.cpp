@@ -687,7 +687,7 @@ void write_outputs(const DemoArgs& a, const DemoNetwork& net, const RawResults& 
   j["simulated_local_field"] = sim_json(d);
   j["metrics_definition"] =
       "against the true chi inside the true brain mask: nrmse_demeaned_percent is QSM-CI's current NRMSE "
-      "(pipeline.md §8: demeaned over the mask; voxels without chi count as error); xsim, hfen and cc are "
+      "(methods.md §8: demeaned over the mask; voxels without chi count as error); xsim, hfen and cc are "
       "metrics.h's compute_metrics (physics.md §5: SSIM with a 3-voxel window, LoG sigma 1.5) over the mask's "
       "bounding box; slope and intercept: least squares chi = slope*truth + intercept over the mask";
   j["process_peak_rss_bytes"] = process_peak_rss();

@@ -151,7 +151,7 @@ PhantomOptions phantom_options(const PhantomArgs& a) {
   return o;
 }
 
-// Siemens' phase (pipeline.md §1.2): 12-bit integers 0..4095 stored as int16 with scl_slope 2
+// Siemens' phase (methods.md §1.2): 12-bit integers 0..4095 stored as int16 with scl_slope 2
 // and scl_inter −4096, so the values after scaling are the even numbers in [−4096, 4094] and
 // radians = value·π/4096. The raw integer round(φ·2048/π + 2048) wraps 4096 to 0 (π ≡ −π).
 Volume siemens_phase(const Volume& rad) {
@@ -305,7 +305,7 @@ void write_bids_labels(PhantomWriter& w, const fs::path& stem, const Volume& lab
   w.text(stem.string() + ".tsv", tsv);
 }
 
-// A BIDS raw dataset (MEGRE, pipeline.md §1.1) with the truth as a derivative dataset,
+// A BIDS raw dataset (MEGRE, methods.md §1.1) with the truth as a derivative dataset,
 // derivatives/qsm-phantom, named in BIDS-Derivatives style: _Chimap (ppm), _desc-brain_mask,
 // _desc-total_fieldmap and _desc-local_fieldmap (ppm, as their sidecars say).
 void write_bids(PhantomWriter& w, const fs::path& dir, const Phantom& p, const Volume& labels, const PhantomOptions& o,

@@ -1,4 +1,4 @@
-// qsm unwrap: phase unwrapping of a NIfTI phase (pipeline.md §4), as ROMEO's command line does it:
+// qsm unwrap: phase unwrapping of a NIfTI phase (methods.md §4), as ROMEO's command line does it:
 // ROMEO (spatial region growing, with temporal unwrapping across echoes) or Laplacian unwrapping.
 // One echo (--echo N, or a single-echo file) is unwrapped spatially; every echo of a multi-echo
 // file needs --te for ROMEO (template or individual mode). Inputs are read and checked (one grid

@@ -1,4 +1,4 @@
-// Binary morphology on masks (pipeline.md §2): 6-connected erosion and dilation (QSM.rs's
+// Binary morphology on masks (methods.md §2): 6-connected erosion and dilation (QSM.rs's
 // structuring element, voxels beyond the border outside, so erosion also peels the border), hole
 // filling and the largest connected component. The flood fills are breadth-first over an
 // accounted int32 queue rather than recursive, so a brain-sized region cannot overflow the stack.

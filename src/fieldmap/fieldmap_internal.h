@@ -1,4 +1,4 @@
-// The steps map_field is made of (pipeline.md §3), shared by its files: input checks, MCPC-3D-S's
+// The steps map_field is made of (methods.md §3), shared by its files: input checks, MCPC-3D-S's
 // offset as an f32 work array, the complex Gaussian smoothing it needs, the weighted fit over the
 // echoes and the noise estimate. Internal to src/fieldmap/.
 #pragma once

@@ -1,4 +1,4 @@
-// map_field (pipeline.md §3): the receiver offset removed (MCPC-3D-S), the echoes unwrapped and
+// map_field (methods.md §3): the receiver offset removed (MCPC-3D-S), the echoes unwrapped and
 // the field fitted as ROMEO's B0 map does, B0 = Σ w_e·φ_e/(2π·TE_e) / Σ w_e (Dymerska et al.
 // 2021, doi:10.1002/mrm.28563), then its noise. The echoes are streamed: the default (ROMEO on
 // the template echo, the others temporally) unwraps only the template as a volume and keeps its

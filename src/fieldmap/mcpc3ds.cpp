@@ -1,4 +1,4 @@
-// MCPC-3D-S (Eckstein et al. 2018, doi:10.1002/mrm.26963; pipeline.md §3.1) for coil-combined
+// MCPC-3D-S (Eckstein et al. 2018, doi:10.1002/mrm.26963; methods.md §3.1) for coil-combined
 // data: the Hermitian inner product of two echoes, HIP = S₂·S̄₁, carries the field over ΔTE and
 // no offset; unwrapped (ROMEO) and scaled to TE₁ it is taken from ∠S₁, leaving the receiver
 // offset φ₀ = ∠S₁ − TE₁/ΔTE·unwrap(∠HIP), which is smoothed as a magnitude-weighted complex field.

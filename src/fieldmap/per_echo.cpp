@@ -1,4 +1,4 @@
-// The field from echoes unwrapped one at a time: ROMEO's individual mode (pipeline.md §4.1, the
+// The field from echoes unwrapped one at a time: ROMEO's individual mode (methods.md §4.1, the
 // QSMxT default): each echo spatially, its partner's phase in the weights, then moved by the 2π
 // multiple that best matches the previous echo scaled by TE (the median over the mask, as QSMxT's
 // correct_global). Each echo is added to the weighted sum as it comes, so one unwrapped echo is

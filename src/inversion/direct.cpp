@@ -1,4 +1,4 @@
-// Closed-form inversions in k-space (pipeline.md §6.2): TKD (Shmueli et al. 2009,
+// Closed-form inversions in k-space (methods.md §6.2): TKD (Shmueli et al. 2009,
 // doi:10.1002/mrm.22135) and Tikhonov (Bilgic et al. 2014, doi:10.1002/jmri.24365). One FFT pair
 // in f32; the kernel is evaluated as the spectrum is filtered, so nothing but the FFT's buffers
 // is held.

@@ -7,7 +7,7 @@
 // smoothly there, so the mask's edge is not pulled towards 0. LSQR stops when ‖Aᵀr‖ ≤ tol·‖A‖‖r‖
 // (or ‖r‖ ≤ tol·‖b‖) or at max iterations.
 //
-// What it keeps of iLSQR (Li et al. 2015, doi:10.1016/j.neuroimage.2014.12.043; pipeline.md §6.5):
+// What it keeps of iLSQR (Li et al. 2015, doi:10.1016/j.neuroimage.2014.12.043; methods.md §6.5):
 // its first step, LSQR on a weighted data term; the Laplacian weights are 1 where the field's
 // Laplacian is small and fall linearly to 0 between its 60th and 99.9th percentiles inside the mask
 // (QSM.rs's port of that step; on |∇²f| here, so that both signs of a large Laplacian count). What

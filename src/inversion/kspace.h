@@ -1,4 +1,4 @@
-// The k-space pieces every dipole inversion shares (pipeline.md §6.1): the FFT grid (the volume
+// The k-space pieces every dipole inversion shares (methods.md §6.1): the FFT grid (the volume
 // zero-padded to a fast size), per-axis tables from which the dipole kernel and the symbol of the
 // finite-difference Laplacian are evaluated on FFTW's half spectrum, the kernel as an f32 table
 // for the iterative methods, and moving the masked field into an FFT buffer and χ out of one.

@@ -28,7 +28,7 @@ struct Solution {
   double final_change = 0.0;
 };
 
-// Defaults (pipeline.md §6). Where ours differ from the reference implementations', they were
+// Defaults (methods.md §6). Where ours differ from the reference implementations', they were
 // measured on the head phantom's true local field (demeaned NRMSE in the mask; 128³ axial and tilted
 // 20°, 96³, 112×128×96 and 181×217×181, each noise-free and with σ = 1 ppb of noise on the field):
 //  - TV λ: 2e-4 had the lowest mean NRMSE over those ten cases (12.2 %; 1e-4: 13.1 %, 3e-4:

@@ -1,5 +1,5 @@
 // RTS, rapid two-step dipole inversion (Kames et al. 2018, doi:10.1016/j.neuroimage.2017.11.018;
-// pipeline.md §6.4):
+// methods.md §6.4):
 //  1. well-conditioned part: a few LSMR iterations on D·X = F{f·mask} in k-space, then masked;
 //  2. ill-conditioned part: ADMM for min (μ/2)‖M_δ(Fx − Fx₁)‖² + ‖∇x‖₁, M_δ = [|D| > δ]:
 //       x = F⁻¹[(μM_δ·Fx₁ + ρ·F∇ᵀ(y − p)) / (μM_δ + ρL̂)],  y = shrink(∇x + p, 1/ρ),  p ← p + ∇x − y,

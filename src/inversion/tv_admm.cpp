@@ -1,4 +1,4 @@
-// TV-ADMM (Bilgic et al. 2014, doi:10.1002/mrm.25029; pipeline.md §6.3):
+// TV-ADMM (Bilgic et al. 2014, doi:10.1002/mrm.25029; methods.md §6.3):
 //   min ½‖F⁻¹DFx − f‖² + λ‖∇x‖₁ (anisotropic), split z = ∇x with the scaled dual u:
 //   x = F⁻¹[(D·Ff + ρ·F∇ᵀ(z − u)) / (D² + ρL̂)]   (exact: periodic differences, L̂ the symbol of −Δ)
 //   z = shrink(∇x + u, λ/ρ),  u ← u + ∇x − z

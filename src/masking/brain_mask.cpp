@@ -1,5 +1,5 @@
 // brain_mask: a threshold of the data (ROMEO's phase quality, or the root-sum-of-squares
-// magnitude; Otsu's method either way), then QSMxT's refinement (pipeline.md §2): dilate, fill
+// magnitude; Otsu's method either way), then QSMxT's refinement (methods.md §2): dilate, fill
 // holes up to a share of the volume, erode, keep the largest connected component.
 #include <cmath>
 #include <string>
@@ -14,7 +14,7 @@
 namespace qsmcore {
 namespace {
 
-constexpr int kOtsuBins = 256;  // QSM.rs's histogram (pipeline.md §2)
+constexpr int kOtsuBins = 256;  // QSM.rs's histogram (methods.md §2)
 
 [[noreturn]] void invalid(const std::string& m) {
   throw Error(ErrorKind::InvalidInput, "brain mask: " + m);

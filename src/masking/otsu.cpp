@@ -1,6 +1,6 @@
 // Otsu's threshold (Otsu 1979, doi:10.1109/TSMC.1979.4310076) over a fixed number of equal bins
 // spanning the values' range, zeros included, as QSM.rs's threshold does for QSMxT's default mask
-// (pipeline.md §2): the histogram is split where the between-class variance is largest.
+// (methods.md §2): the histogram is split where the between-class variance is largest.
 #include "masking/otsu.h"
 
 #include <algorithm>

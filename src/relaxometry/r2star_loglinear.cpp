@@ -1,4 +1,4 @@
-// The log-linear R2* fit of one voxel (pipeline.md §7; QSM.jl's r2star_ll is its unweighted
+// The log-linear R2* fit of one voxel (methods.md §7; QSM.jl's r2star_ll is its unweighted
 // form): ln S_e = ln S0 − R2*·TE_e by weighted least squares. The inverse variance of ln S_e is
 // S_e²/σ² to first order, so weights S_e² make the fit nearly efficient under noise; but weights
 // taken from the noisy samples themselves correlate with the noise and bias the slope (measured

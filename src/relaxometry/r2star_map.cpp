@@ -1,5 +1,5 @@
 // r2star_map: R2* (Hz) per voxel from the echoes' magnitudes, by the log-linear fit or ARLO
-// (pipeline.md §7). Voxels are fitted independently, one row of x per task, so the map does not
+// (methods.md §7). Voxels are fitted independently, one row of x per task, so the map does not
 // depend on the thread count; z-slabs are processed in turn so that progress can be reported
 // from the calling thread. The only volume-sized allocation is the result (8 B per voxel).
 #include <algorithm>

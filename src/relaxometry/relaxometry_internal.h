@@ -1,4 +1,4 @@
-// The steps the relaxometry maps are made of (pipeline.md §7), shared by the files of
+// The steps the relaxometry maps are made of (methods.md §7), shared by the files of
 // src/relaxometry/: input checks, the per-voxel R2* estimators, the masked Gaussian high-pass of
 // the field and the minimum-intensity projection. Internal to src/relaxometry/ (and its tests).
 #pragma once

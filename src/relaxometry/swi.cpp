@@ -1,5 +1,5 @@
 // swi: a susceptibility-weighted image from the magnitude and the field map (CLEAR-SWI, Eckstein
-// et al. 2021, doi:10.1016/j.neuroimage.2021.118175; pipeline.md §7 for CLEARSWI.jl's and
+// et al. 2021, doi:10.1016/j.neuroimage.2021.118175; methods.md §7 for CLEARSWI.jl's and
 // QSM.rs's defaults). The field is high-passed inside the mask, turned into a phase mask that
 // darkens positive (paramagnetic, venous) frequency, and multiplied onto the magnitude; a
 // minimum-intensity projection along z follows. Memory above the inputs: the two outputs

@@ -3,6 +3,10 @@
 // deterministic order or fails without touching anything, so per-tier resident bytes never
 // exceed a finite budget. Thread-safe (one mutex): the prefetch worker reserves host copies
 // from its own thread while the executor pins device copies.
+// Transfer generations (publish_reserved's transfer_generation, resolve_transfer,
+// CopyRecord::in_flight) are the spec's API for asynchronous copies, kept and tested
+// (ledger_test.cpp) but not on the production path: ResidencyExecutor publishes without one,
+// because packing on a CPU is finished before publish_reserved is called (residency.md §6).
 #pragma once
 #include <array>
 #include <map>

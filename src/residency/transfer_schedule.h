@@ -1,6 +1,11 @@
 // DenseTransferSchedule (residency.md §6): the ordered, bounded cursor of dense streaming.
 // Units are admitted strictly in execution order and at most `capacity` transfers are ready at
 // once, so the device never holds more than the current and the next unit.
+// Spec API kept, not on the production path: eredu's cursor as the spec lists it, tested on the
+// spec's example (tests/residency/transfer_schedule_test.cpp). Production dense streaming is
+// ResidencyExecutor::acquire (src/runtime/residency_executor.cpp): the ledger's group windows
+// bound the device to the current and next unit, and the current unit is packed synchronously (a
+// CPU has no copy engine), so no transfer is ever queued (residency.md §6).
 #pragma once
 #include <cstddef>
 #include <deque>

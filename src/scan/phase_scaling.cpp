@@ -1,4 +1,4 @@
-// Phase values to radians (pipeline.md §1.2 "Rescale to radians"): which units a phase volume is
+// Phase values to radians (methods.md §1.2 "Rescale to radians"): which units a phase volume is
 // in, told from the range of all its echoes, and the scaling applied in place. Unlike the
 // min/max mapping of MriResearchTools' readphase or QSM.rs' scale_phase_to_pi, each rule here is
 // a fixed vendor convention (Siemens' scl_slope 2 / scl_inter −4096, unscaled 12-bit), so a
@@ -136,7 +136,7 @@ PhaseScaling detect_phase_scaling(double lo, double hi, bool all_integers, const
     s.factor = pi / 4096.0;
     s.assumed = range + ": taken as Siemens' scaled 12-bit phase, × π/4096";
   } else if (all_integers && lo >= 0.0 && hi <= 4095.0 && span >= 4095.0 / 2.0) {
-    // Stored 12-bit values without header scaling, 2048 being zero phase (pipeline.md §1.2).
+    // Stored 12-bit values without header scaling, 2048 being zero phase (methods.md §1.2).
     s.factor = pi / 2048.0;
     s.raw_offset = -2048.0;  // added before the factor, so whole numbers map exactly
     s.assumed = range + ": taken as unscaled 12-bit phase, (v − 2048) × π/2048";

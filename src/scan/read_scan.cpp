@@ -1,4 +1,4 @@
-// Reading a multi-echo scan from NIfTI files and their JSON sidecars (scan.h, pipeline.md §1):
+// Reading a multi-echo scan from NIfTI files and their JSON sidecars (scan.h, methods.md §1):
 // headers and sidecars first, so that a missing echo time, a count mismatch or a missing field
 // strength is reported before any voxel is read; then the voxels, each echo straight into the
 // result volume (one echo file extra at a time), checked for one grid; then the phase's scaling.

@@ -46,7 +46,7 @@ PhaseScaling scale_phase_to_radians(Volume& phase, std::optional<double> scale, 
                                     const std::string& rad_sidecar);
 
 /// A note when the imaging frequency implies a field more than 1 % away from the B0 used
-/// (nominal vs actual field strength, pipeline.md §1.3); std::nullopt otherwise.
+/// (nominal vs actual field strength, methods.md §1.3); std::nullopt otherwise.
 std::optional<std::string> imaging_frequency_note(double frequency_mhz, double b0_t, const std::string& b0_source);
 
 }  // namespace qsmcore::scan_detail

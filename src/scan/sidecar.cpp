@@ -1,4 +1,4 @@
-// JSON sidecars (what dcm2niix and BIDS write beside each NIfTI file, pipeline.md §1.1–§1.2): the
+// JSON sidecars (what dcm2niix and BIDS write beside each NIfTI file, methods.md §1.1–§1.2): the
 // keys the QSM stages use, each checked for type and unit, every failure naming the file and the
 // key. Pure text parsing, so it builds for WebAssembly; finding and reading the file is in
 // read_scan.cpp. Fuzzed by fuzz/sidecar_fuzz.cpp.

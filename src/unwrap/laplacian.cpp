@@ -1,4 +1,4 @@
-// Laplacian phase unwrapping (Schofield & Zhu 2003, doi:10.1364/OL.28.001194; pipeline.md §4.3),
+// Laplacian phase unwrapping (Schofield & Zhu 2003, doi:10.1364/OL.28.001194; methods.md §4.3),
 // in its least-squares form (Ghiglia & Romero 1994, doi:10.1364/JOSAA.11.000107): the Laplacian
 // of the unwrapped phase is taken as the divergence of the wrapped neighbour differences,
 // Σ_axes (γ(φ₊ − φ) − γ(φ − φ₋))/Δ², which equals Schofield & Zhu's cos φ·∇²sin φ − sin φ·∇²cos φ

@@ -1,4 +1,4 @@
-// ROMEO spatial unwrapping (Dymerska et al. 2021, doi:10.1002/mrm.28563; pipeline.md §4.1):
+// ROMEO spatial unwrapping (Dymerska et al. 2021, doi:10.1002/mrm.28563; methods.md §4.1):
 // edge weights quantised to 256 bins, then region growing from the best seed along the best
 // edge first. A voxel reached from an unwrapped neighbour is moved by the multiple of 2π that
 // brings it nearest to that neighbour, so the result differs from the input by exact multiples of

@@ -1,4 +1,4 @@
-// Multi-echo ROMEO (Dymerska et al. 2021, doi:10.1002/mrm.28563; pipeline.md §4.1): the template
+// Multi-echo ROMEO (Dymerska et al. 2021, doi:10.1002/mrm.28563; methods.md §4.1): the template
 // echo unwrapped spatially with the next echo's gradient coherence, every other echo temporally
 // from its already unwrapped neighbour echo scaled by TE; or, in individual mode, every echo
 // spatially, then each echo's global 2π offset matched to the previous one (the median over the

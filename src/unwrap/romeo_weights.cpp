@@ -1,5 +1,5 @@
 // ROMEO's edge weights and voxel quality (Dymerska et al. 2021, doi:10.1002/mrm.28563;
-// pipeline.md §4.1). Each enabled term t contributes a factor 0.1 + 0.9·t. Conventions read in
+// methods.md §4.1). Each enabled term t contributes a factor 0.1 + 0.9·t. Conventions read in
 // ROMEO.jl (weights.jl, voxelquality.jl), written here from the formulas: what differs is that an
 // edge is valid only when both of its voxels are in the mask, and that phase linearity treats a
 // neighbour outside the mask as a border (0.9), so nothing outside the mask shapes the result.

@@ -1,4 +1,4 @@
-// ROMEO's edge weights (Dymerska et al. 2021, doi:10.1002/mrm.28563; pipeline.md §4.1): the
+// ROMEO's edge weights (Dymerska et al. 2021, doi:10.1002/mrm.28563; methods.md §4.1): the
 // checked view of a RomeoInput, the weight of one edge in [0, 1] (0 = invalid), the 256-bin
 // quantisation the region growing sorts by, and the per-voxel bin sums that choose seeds.
 // Every voxel v owns three edges, to +x, +y and +z; bins are stored as bytes at 3·v + axis.

@@ -1,7 +1,7 @@
 // qsm batch's pieces against what they must guarantee: requests the task's own budget admits
 // (process_limits' reserve as the oracle), manifests read or refused with the file named,
 // chunks no larger than MaxArraySize, and each subject classified from its report, its log and
-// the scheduler's record (the lines measured on Slurm 22.05, ../shared/spec/slurm.md).
+// the scheduler's record (the lines measured on Slurm 22.05, docs/slurm.md).
 #include <gtest/gtest.h>
 
 #include <cstdlib>

@@ -1,4 +1,4 @@
-// SHARP and V-SHARP against their formulas evaluated the slow way (pipeline.md §5): M_e by the
+// SHARP and V-SHARP against their formulas evaluated the slow way (methods.md §5): M_e by the
 // brute-force erosion, f − S∗f by ball means, Ŝ by its direct DFT (a cosine sum over the ball),
 // and one FFT division with the truncated inverse on the same grid. V-SHARP's mask is the mask
 // eroded by its smallest radius, exactly.

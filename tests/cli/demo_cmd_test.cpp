@@ -52,7 +52,7 @@ PngInfo decode_png(const std::string& path) {
   return p;
 }
 
-// QSM-CI's demeaned NRMSE (pipeline.md §8) and the least-squares slope of χ on the truth over the
+// QSM-CI's demeaned NRMSE (methods.md §8) and the least-squares slope of χ on the truth over the
 // mask, from the written files: the oracle for the figures the demo prints.
 struct Recomputed {
   double nrmse = 0.0, slope = 0.0;

@@ -1,4 +1,4 @@
-// ResidencyLedger (spec/residency.md §5, §10 items 2 and 4): deterministic eviction order,
+// ResidencyLedger (residency.md §5, §10 items 2 and 4): deterministic eviction order,
 // untouchable copies, atomic failure naming the blockers, and the budget invariant under a
 // randomized stress of every operation.
 #include "residency/ledger.h"

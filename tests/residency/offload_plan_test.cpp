@@ -1,4 +1,4 @@
-// OffloadUnitId / OffloadUnitSpec / OffloadPlan validation (spec/residency.md §3).
+// OffloadUnitId / OffloadUnitSpec / OffloadPlan validation (residency.md §3).
 #include "residency/offload_plan.h"
 
 #include <gtest/gtest.h>

@@ -1,5 +1,5 @@
 // The §2 policy family: validation vectors and the per-variant method table of
-// spec/residency.md, plus Result and the JSON/text forms.
+// residency.md, plus Result and the JSON/text forms.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>

@@ -1,4 +1,4 @@
-// PrefetchWorker (spec/residency.md §7, §10 item 5): coalescing, backpressure without dropping
+// PrefetchWorker (residency.md §7, §10 item 5): coalescing, backpressure without dropping
 // work, generation-fenced cancellation, errors reaching the demander, clean shutdown. Jobs are
 // gated on latches so each test controls exactly what the worker is doing.
 #include "residency/prefetch_worker.h"

@@ -1,4 +1,4 @@
-// Reports (spec/residency.md §8, §10 item 7): saturating counters, pass deltas that sum
+// Reports (residency.md §8, §10 item 7): saturating counters, pass deltas that sum
 // counters and keep maximum peaks, aborted passes that change nothing, JSON forms, sampling.
 #include "residency/report.h"
 

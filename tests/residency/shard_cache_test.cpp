@@ -1,4 +1,4 @@
-// ShardCache (spec/residency.md §7): a count bound on open payload sources, LRU among unleased
+// ShardCache (residency.md §7): a count bound on open payload sources, LRU among unleased
 // shards, CapacityExhausted when all are leased, diagnostics and physical reads.
 #include "residency/shard_cache.h"
 

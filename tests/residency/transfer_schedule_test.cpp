@@ -1,4 +1,4 @@
-// DenseTransferSchedule (spec/residency.md §6), including the spec's own example.
+// DenseTransferSchedule (residency.md §6), including the spec's own example.
 #include "residency/transfer_schedule.h"
 
 #include <gtest/gtest.h>

@@ -292,7 +292,7 @@ TEST(ReadScan, B0DirectionFromAffineSidecarOrOverride) {
 
 TEST(ReadScan, FieldStrengthAndImagingFrequency) {
   ScanDir d;
-  // 123.222513 MHz / 42.58 MHz/T = 2.894 T: 3.5 % below the nominal 3 T (pipeline.md §1.3).
+  // 123.222513 MHz / 42.58 MHz/T = 2.894 T: 3.5 % below the nominal 3 T (methods.md §1.3).
   const std::string siemens = sidecar("0.004", R"(, "ImagingFrequency": 123.222513)");
   const ScanFiles f{{d.put("m", magnitude(1), siemens)}, {d.put("p", phase(1), siemens)}};
   const Scan s = read_scan(f);

@@ -1,7 +1,7 @@
 // ROMEO spatial unwrapping (romeo_unwrap) and its voxel quality. Oracles: analytic residue-free
 // fields (the unwrapped phase must equal the truth up to one multiple of 2π per connected region),
 // the definition of congruence (output − input ∈ 2πℤ in every voxel, whatever the input), the
-// weight formulas of pipeline.md §4.1 evaluated by hand on a ramp and a constant phase, and the
+// weight formulas of methods.md §4.1 evaluated by hand on a ramp and a constant phase, and the
 // memory target of the task (≤ 24 bytes per voxel above the inputs, ≤ 12 for the quality).
 #include <gtest/gtest.h>
 

@@ -2,11 +2,11 @@
 """Every document a code comment cites must exist in docs/, with the sections it cites.
 
 Comments cite the project's reference documents by name and section: `models.md §5`,
-`memory.md §4.3`, `memory.md §7 M3`, `residency.md §6–§7`. A bare name means docs/<name>; the
-names checked are the ones docs/ holds for this purpose (NAMES below). For each citation found in
-the source trees, docs/<name> must exist and, for each section number, have a heading that starts
-with it ("## 4. Tiles…", "### 4.3 Functions…", "### 4.1, 4.2 …"), and for each requirement
-(`M2`) a bold "**M2 " item.
+`memory.md §4.3`, `memory.md §7 M3`, `residency.md §6–§7`, `methods.md §4.1`. A bare name means
+docs/<name>; the names checked are the ones docs/ holds for this purpose (NAMES below). For each
+citation found in the source trees, docs/<name> must exist and, for each section number, have a
+heading that starts with it ("## 4. Tiles…", "### 4.3 Functions…", "### 4.1, 4.2 …"), and for
+each requirement (`M2`) a bold "**M2 " item.
 
     tools/docs/check_citations.py [--docs DIR] [ROOT…]     (default: docs/, and src include tools
                                                               tests python cmake)
@@ -17,7 +17,7 @@ import os
 import re
 import sys
 
-NAMES = ("models", "physics", "memory", "residency", "slurm")
+NAMES = ("models", "physics", "memory", "residency", "slurm", "methods")
 CITE = re.compile(r"\b(" + "|".join(NAMES) + r")\.md")
 # What may follow a name: section numbers and requirement ids, joined by commas, dashes or "and".
 NEXT = re.compile(r"\s*(?:,|–|-|and|&)?\s*(§\s?[0-9]+(?:\.[0-9]+)*|M[0-9]+)\b")

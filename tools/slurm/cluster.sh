@@ -7,7 +7,7 @@
 # Why: `qsm batch` submits real sbatch jobs; its tests need a real slurmctld + slurmd, but the
 # machines have no systemd and tests must not touch /etc/slurm. Everything (config, state, spool,
 # pid files, logs, jobcomp.txt) lives in DIR; clients find it through SLURM_CONF. The recipe and
-# the config are the ones measured in /work/shared/spec/slurm.md: proctrack/linuxproc +
+# the config are the ones measured in docs/slurm.md: proctrack/linuxproc +
 # jobacct_gather OverMemoryKill (no cgroups, which would move jobs out of the sandbox's memory
 # cgroup), no slurmdbd (parse DIR/jobcomp.txt for final states), MinJobAge=3600 so finished jobs
 # stay visible in squeue/scontrol, sched_interval=1 so jobs start within ~1 s.

@@ -12,7 +12,7 @@ TV-ADMM is qsmcore.invert_dipole(method="tv") with its defaults. TKD and TV resu
 beside each head (they do not depend on the network).
 
 Metrics, all inside the brain mask: NRMSE % demeaned (100·‖(p − p̄) − (t − t̄)‖/‖t − t̄‖, means
-over the mask: QSM-CI's current scorer, pipeline.md §8); XSIM and HFEN (qsmcore.physics.metrics,
+over the mask: QSM-CI's current scorer, methods.md §8); XSIM and HFEN (qsmcore.physics.metrics,
 QSM-CI's definitions) of the prediction shifted to the truth's mean in the mask (no method
 knows D(0)); the slope of a least-squares fit of p − p̄ on t − t̄ (1 = contrast kept); and, in the
 JSON only, nrmse_raw (not demeaned, as the model card's older rows are).

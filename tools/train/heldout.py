@@ -11,7 +11,7 @@ file nor its outputs.
 Per head (folder OUT/<variant>_s<seed>): chi.nii.gz (truth, ppm, 0 outside the mask),
 mask.nii.gz, field.nii.gz (local field, ppm, masked), meta.json (voxel, B0 direction, seed).
 
-Anatomy and χ (ppm; shared/spec/physics.md §4.3 values, each drawn per seed within ±15 %):
+Anatomy and χ (ppm; physics.md §4.3 values, each drawn per seed within ±15 %):
   - mask: ch2bet > 0, holes filled, largest component;
   - cortex, white matter and CSF with their partial volume from the T1 intensity itself:
     χ is piecewise linear in the T1 value between the CSF, grey- and white-matter peaks of the

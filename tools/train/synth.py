@@ -2,7 +2,7 @@
 
 Nothing here comes from an anatomical template or a public image: every sample is drawn from
 shapes (perturbed ellipsoids, blobs, tubes, small spheres) with a seeded generator, then run
-through the forward model of shared/spec/physics.md §3 step 1 (qsm-forward: χ·mask on a 2N
+through the forward model of physics.md §3 step 1 (qsm-forward: χ·mask on a 2N
 grid, D(0) = 1/3). Arrays are indexed [x, y, z] like qsmcore's volumes (x fastest on disk,
 B0 components in the same axis order).
 
@@ -166,7 +166,7 @@ def paint_segment(chi, p, q, radius, value):
     box[dist < radius] = value
 
 
-# ---- physics (shared/spec/physics.md §2–3; qsmcore's src/physics) ---------------------------------
+# ---- physics (physics.md §2–3; qsmcore's src/physics) ---------------------------------
 
 def dipole(shape, voxel_mm, b0_dir, dc):
     """D(k) = 1/3 - (k·b̂)²/|k|² on numpy's fftfreq grid (corner DC), b̂ normalised."""

@@ -11,7 +11,7 @@ they are the blind test of tools/train/heldout.py and never feed training.
 Per sample (make_sample): a random affine (rotation, per-axis scale, centre inside the brain) and
 a smooth elastic displacement map the sample's voxel grid (random voxel size, 64³ by default)
 into MNI millimetres; the canonical maps are looked up there (nearest neighbour), χ is drawn per
-structure from literature-based ranges (shared/spec/physics.md §4.3, widened), texture and a
+structure from literature-based ranges (physics.md §4.3, widened), texture and a
 partial-volume blur are added; the mask may be eroded or dilated (as a background removal's mask
 is); the field is synth.forward_field of χ·mask (the same forward model as synth.py and the
 held-out heads), plus in some samples a residual background field (an incompletely removed
