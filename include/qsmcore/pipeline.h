@@ -1,4 +1,4 @@
-// From a scan's phase to its local field in one call (pipeline.md §§1–5): a brain mask (the
+// From a scan's phase to its local field in one call (methods.md §1–§5): a brain mask (the
 // user's, one made from the data, or HD-BET's), the total field from the echoes (phase offset
 // removed, unwrapped, TE-weighted fit), and the background removed. Every stage's peak memory is
 // predicted before anything runs, from measured figures (src/pipeline/measured_stages.h, made by
@@ -108,6 +108,9 @@ struct PipelinePrediction {
   std::int64_t peak_bytes = 0;
   std::string peak_stage;
   std::vector<std::pair<std::string, std::int64_t>> stages;  // each stage's predicted peak
+  /// Under a budget HD-BET's whole run fits only without the scan's echoes beside it: they wait
+  /// in a file while it makes the mask (read back exactly; the caller must not read them meanwhile).
+  bool parks_echoes = false;
 };
 PipelinePrediction predict_field_pipeline(const Dims3& dims, const Vec3& voxel_mm, std::int64_t echoes,
                                           const FieldPipelineOptions& o, bool scan_given_up,

@@ -8,6 +8,7 @@
 #include <cmath>
 
 #include "core/parallel.h"
+#include "networks/parking.h"
 #include "pipeline/network_inversion.h"
 #include "pipeline/stage_costs.h"
 #include "qsmcore/error.h"
@@ -63,31 +64,66 @@ Volume rss_magnitude(const Volume& magnitude) {
   return rss;
 }
 
-NetworkOptions mask_net_options(const FieldPipelineOptions& o, bool predict_only) {
+// The budget the run must keep to (0 = none), and where it came from.
+std::pair<std::int64_t, std::string> resolved_budget(const ModelOptions& engine) {
+  const ModelOptions m = with_process_defaults(engine);
+  return {m.mem_budget, m.mem_budget_source};
+}
+
+// HD-BET's options: the pipeline's engine, under `budget` (0 = none). The network's budget is on
+// everything accounted when it starts, as run_network checks it: the pipeline's own budget for the
+// run, the room a prediction leaves it plus what is held at the prediction.
+NetworkOptions mask_net_options(const FieldPipelineOptions& o, std::int64_t budget, bool predict_only) {
   NetworkOptions n;
-  n.model = o.engine;
-  n.model.mem_budget = 0;  // the pipeline budgets the whole run; HD-BET's peak is part of its prediction
+  n.model = with_process_defaults(o.engine);
+  n.model.mem_budget = std::max<std::int64_t>(0, budget);
   n.predict_only = predict_only;
   return n;
 }
 
-NetworkRun run_mask_net(const Volume& rss, const FieldPipelineOptions& o, bool predict_only) {
+NetworkRun run_mask_net(const Volume& rss, const FieldPipelineOptions& o, std::int64_t budget, bool predict_only) {
   if (o.mask_net_files.empty())
     throw Error(ErrorKind::InvalidInput, "the HD-BET mask needs HD-BET's ONNX file(s) (qsm fetch hd-bet)");
   NetworkInputs in;
   in.magnitude = &rss;
-  return run_network(require_model("hd-bet"), o.mask_net_files, in, mask_net_options(o, predict_only));
+  return run_network(require_model("hd-bet"), o.mask_net_files, in, mask_net_options(o, budget, predict_only));
 }
 
-// What the mask stage holds at its peak above its start: the table's line, or for HD-BET its own
-// predicted run on the magnitude's root-sum-of-squares (which it holds meanwhile).
-std::int64_t mask_stage_bytes(const pipeline::StageSize& size, const FieldPipelineOptions& o) {
-  if (o.mask_source != MaskSource::Network) return pipeline::stage_bytes(pipeline::mask_key(o), size, o);
-  // A magnitude of ones: HD-BET crops to the head's extent, so signal everywhere is its largest run.
+// HD-BET's predicted peak on a magnitude of ones (it crops to the head's extent, so signal
+// everywhere is its largest run), with `room` for it above what is held when it starts (0 = no
+// budget).
+std::int64_t hd_bet_peak(const pipeline::StageSize& size, const FieldPipelineOptions& o, std::int64_t room) {
   Volume rss = Volume::zeros(size.dims, Geometry::with_voxel(size.voxel_mm));
   for (double& x : rss.values()) x = 1.0;
-  const NetworkRun planned = run_mask_net(rss, o, true);
-  return volume_bytes(size.dims) + planned.predicted_peak_bytes;
+  const std::int64_t budget = room > 0 ? room + memory_current() : 0;  // the stand-in counts as held
+  return run_mask_net(rss, o, budget, true).predicted_peak_bytes;
+}
+
+// The mask stage (#49 item 6, echoes parked under a budget). With HD-BET, the stage holds the
+// magnitude's root-sum-of-squares and the network's run, while the scan's echoes (16 bytes per
+// voxel and echo) wait for the field map. Where the network's whole run does not fit beside them
+// but does without them, the echoes are parked in a file for the run (networks/parking.h: exact,
+// the same bytes back at the same addresses) rather than the network spilling or tiling — one
+// write and one read of the echoes is less I/O than the activations' round trips. Where even that
+// does not fit, the network fits itself to the room the budget leaves (or the run is refused).
+struct MaskStageChoice {
+  bool park_echoes = false;
+  std::int64_t bytes = 0;  // the stage's peak above the pipeline's start
+};
+
+MaskStageChoice choose_mask_stage(const pipeline::StageSize& size, const FieldPipelineOptions& o,
+                                  std::int64_t caller_held, std::int64_t scan) {
+  if (o.mask_source != MaskSource::Network) return {false, pipeline::stage_bytes(pipeline::mask_key(o), size, o)};
+  const std::int64_t v = volume_bytes(size.dims);
+  const std::int64_t budget = resolved_budget(o.engine).first;
+  const std::int64_t whole = hd_bet_peak(size, o, 0);
+  if (budget <= 0) return {false, v + whole};
+  const std::int64_t room = budget - caller_held - scan - v;  // beside the echoes and the RSS magnitude
+  if (whole <= room) return {false, v + whole};
+  const auto echo_volume = static_cast<std::size_t>(volume_bytes(size.dims, size.echoes));
+  if (scan > 0 && Buffer::parks(echo_volume))
+    return {true, std::max(v, v - scan + hd_bet_peak(size, o, std::max<std::int64_t>(1, room + scan)))};
+  return {false, v + hd_bet_peak(size, o, std::max<std::int64_t>(1, room))};
 }
 
 bool uses_weights(const FieldPipelineOptions& o) {
@@ -97,12 +133,6 @@ bool uses_weights(const FieldPipelineOptions& o) {
 }  // namespace
 
 namespace {
-
-// The budget the run must keep to (0 = none), and where it came from.
-std::pair<std::int64_t, std::string> resolved_budget(const ModelOptions& engine) {
-  const ModelOptions m = with_process_defaults(engine);
-  return {m.mem_budget, m.mem_budget_source};
-}
 
 // The network inversion's stage: its own prediction with the room the budget leaves it when it
 // starts — less what the caller holds besides the scan (`caller_held`), the scan where it is still
@@ -143,13 +173,15 @@ PipelinePrediction predict(const Dims3& dims, const Vec3& voxel_mm, std::int64_t
       p.peak_stage = name;
     }
   };
-  stage("mask", mask_stage_bytes(size, o));
+  const std::int64_t scan = 2 * volume_bytes(dims, echoes);
+  const MaskStageChoice mask = choose_mask_stage(size, o, caller_held, scan);
+  p.parks_echoes = mask.park_echoes;
+  stage("mask", mask.bytes);
   held += v;  // the mask
   if (o.r2star) {
     stage("R2*", pipeline::stage_bytes(pipeline::r2star_key(), size, o));
     held += v;  // R2*
   }
-  const std::int64_t scan = 2 * volume_bytes(dims, echoes);
   if (pipeline::network_takes_phase(o)) {  // on the scan's phase, which the caller holds until it ends
     stage("inversion", network_stage(dims, voxel_mm, echoes, o, caller_held, scan, held));
     return p;
@@ -258,8 +290,31 @@ Volume binarised(const Volume& m) {
   return out;
 }
 
+// HD-BET's mask from the echoes' root-sum-of-squares magnitude, the echoes parked meanwhile where
+// the prediction chose it (choose_mask_stage); they are back before the stage ends, and the RSS
+// and the network's run are gone before they come back.
+Volume hd_bet_mask(const Scan& scan, const FieldPipelineOptions& o, bool park_echoes, StageRecord& rec) {
+  Volume rss = rss_magnitude(scan.magnitude);
+  networks::Parking parking(o.engine.spill_dir);
+  if (park_echoes) {
+    parking.add(scan.magnitude.storage());
+    parking.add(scan.phase.storage());
+  }
+  Volume mask;
+  {
+    const networks::Parking::Scope parked(park_echoes ? &parking : nullptr);
+    NetworkRun run = run_mask_net(rss, o, resolved_budget(o.engine).first, false);
+    const NetworkOutput* m = run.find("mask");
+    if (m == nullptr) throw Error(ErrorKind::Internal, "HD-BET returned no mask");
+    mask = binarised(m->volume);
+    rss = Volume();
+  }
+  if (park_echoes) rec.figures.emplace_back("echoes parked (bytes)", static_cast<double>(parking.written()));
+  return mask;
+}
+
 void mask_stage(const Scan& scan, const FieldPipelineOptions& o, const Progress& pr, StageMeter& meter,
-                std::int64_t predicted, FieldPipelineResult& r) {
+                std::int64_t predicted, bool park_echoes, FieldPipelineResult& r) {
   const char* method = o.mask_source == MaskSource::Given          ? "given"
                        : o.mask_source == MaskSource::Network      ? "HD-BET"
                        : o.masking.method == MaskMethod::Magnitude ? "magnitude Otsu"
@@ -268,11 +323,7 @@ void mask_stage(const Scan& scan, const FieldPipelineOptions& o, const Progress&
     if (o.mask_source == MaskSource::Given) {
       r.mask = binarised(*o.mask);
     } else if (o.mask_source == MaskSource::Network) {
-      Volume rss = rss_magnitude(scan.magnitude);
-      NetworkRun run = run_mask_net(rss, o, false);
-      const NetworkOutput* m = run.find("mask");
-      if (m == nullptr) throw Error(ErrorKind::Internal, "HD-BET returned no mask");
-      r.mask = binarised(m->volume);
+      r.mask = hd_bet_mask(scan, o, park_echoes, rec);
     } else {
       MaskOptions mo = o.masking;
       mo.progress = pr.stage(0.0, 0.1, "mask");
@@ -471,7 +522,7 @@ FieldPipelineResult run_stages(const Scan& scan, Scan* owned, const FieldPipelin
   r.predicted_peak_bytes = p.peak_bytes;
   StageMeter meter(r);
   const Progress pr{o};
-  mask_stage(scan, o, pr, meter, predicted(p, "mask"), r);
+  mask_stage(scan, o, pr, meter, predicted(p, "mask"), p.parks_echoes, r);
   if (!o.measuring && o.mask_source != MaskSource::Given) {
     // The later stages follow the mask's size (ROMEO queues its edges): predicted again with the
     // mask made, and refused now if that no longer fits, before the field map allocates.

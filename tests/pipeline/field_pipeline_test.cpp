@@ -361,6 +361,49 @@ TEST(FieldPipeline, AnIqsmInversionIsTheNetworksRunOnTheWrappedPhase) {
   EXPECT_GE(r.stages[1].predicted_peak_bytes, r.stages[1].measured_peak_bytes);
 }
 
+// Under a budget that holds HD-BET's whole run but not beside the scan's echoes, the echoes wait
+// in a file while it runs (#49 item 6) and come back exactly: the same mask and the same local
+// field as the run without a budget, within the budget, the stage's prediction holding.
+TEST(FieldPipeline, UnderABudgetTheEchoesWaitInAFileWhileHdBetMakesTheMask) {
+  const std::string dir = qsmtest::data_dir("QSM_TWINS_DIR");
+  QSM_REQUIRE_DATA(dir, "QSM_TWINS_DIR");
+  if (!Buffer::parks(std::size_t{64} * 64 * 64 * 4 * sizeof(double))) GTEST_SKIP() << "this build never parks";
+  const Case c = make_case({64, 64, 64}, 4);
+  FieldPipelineOptions o;
+  o.engine.mem_budget = 0;
+  o.mask_source = MaskSource::Network;
+  for (const auto& f : require_model("hd-bet").files) o.mask_net_files.push_back(dir + "/" + std::string(f.name));
+  FieldPipelineResult free_run;
+  try {
+    free_run = run_field_pipeline(c.scan, o);
+  } catch (const Error&) {  // a twin's random weights may find no brain (the test above checks that case)
+    GTEST_SKIP() << "the twin finds no brain on this case";
+  }
+  ASSERT_EQ(free_run.stages[0].method, "HD-BET");
+  const std::int64_t scan = 2 * c.scan.phase.voxels() * c.scan.echoes() * static_cast<std::int64_t>(sizeof(double));
+  // The pipeline decides from its predictions (HD-BET's is an upper bound: a magnitude of ones,
+  // no crop to the head), so the budget is set from them.
+  const std::int64_t mask_peak = free_run.stages[0].predicted_peak_bytes;
+  std::int64_t others = 0;
+  for (std::size_t i = 1; i < free_run.stages.size(); ++i)
+    others = std::max(others, free_run.stages[i].predicted_peak_bytes);
+  ASSERT_GT(mask_peak - scan / 2, others) << "HD-BET must be the pipeline's peak for this test to mean anything";
+
+  const std::int64_t held = memory_current();
+  o.engine.mem_budget = held + mask_peak - scan / 2;  // the echoes' half too little beside HD-BET
+  o.engine.mem_budget_outside = 0;
+  const FieldPipelineResult r = run_field_pipeline(c.scan, o);
+  double parked = 0.0;
+  for (const auto& [name, value] : r.stages[0].figures)
+    if (name == "echoes parked (bytes)") parked = value;
+  EXPECT_GE(parked, static_cast<double>(scan));
+  EXPECT_LE(held + r.measured_peak_bytes, o.engine.mem_budget);
+  EXPECT_LE(r.stages[0].measured_peak_bytes, free_run.stages[0].measured_peak_bytes - scan / 2);
+  EXPECT_GE(r.stages[0].predicted_peak_bytes, r.stages[0].measured_peak_bytes);
+  for (std::int64_t i = 0; i < r.mask.voxels(); ++i) ASSERT_EQ(r.mask.data()[i], free_run.mask.data()[i]) << i;
+  EXPECT_EQ(max_abs_difference(r.local_field_ppm, free_run.local_field_ppm), 0.0) << "the echoes came back changed";
+}
+
 TEST(FieldPipeline, ANetworkThatIsNotAnInversionIsRefusedNamingTheChoices) {
   const Case c = make_case({32, 32, 32}, 2);
   FieldPipelineOptions o = with_true_mask(c);
