@@ -27,8 +27,10 @@ let last = null;  // the last result: {dims, voxel, affine, chi: Float32Array, r
 // of the last run in order ("progress", "predicted", "done" / "error").
 // Pipeline runs add `predicted` (the prediction as the page showed it, before the run) and
 // `niftis` (the maps' NIfTI bytes by name).
+// `call` posts a message to the worker as the page's buttons do (the tests send what the UI
+// cannot: arrays whose length is not their dims').
 window.qsmPage = { variant, reply: null, chiNifti: null, events: [], predicted: null, niftis: null,
-                   shownVolumes: () => shownVolumes() };
+                   shownVolumes: () => shownVolumes(), call: (message) => call(message) };
 
 // ---- small helpers -------------------------------------------------------------------------
 
@@ -286,7 +288,16 @@ function memoryFacts(reply) {
           ["measured peak (engine)", fmtBytes(reply.measured_peak_bytes)],
           [PREDICTED_HEAP_LABEL, fmtBytes(reply.predicted_heap_bytes)],
           ["wasm heap high-water (HEAP8.buffer.byteLength)", fmtBytes(reply.heap8_bytes)],
+          ...inUseFacts(reply),
           ["budget", fmtBytes(reply.budget_bytes)]];
+}
+
+// What the heap holds once the call returned: in use (the engine's freed blocks kept for the next
+// run are free, not in use), and of that the engine's accounted bytes.
+function inUseFacts(reply) {
+  if (reply.heap_in_use_bytes == null) return [];
+  return [["wasm heap in use after the run (of it, the engine's)",
+           `${fmtBytes(reply.heap_in_use_bytes)} (${fmtBytes(reply.engine_in_use_bytes)})`]];
 }
 
 async function guarded(body) {

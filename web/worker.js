@@ -111,8 +111,9 @@ function runWith(msg, modelPath) {
   const field = copyIn(msg.field);
   const mask = msg.mask ? copyIn(msg.mask) : 0;
   try {
-    const text = qsm.ccall("qsm_web_run", "string", ["string", "number", "number"],
-                           [JSON.stringify(request), field, mask]);
+    // Each array with its length: the module checks it against dims before reading a value.
+    const text = qsm.ccall("qsm_web_run", "string", ["string", "number", "number", "number", "number"],
+                           [JSON.stringify(request), field, msg.field.length, mask, msg.mask ? msg.mask.length : 0]);
     const names = msg.outputNames || ["chi", "local_field", "chi_pos", "chi_neg", "chi_total", "r2prime", "mask"];
     finish(text, names);
   } finally {

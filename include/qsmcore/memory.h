@@ -50,6 +50,17 @@ void fail_allocation_after(std::int64_t n);
 void* accounted_alloc(std::size_t bytes, MemCategory cat);
 void accounted_free(void* p, std::size_t bytes, MemCategory cat) noexcept;
 
+/// wasm32: bytes of freed large blocks kept aside for the next request of their size (counted as
+/// freed here, but still handed out as far as malloc knows: mallinfo counts them). 0 natively.
+std::int64_t kept_heap_bytes();
+
+/// Whether this build guards parked blocks (CMake option QSM_PARK_GUARD; Buffer::data()).
+#if defined(QSM_PARK_GUARD)
+inline constexpr bool kParkGuardBuild = true;
+#else
+inline constexpr bool kParkGuardBuild = false;
+#endif
+
 /// An owned, aligned, accounted block of bytes.
 class Buffer {
  public:
@@ -61,7 +72,15 @@ class Buffer {
   Buffer(const Buffer&) = delete;
   Buffer& operator=(const Buffer&) = delete;
 
-  std::byte* data() const { return data_; }
+  // Under QSM_PARK_GUARD (Debug and sanitizer builds, CMakeLists.txt) the accessor refuses a
+  // parked block with Error{Internal}: its bytes are in the spill file until it is read back, and
+  // reading its pages would see zeros. Compiled out elsewhere: Volume's and AccountedArray's
+  // element accessors call data() per element, and a throwing branch there stops loops vectorising.
+  std::byte* data() const {
+    if constexpr (kParkGuardBuild)
+      if (parked_ != 0) touched_while_parked();
+    return data_;
+  }
   std::size_t size() const { return size_; }
   MemCategory category() const { return cat_; }
   void reset();
@@ -85,11 +104,21 @@ class Buffer {
   /// Counts a parked block's bytes again for the free that follows, its bytes not wanted back:
   /// past the cap and the peak, which it never reaches (its pages stay with the OS).
   void forget_parked() const noexcept;
+  /// Whether its pages are parked (between park_pages and unpark_pages or forget_parked).
+  bool parked() const { return parked_ != 0; }
+  /// Whether a park makes the parked pages inaccessible (PROT_NONE), so that a wrapper touching
+  /// them before they are back faults instead of reading zeros: always under QSM_PARK_GUARD, else
+  /// when the environment has QSM_PARK_GUARD=1 (the test suite sets it; read at each park).
+  static bool park_guard();
 
  private:
+  [[noreturn]] void touched_while_parked() const;
   std::byte* data_ = nullptr;
   std::size_t size_ = 0;
   MemCategory cat_ = MemCategory::Other;
+  // 0: not parked; 1: parked; 2: parked, its pages PROT_NONE (park_guard). Mutable: parking is
+  // const (the bytes are the same before and after).
+  mutable std::uint8_t parked_ = 0;
 };
 
 /// Process view for cross-checks: VmRSS / VmHWM (bytes) from /proc/self/status; -1 if unknown.

@@ -1,6 +1,7 @@
 // Process-wide accounting of engine allocations. Counters are relaxed atomics: the figures are
 // exact totals; the peak is maintained with a CAS loop so concurrent allocations never lose a
 // high-water mark.
+#include <signal.h>
 #include <sys/mman.h>
 #include <unistd.h>
 #ifdef __EMSCRIPTEN__
@@ -9,6 +10,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdint>
 #include <cstdlib>
 #include <fstream>
 #include <mutex>
@@ -43,7 +45,9 @@ bool mapped_block(std::size_t rounded) {
 #endif
 }
 
-std::size_t rounded_size(std::size_t bytes) { return (bytes + kAlign - 1) / kAlign * kAlign; }
+std::size_t rounded_size(std::size_t bytes) {
+  return (bytes + kAlign - 1) / kAlign * kAlign;
+}
 
 #if defined(__EMSCRIPTEN__)
 // wasm32's heap never shrinks, and dlmalloc carves small requests out of the best-fitting free
@@ -91,6 +95,14 @@ void keep(void* p, std::size_t rounded) {
     k.blocks.erase(k.blocks.begin());
   }
   k.blocks.emplace_back(p, rounded);
+}
+
+std::int64_t kept_bytes() {
+  KeptBlocks& k = kept();
+  const std::lock_guard<std::mutex> lock(k.mu);
+  std::int64_t n = 0;
+  for (const auto& b : k.blocks) n += static_cast<std::int64_t>(b.second);
+  return n;
 }
 #endif
 
@@ -179,13 +191,20 @@ std::int64_t read_status_kb(const char* key) {
 
 const char* to_string(MemCategory c) {
   switch (c) {
-    case MemCategory::Weights: return "weights";
-    case MemCategory::Plan: return "plan";
-    case MemCategory::Arena: return "arena";
-    case MemCategory::Scratch: return "scratch";
-    case MemCategory::IO: return "io";
-    case MemCategory::Other: return "other";
-    case MemCategory::Count: break;
+    case MemCategory::Weights:
+      return "weights";
+    case MemCategory::Plan:
+      return "plan";
+    case MemCategory::Arena:
+      return "arena";
+    case MemCategory::Scratch:
+      return "scratch";
+    case MemCategory::IO:
+      return "io";
+    case MemCategory::Other:
+      return "other";
+    case MemCategory::Count:
+      break;
   }
   return "?";
 }
@@ -202,8 +221,12 @@ MemoryCounters memory_counters() {
   return m;
 }
 
-std::int64_t memory_current() { return counters().total.load(std::memory_order_relaxed); }
-std::int64_t memory_peak() { return counters().total_peak.load(std::memory_order_relaxed); }
+std::int64_t memory_current() {
+  return counters().total.load(std::memory_order_relaxed);
+}
+std::int64_t memory_peak() {
+  return counters().total_peak.load(std::memory_order_relaxed);
+}
 
 void reset_memory_peak() {
   auto& c = counters();
@@ -211,9 +234,15 @@ void reset_memory_peak() {
   c.total_peak.store(c.total.load());
 }
 
-void set_memory_cap(std::int64_t bytes) { counters().cap.store(bytes); }
-std::int64_t memory_cap() { return counters().cap.load(); }
-void fail_allocation_after(std::int64_t n) { counters().fail_countdown.store(n); }
+void set_memory_cap(std::int64_t bytes) {
+  counters().cap.store(bytes);
+}
+std::int64_t memory_cap() {
+  return counters().cap.load();
+}
+void fail_allocation_after(std::int64_t n) {
+  counters().fail_countdown.store(n);
+}
 
 namespace {
 
@@ -272,6 +301,14 @@ void accounted_free(void* p, std::size_t bytes, MemCategory cat) noexcept {
   count_out(static_cast<std::int64_t>(bytes), cat);
 }
 
+std::int64_t kept_heap_bytes() {
+#if defined(__EMSCRIPTEN__)
+  return kept_bytes();
+#else
+  return 0;
+#endif
+}
+
 Buffer::Buffer(std::size_t bytes, MemCategory cat)
     : data_(static_cast<std::byte*>(accounted_alloc(bytes, cat))), size_(bytes), cat_(cat) {}
 
@@ -279,9 +316,10 @@ Buffer::~Buffer() {
   reset();
 }
 
-Buffer::Buffer(Buffer&& o) noexcept : data_(o.data_), size_(o.size_), cat_(o.cat_) {
+Buffer::Buffer(Buffer&& o) noexcept : data_(o.data_), size_(o.size_), cat_(o.cat_), parked_(o.parked_) {
   o.data_ = nullptr;
   o.size_ = 0;
+  o.parked_ = 0;
 }
 
 Buffer& Buffer::operator=(Buffer&& o) noexcept {
@@ -290,13 +328,16 @@ Buffer& Buffer::operator=(Buffer&& o) noexcept {
     data_ = o.data_;
     size_ = o.size_;
     cat_ = o.cat_;
+    parked_ = o.parked_;
     o.data_ = nullptr;
     o.size_ = 0;
+    o.parked_ = 0;
   }
   return *this;
 }
 
 void Buffer::reset() {
+  if (parked_ != 0) forget_parked();  // freed while parked: counted in for the free, not read back
   if (data_ != nullptr || size_ != 0) accounted_free(data_, size_, cat_);
   data_ = nullptr;
   size_ = 0;
@@ -318,22 +359,146 @@ std::size_t Buffer::page_span() const {
 #endif
 }
 
+#if !defined(__EMSCRIPTEN__)
+namespace {
+
+// The guarded parked ranges, for the message of the SIGSEGV a protocol mistake raises: a plain
+// "Segmentation fault" would not say that the parking protocol was broken, nor where. Lock-free
+// slots (the handler may only read atomics); a range that finds no slot just goes unnamed.
+struct GuardedRange {
+  std::atomic<std::uintptr_t> begin{0};
+  std::atomic<std::size_t> bytes{0};
+};
+constexpr int kGuardedRanges = 256;
+GuardedRange g_guarded[kGuardedRanges];
+struct sigaction g_previous_segv {};
+
+// Writes `v` in hex to fd 2 (async-signal-safe: no stdio).
+void write_hex(std::uintptr_t v) {
+  char text[2 + 2 * sizeof v];
+  text[0] = '0';
+  text[1] = 'x';
+  for (std::size_t i = 0; i < 2 * sizeof v; ++i)
+    text[2 + i] = "0123456789abcdef"[(v >> (4 * (2 * sizeof v - 1 - i))) & 15];
+  [[maybe_unused]] const auto n = ::write(2, text, sizeof text);
+}
+
+void write_text(const char* t) {
+  [[maybe_unused]] const auto n = ::write(2, t, std::char_traits<char>::length(t));
+}
+
+// Names the parked block the fault hit, then hands the fault on: the previous disposition comes
+// back and the access runs again (the default then ends the process with SIGSEGV; a sanitizer's
+// handler reports it as its own).
+void on_segv(int, siginfo_t* info, void*) {
+  const auto at = reinterpret_cast<std::uintptr_t>(info->si_addr);
+  for (const GuardedRange& r : g_guarded) {
+    const std::uintptr_t b = r.begin.load(std::memory_order_acquire);
+    if (b != 0 && at >= b && at - b < r.bytes.load(std::memory_order_acquire)) {
+      write_text(
+          "qsmcore: a parked block was touched before it was read back (a parking protocol mistake: "
+          "Parked::back() before the step that reads it); block at ");
+      write_hex(b);
+      write_text(", address ");
+      write_hex(at);
+      write_text("\n");
+      break;
+    }
+  }
+  ::sigaction(SIGSEGV, &g_previous_segv, nullptr);
+}
+
+void guard_range(const void* p, std::size_t bytes) {
+  static std::once_flag installed;
+  std::call_once(installed, [] {
+    struct sigaction a {};
+    a.sa_sigaction = on_segv;
+    a.sa_flags = SA_SIGINFO | SA_ONSTACK;
+    sigemptyset(&a.sa_mask);
+    ::sigaction(SIGSEGV, &a, &g_previous_segv);
+  });
+  for (GuardedRange& r : g_guarded) {
+    std::uintptr_t empty = 0;
+    if (r.begin.compare_exchange_strong(empty, reinterpret_cast<std::uintptr_t>(p), std::memory_order_acq_rel)) {
+      r.bytes.store(bytes, std::memory_order_release);
+      return;
+    }
+  }
+}
+
+// Only the block's own park and read-back touch its slot: no two threads clear the same one.
+void unguard_range(const void* p) noexcept {
+  for (GuardedRange& r : g_guarded)
+    if (r.begin.load(std::memory_order_acquire) == reinterpret_cast<std::uintptr_t>(p)) {
+      r.bytes.store(0, std::memory_order_release);
+      r.begin.store(0, std::memory_order_release);
+      return;
+    }
+}
+
+}  // namespace
+#endif
+
+// The release library reads the switch at each park (a getenv beside a block's write to disk)
+// and only then pays for mprotect; under QSM_PARK_GUARD it is always on.
+bool Buffer::park_guard() {
+#if defined(QSM_PARK_GUARD)
+  return true;
+#else
+  const char* e = std::getenv("QSM_PARK_GUARD");
+  return e != nullptr && std::string_view(e) == "1";
+#endif
+}
+
+void Buffer::touched_while_parked() const {
+  throw Error(ErrorKind::Internal, "a parked block (" + std::to_string(size_) +
+                                       " bytes) was touched before it was read back: a parking protocol mistake "
+                                       "(networks/parking.h: Parked::back() before the step that reads it)");
+}
+
 void Buffer::park_pages() const {
   QSM_ASSERT(parkable(), "parking a block that is not mapped on its own");
+  QSM_ASSERT(parked_ == 0, "parking a block that is parked already");
 #if !defined(__EMSCRIPTEN__)
   // Private anonymous pages: dropped at once, zero-filled if touched again.
   if (::madvise(data_, page_span(), MADV_DONTNEED) != 0)
     throw Error(ErrorKind::Internal, "the OS did not take back a parked block's pages");
+  // Guarded: touching them before they are back faults (SIGSEGV) instead of reading zeros.
+  const bool guard = park_guard();
+  if (guard && ::mprotect(data_, page_span(), PROT_NONE) != 0)
+    throw Error(ErrorKind::Internal, "the OS did not protect a parked block's pages (QSM_PARK_GUARD)");
+  if (guard) guard_range(data_, page_span());
+  parked_ = guard ? 2 : 1;
+#else
+  parked_ = 1;
 #endif
   count_out(static_cast<std::int64_t>(size_), cat_);
 }
 
 void Buffer::unpark_pages() const {
+  QSM_ASSERT(parked_ != 0, "reading back a block that is not parked");
   const auto n = static_cast<std::int64_t>(size_);
-  count_in(n, cat_, add_to_total(n, cat_, "reading back parked"));
+  const std::int64_t total = add_to_total(n, cat_, "reading back parked");
+#if !defined(__EMSCRIPTEN__)
+  if (parked_ == 2 && ::mprotect(data_, page_span(), PROT_READ | PROT_WRITE) != 0) {
+    counters().total.fetch_sub(n, std::memory_order_relaxed);
+    throw Error(ErrorKind::Internal, "the OS did not give a parked block's pages back their access");
+  }
+  if (parked_ == 2) unguard_range(data_);
+#endif
+  parked_ = 0;
+  count_in(n, cat_, total);
 }
 
 void Buffer::forget_parked() const noexcept {
+#if !defined(__EMSCRIPTEN__)
+  // About to be freed: unmapping does not need the access back, but a block kept would.
+  if (parked_ == 2) {
+    ::mprotect(data_, page_span(), PROT_READ | PROT_WRITE);
+    unguard_range(data_);
+  }
+#endif
+  parked_ = 0;
   auto& c = counters();
   const auto n = static_cast<std::int64_t>(size_);
   c.current[static_cast<int>(cat_)].fetch_add(n, std::memory_order_relaxed);
@@ -344,12 +509,22 @@ void Buffer::forget_parked() const noexcept {
 // The module's view of the OS is its linear memory: it grows on demand and never shrinks, so its
 // size is both what the process holds and its high-water. (/proc/self under Node would describe
 // Node itself.)
-std::int64_t process_rss_bytes() { return static_cast<std::int64_t>(emscripten_get_heap_size()); }
-std::int64_t process_hwm_bytes() { return process_rss_bytes(); }
-bool reset_process_hwm() { return false; }
+std::int64_t process_rss_bytes() {
+  return static_cast<std::int64_t>(emscripten_get_heap_size());
+}
+std::int64_t process_hwm_bytes() {
+  return process_rss_bytes();
+}
+bool reset_process_hwm() {
+  return false;
+}
 #else
-std::int64_t process_rss_bytes() { return read_status_kb("VmRSS:"); }
-std::int64_t process_hwm_bytes() { return read_status_kb("VmHWM:"); }
+std::int64_t process_rss_bytes() {
+  return read_status_kb("VmRSS:");
+}
+std::int64_t process_hwm_bytes() {
+  return read_status_kb("VmHWM:");
+}
 
 bool reset_process_hwm() {
   std::ofstream f("/proc/self/clear_refs");

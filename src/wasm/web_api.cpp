@@ -34,6 +34,7 @@
 
 #include "qsmcore/demo.h"
 #include "qsmcore/error.h"
+#include "qsmcore/memory.h"
 #include "qsmcore/metrics.h"
 #include "qsmcore/models.h"
 #include "qsmcore/networks.h"
@@ -67,7 +68,12 @@ void progress(double fraction, const std::string& stage) {
   post({{"type", "progress"}, {"fraction", g_fraction.load()}, {"stage", stage}});
 }
 
-std::int64_t heap_in_use() { return static_cast<std::int64_t>(mallinfo().uordblks); }
+// malloc counts the large blocks the accounting keeps aside for the next run of the same plan
+// (core/accounting.cpp) as handed out; they are free to the engine, and counting them as in use
+// (issue #51) took a run's arena off the next run's budget a second time.
+std::int64_t heap_in_use() {
+  return std::max<std::int64_t>(0, static_cast<std::int64_t>(mallinfo().uordblks) - kept_heap_bytes());
+}
 std::int64_t heap_bytes() { return static_cast<std::int64_t>(emscripten_get_heap_size()); }
 std::int64_t heap_max() { return static_cast<std::int64_t>(emscripten_get_heap_max()); }
 
@@ -87,8 +93,12 @@ const char* reply_of(const std::function<void(json&)>& body) {
     reply["error"] = e.what();
     reply["kind"] = "Error";
   }
+  // What the page shows apart: the linear memory's size (it never shrinks), what of it is in use
+  // now (kept blocks not counted), and of that what the engine's accounting holds.
   reply["heap_bytes"] = heap_bytes();
   reply["heap_max_bytes"] = heap_max();
+  reply["heap_in_use_bytes"] = heap_in_use();
+  reply["engine_in_use_bytes"] = memory_current();
   g_reply = reply.dump();
   return g_reply.c_str();
 }
@@ -207,7 +217,15 @@ Geometry geometry_of(const json& req) {
   return g;
 }
 
-Volume volume_of(const float* data, const Dims3& dims, const Geometry& g, const char* what) {
+// `n`: the values the caller says `data` holds (the JS array's length), checked against the grid
+// before a value is read: a pointer alone cannot say how far it may be read.
+Volume volume_of(const float* data, std::int64_t n, const Dims3& dims, const Geometry& g, const char* what) {
+  const std::int64_t need = dims[0] * dims[1] * dims[2];
+  if (data == nullptr || n != need)
+    throw Error(ErrorKind::InvalidInput, std::string(what) + ": " + std::to_string(data == nullptr ? 0 : n) +
+                                             " values given, the grid " + std::to_string(dims[0]) + "x" +
+                                             std::to_string(dims[1]) + "x" + std::to_string(dims[2]) + " needs " +
+                                             std::to_string(need));
   Volume v = Volume::zeros(dims, g);
   double* d = v.data();
   for (std::int64_t i = 0; i < v.voxels(); ++i) {
@@ -280,8 +298,11 @@ EMSCRIPTEN_KEEPALIVE const char* qsm_web_demo(const char* request) {
 
 /// A registry network's recipe on the page's volume: {"network" (registry id), "model_path",
 /// "dims", "voxel_mm", "affine"?, "unit"?, "b0"?, "te"?, "threads", "budget_bytes", "residency"?}, the field
-/// and an optional mask (float32, x fastest; mask may be null) -> memory; outputs by name.
-EMSCRIPTEN_KEEPALIVE const char* qsm_web_run(const char* request, const float* field, const float* mask) {
+/// and an optional mask (float32, x fastest; mask may be null with mask_len 0), each with its number
+/// of values (a length that is not the grid's is refused before a value is read) -> memory;
+/// outputs by name.
+EMSCRIPTEN_KEEPALIVE const char* qsm_web_run(const char* request, const float* field, int field_len, const float* mask,
+                                             int mask_len) {
   return reply_of([&](json& reply) {
     g_outputs.clear();
     const json req = json::parse(request);
@@ -289,17 +310,22 @@ EMSCRIPTEN_KEEPALIVE const char* qsm_web_run(const char* request, const float* f
     const auto d = req.at("dims").get<std::vector<std::int64_t>>();
     if (d.size() != 3 || d[0] < 1 || d[1] < 1 || d[2] < 1)
       throw Error(ErrorKind::InvalidInput, "dims must be 3 positive sizes");
+    constexpr std::int64_t kMaxVoxels = std::int64_t{1} << 31;  // a JS typed array's length, and no overflow
+    if (d[1] > kMaxVoxels / d[0] || d[2] > kMaxVoxels / (d[0] * d[1]))
+      throw Error(ErrorKind::InvalidInput, "dims: more voxels than a page's array can hold");
     const Dims3 dims{d[0], d[1], d[2]};
     const Geometry g = geometry_of(req);
     std::int64_t budget = 0;
     NetworkOptions opts = page_options(req, budget);
     reply["budget_bytes"] = budget;  // also in a refusal's reply
-    const Volume f = volume_of(field, dims, g, "the field");
+    const Volume f = volume_of(field, field_len, dims, g, "the field");
     Volume m;
     NetworkInputs in;
     in.field = &f;
+    if (mask == nullptr && mask_len != 0)
+      throw Error(ErrorKind::InvalidInput, "the mask: " + std::to_string(mask_len) + " values said, none given");
     if (mask != nullptr) {
-      m = volume_of(mask, dims, g, "the mask");
+      m = volume_of(mask, mask_len, dims, g, "the mask");
       in.mask = &m;
     }
     if (req.contains("unit")) in.field_unit = parse_field_unit(req["unit"].get<std::string>());

@@ -133,6 +133,46 @@ async function runUser(page, fieldPath, maskPath, residency = "full") {
   return clickAndCollect(page, "#run-user");
 }
 
+// What the heap holds once a run returned (issue #51): in use, the engine's freed blocks kept for
+// the next run not counted (they were, and came off the next run's budget), and of that the
+// engine's accounted bytes. Beside the engine, the call holds the outputs it hands the worker
+// (float32 copies) and the runtime's own small blocks.
+function checkInUse(what, r) {
+  for (const k of ["heap_in_use_bytes", "engine_in_use_bytes", "heap_bytes"])
+    if (!Number.isFinite(r[k])) fail(`${what}: the reply has no ${k}: ${JSON.stringify(Object.keys(r))}`);
+  const outputs = (r.outputs || []).length * r.dims.reduce((a, b) => a * b, 1) * 4;
+  if (!(r.engine_in_use_bytes <= r.heap_in_use_bytes && r.heap_in_use_bytes <= r.heap_bytes))
+    fail(`${what}: in use ${r.heap_in_use_bytes} B (engine ${r.engine_in_use_bytes} B) is not within the heap ${r.heap_bytes} B`);
+  if (r.heap_in_use_bytes - r.engine_in_use_bytes > outputs + 16 * 1024 * 1024)
+    fail(`${what}: ${r.heap_in_use_bytes} B in use after the run, the engine's ${r.engine_in_use_bytes} B and ` +
+         `${outputs} B of outputs: the kept blocks are counted as in use`);
+  log(`${what}: after the run ${r.heap_in_use_bytes} B in use (engine ${r.engine_in_use_bytes} B), heap ${r.heap_bytes} B`);
+}
+
+// qsm_web_run takes each array with its length and refuses one that is not its dims' before it
+// reads a value (it read dims' worth of floats past a shorter array).
+async function checkLengths(page) {
+  const tried = await page.evaluate(async () => {
+    const model = { name: "qsmcore-invnet.onnx", blob: new Blob([new Uint8Array(16)]) };
+    const base = { cmd: "run", network: "qsmcore-invnet", model, dims: [8, 8, 8], voxel_mm: [1, 1, 1], threads: 1, budget_bytes: 0 };
+    const errors = [];
+    for (const arrays of [{ field: new Float32Array(100), mask: null }, { field: new Float32Array(512), mask: new Float32Array(500) }]) {
+      try {
+        await window.qsmPage.call({ ...base, ...arrays });
+        errors.push(null);
+      } catch (e) {
+        errors.push(e.message);
+      }
+    }
+    return errors;
+  });
+  if (!/the field: 100 values given, the grid 8x8x8 needs 512/.test(tried[0] || ""))
+    fail(`a field of 100 values for 8x8x8 was not refused naming both: ${tried[0]}`);
+  if (!/the mask: 500 values given, the grid 8x8x8 needs 512/.test(tried[1] || ""))
+    fail(`a mask of 500 values for 8x8x8 was not refused naming both: ${tried[1]}`);
+  log(`lengths checked: "${tried[0]}"; "${tried[1]}"`);
+}
+
 async function clickAndCollect(page, button) {
   const t = Date.now();
   await page.click(button);
@@ -260,6 +300,8 @@ async function main() {
     log(`run on a NIfTI field ${((Date.now() - t) / 1000).toFixed(1)} s (${timings(user.reply)}), ` +
         `predicted heap ${user.reply.predicted_heap_bytes} B, heap ${user.reply.heap8_bytes} B`);
     compare("mt, NIfTI field", readNifti(user.chi), nativeRun, mask);
+    checkInUse("mt, NIfTI field", user.reply);
+    await checkLengths(page);
     // The same run with the weights streamed from the chosen File (WORKERFS): read on demand, a
     // window at a time, and the same χ to the bit (same kernels, same order).
     const streamed = await runUser(page, fieldPath, maskPath, "stream:host=0");
