@@ -94,8 +94,27 @@ std::string read_fingerprint(const SubjectPlan& s) {
   return line;
 }
 
+namespace fingerprint_detail {
+// The fingerprint a report carries (`qsm run`/`qsm pipeline --plan-fingerprint`, which every
+// task passes); "" where it has none (written before reports carried it) or cannot be read.
+std::string report_fingerprint(const std::string& report) {
+  std::ifstream f(report);
+  if (!f) return "";
+  const json j = json::parse(f, nullptr, false);
+  if (j.is_discarded() || !j.is_object() || !j.contains("plan_fingerprint") || !j["plan_fingerprint"].is_string())
+    return "";
+  return j["plan_fingerprint"].get<std::string>();
+}
+}  // namespace fingerprint_detail
+
 bool report_is_this_plans(const SubjectPlan& s) {
   if (s.fingerprint.empty()) return true;
+  // The report names the plan its run was started under: that alone decides, whatever the file
+  // beside it says (a run of an earlier plan that finishes after this plan's task wrote the file
+  // is not this plan's).
+  const std::string carried = fingerprint_detail::report_fingerprint(s.report);
+  if (!carried.empty()) return carried == s.fingerprint;
+  // A report written before reports carried it: the file and its date.
   if (read_fingerprint(s) != s.fingerprint) return false;
   const std::int64_t report = fingerprint_detail::mtime_ns(s.report),
                      stamp = fingerprint_detail::mtime_ns(fingerprint_path(s));

@@ -151,7 +151,7 @@ void check_echo_times(const PipelineScan& s, std::int64_t echoes) {
 }
 
 // The plan's time per voxel-echo from one run of the pipeline here, on `s`.
-double time_one_run(const PipelineScan& s, const PlanOptions& o) {
+double time_one_run(const PipelineScan& s, const PlanOptions& o, std::int64_t budget) {
   ScanOverrides ov;
   if (!s.te.empty()) ov.te_s = cell_numbers(s.te, "te", s.source);
   if (!s.b0.empty()) ov.b0_t = cell_number(s.b0, "b0", s.source);
@@ -159,6 +159,8 @@ double time_one_run(const PipelineScan& s, const PlanOptions& o) {
   ov.phase_scale = o.phase_scale;
   FieldPipelineOptions opts = o.pipeline_opts;
   opts.progress = nullptr;
+  opts.engine.mem_budget = budget;
+  opts.engine.mem_budget_source = "the task's budget (the calibration run on " + s.id + ")";
   // A region to reference χ to is read by `qsm pipeline` with the scan; its mean costs no time
   // worth timing here.
   if (opts.inversion.reference == Reference::Region && opts.inversion.reference_region == nullptr)
@@ -195,7 +197,10 @@ void calibrate_pipeline(BatchPlan& p, const PlanOptions& o, const std::vector<Pi
     SubjectPlan& s = p.subjects[k];
     double seconds = 0;
     try {
-      seconds = time_one_run(scans[k], o);
+      // Under the budget the task will run with (issue #51): its --mem less the reserve, not what
+      // this login node has free.
+      p.calibration_budget_bytes = task_budget_bytes(s.mem_mib * kMiB);
+      seconds = time_one_run(scans[k], o, p.calibration_budget_bytes);
     } catch (const Error& e) {
       if (e.kind() == ErrorKind::OutOfBudget)
         throw Error(ErrorKind::OutOfBudget, "the time per voxel cannot be measured here on " + s.id + ": " + e.what() +
@@ -205,7 +210,8 @@ void calibrate_pipeline(BatchPlan& p, const PlanOptions& o, const std::vector<Pi
     }
     p.seconds_per_voxel = seconds / static_cast<double>(work(k));
     p.time_source = "calibration run of the pipeline on " + s.id + " (" + grid_text(s.dims) + " x " +
-                    std::to_string(s.frames) + " echoes), " + std::to_string(seconds) + " s";
+                    std::to_string(s.frames) + " echoes) under a budget of " +
+                    std::to_string(p.calibration_budget_bytes) + " bytes, " + std::to_string(seconds) + " s";
     return;
   }
 }

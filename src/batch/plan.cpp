@@ -237,17 +237,28 @@ void calibrate(BatchPlan& p, const ModelSpec& spec, const PlanOptions& o, const 
   const SyntheticInputs in = synthetic_inputs(*row, g, needs, o.manifest + " line " + std::to_string(row->line));
   NetworkOptions opts = o.net;
   opts.progress = nullptr;
-  opts.model.mem_budget = 0;
+  // Under the budget the task will run with (issue #51): its --mem less the reserve, as `qsm run`
+  // takes it from SLURM_MEM_PER_NODE, or the plan-wide budget where one is given. Unbudgeted, a
+  // login node's run went whole where the task runs as tiles or spills, and timed another path.
+  const bool given = o.net.model.mem_budget > 0;
+  opts.model.mem_budget = given ? o.net.model.mem_budget : task_budget_bytes(smallest->mem_mib * kMiB);
+  opts.model.mem_budget_source = given ? o.net.model.mem_budget_source
+                                       : "the task's --mem=" + std::to_string(smallest->mem_mib) +
+                                             "M less the reserve (the calibration run on " + smallest->id + "'s grid)";
+  p.calibration_budget_bytes = opts.model.mem_budget;
   const auto t0 = std::chrono::steady_clock::now();
   const NetworkRun r = run_network(spec, p.model_files, in.in, opts);
+  p.calibration_tiles = r.tiles;
+  p.calibration_peak_bytes = r.measured_peak_bytes;
   const double total = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   for (const StageTime& st : r.stages)
     if (st.stage == "load") p.load_seconds += st.seconds;
   const double voxels = static_cast<double>(smallest->dims[0] * smallest->dims[1] * smallest->dims[2]);
   p.seconds_per_voxel = std::max(0.0, total - p.load_seconds) / voxels;
   p.time_source = "calibration run on " + std::to_string(smallest->dims[0]) + "x" + std::to_string(smallest->dims[1]) +
-                  "x" + std::to_string(smallest->dims[2]) + " (" + smallest->id + "'s grid), " + std::to_string(total) +
-                  " s";
+                  "x" + std::to_string(smallest->dims[2]) + " (" + smallest->id + "'s grid) under a budget of " +
+                  std::to_string(p.calibration_budget_bytes) + " bytes, " + std::to_string(r.tiles) + " tile(s), " +
+                  std::to_string(total) + " s";
 }
 
 }  // namespace

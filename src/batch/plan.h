@@ -87,6 +87,13 @@ struct BatchPlan {
   int threads = 1;
   double seconds_per_voxel = 0, load_seconds = 0;
   std::string time_source;  // "calibration on AxBxC", "--seconds-per-voxel"
+  // The calibration run (none with --seconds-per-voxel): the budget it ran under, the task's own
+  // (its subject's --mem less the reserve), so that it takes the task's path, tiles and spilling
+  // included; the accounted peak it measured (within that budget), and the tiles it ran as (a
+  // pipeline's: 0).
+  std::int64_t calibration_budget_bytes = 0;
+  std::int64_t calibration_peak_bytes = 0;
+  std::int64_t calibration_tiles = 0;
   std::int64_t max_array_size = 1001;
   std::string partition, account;
   std::vector<SubjectPlan> subjects;

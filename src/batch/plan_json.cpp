@@ -79,6 +79,9 @@ json plan_json(const BatchPlan& p) {
   j["time"] = {{"seconds_per_voxel", p.seconds_per_voxel},
                {"load_seconds", p.load_seconds},
                {"source", p.time_source},
+               {"calibration_budget_bytes", p.calibration_budget_bytes},
+               {"calibration_peak_bytes", p.calibration_peak_bytes},
+               {"calibration_tiles", p.calibration_tiles},
                {"rule", p.is_pipeline() ? "3 x seconds_per_voxel x voxels x echoes + 2 min, at least 5 min"
                                         : "3 x (load + seconds_per_voxel x voxels) + 2 min, at least 5 min"}};
   j["memory_rule"] = std::string("--mem = the smallest limit whose default budget (limit less 64 MiB + 5 %) holds ") +
@@ -130,6 +133,9 @@ BatchPlan read_plan(const std::string& out_dir) {
     p.seconds_per_voxel = j.at("time").at("seconds_per_voxel");
     p.load_seconds = j.at("time").at("load_seconds");
     p.time_source = j.at("time").at("source");
+    p.calibration_budget_bytes = j.at("time").value("calibration_budget_bytes", std::int64_t{0});  // older plans: none
+    p.calibration_peak_bytes = j.at("time").value("calibration_peak_bytes", std::int64_t{0});
+    p.calibration_tiles = j.at("time").value("calibration_tiles", std::int64_t{0});
     p.max_array_size = j.at("max_array_size");
     p.partition = j.at("partition");
     p.account = j.at("account");

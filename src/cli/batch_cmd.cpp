@@ -163,6 +163,7 @@ const std::map<std::string, PipelineOptionRule>& pipeline_option_rules() {
       {"--mask", {U::Refused, false, "each subject's mask is the manifest's mask column"}},
       {"--dicom", {U::Refused, false, "a cohort is a TSV of NIfTI files or a BIDS dataset (convert DICOM first)"}},
       {"--report", {U::Refused, false, "each subject's report is DIR/subjects/ID/report.json"}},
+      {"--plan-fingerprint", {U::Refused, false, "each task passes its subject's own"}},
       {"--threads", {U::Refused, false, "give plan's own --threads (each task's --cpus-per-task too)"}},
       {"--mem-budget", {U::Refused, false, "each task's budget is its --mem less the reserve (--max-mem caps --mem)"}},
       {"BIDS_DIR", {U::Refused, false, "the cohort is plan's MANIFEST|BIDS_DIR, before --"}},
@@ -384,6 +385,8 @@ void run_local_cmd(const std::string& dir, int jobs_at_once, const std::string& 
     args.insert(args.end(), {"--out", s->out, "--report", s->report, "--preview", s->preview});
     ::setenv(model_dir_env_var(p.model_id).c_str(), p.model_dir.c_str(), 1);
   }
+  // Its report carries the subject's fingerprint: what status and resume compare (fingerprint.h).
+  if (!s->fingerprint.empty()) args.insert(args.end(), {"--plan-fingerprint", s->fingerprint});
   args.insert(args.end(), extra.begin(), extra.end());
   // The run this task starts is this plan's: a report counts only if not older than the
   // fingerprint it is written under (one already there for this plan keeps its date, so a report

@@ -361,6 +361,9 @@ nlohmann::json report_json(const PipelineArgs& a, const Setup& s, const ScanRun&
   const FieldPipelineResult& r = run.result;
   nlohmann::json j;
   j["command"] = "qsm pipeline";
+  // A batch plan's run (batch/fingerprint.h): status counts the report as that plan's only when
+  // it carries the plan's fingerprint for the subject.
+  if (!a.plan_fingerprint.empty()) j["plan_fingerprint"] = a.plan_fingerprint;
   j["version"] = QSM_VERSION_TEXT;
   j["scan"] = run.scan;
   j["options"] = options_json(a, s);
@@ -496,6 +499,8 @@ void add_pipeline_options(CLI::App* cmd, PipelineArgs& a) {
   cmd->add_option("--threads", a.threads, kThreadsHelp)->check(CLI::NonNegativeNumber);
   cmd->add_option("--mem-budget", a.mem_budget, kMemBudgetHelp);
   cmd->add_option("--report", a.report, "where to write the JSON report (default: OUT/report.json; not with BIDS_DIR)");
+  cmd->add_option("--plan-fingerprint", a.plan_fingerprint,
+                  "recorded in the report as plan_fingerprint (`qsm batch` passes each subject's)");
   cmd->add_flag("--no-preview", a.no_preview, "no PNG previews");
   cmd->add_flag("--quiet", a.quiet, "no progress bar and no summary");
 }

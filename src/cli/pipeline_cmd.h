@@ -23,6 +23,7 @@ struct PipelineArgs {
   std::optional<std::string> session;     // --session (BIDS mode)
   std::string mag, phase, dicom, mask, mask_net, mask_method = "quality";
   std::string out, report;
+  std::string plan_fingerprint;  // `qsm batch task`'s subject fingerprint, recorded in the report
   std::string inversion = "tv";
   std::string unwrap = "romeo", bfr, bfr_radii, weighting = "snr";
   std::string te, b0_dir;

@@ -43,6 +43,7 @@ struct RunArgs {
   std::string te, unit, b0_dir;
   std::optional<double> b0;
   std::string out, preview, report;
+  std::string plan_fingerprint;  // `qsm batch task`'s subject fingerprint, recorded in the report
   std::string tile, mem_budget, backend = "onednn";
   std::string residency = "full";
   std::string spill_dir;
@@ -323,6 +324,9 @@ struct RunRecord {
 std::string report_text(const RunRecord& r) {
   nlohmann::json j;
   j["command"] = "qsm run";
+  // A batch plan's run (batch/fingerprint.h): status counts the report as that plan's only when
+  // it carries the plan's fingerprint for the subject.
+  if (!r.a.plan_fingerprint.empty()) j["plan_fingerprint"] = r.a.plan_fingerprint;
   j["model"] = model_json(r.spec, r.weights);
   nlohmann::json ins;
   for (const Input& i : r.inputs) {
@@ -503,6 +507,8 @@ void register_run_command(CLI::App& app) {
   cmd->add_flag("--ignore-domain", args->ignore_domain, "warn instead of refusing inputs outside the trained domain");
   cmd->add_option("--preview", args->preview, "PNG of three orthogonal slices of the (first) output");
   cmd->add_option("--report", args->report, "JSON report: inputs, model files and SHA-256, options, memory, times");
+  cmd->add_option("--plan-fingerprint", args->plan_fingerprint,
+                  "recorded in the report as plan_fingerprint (`qsm batch` passes each subject's)");
   cmd->add_flag("--no-verify", args->no_verify, "use local weight files without checking their SHA-256");
   cmd->add_flag("--quiet", args->quiet, "no progress bar and no summary");
   cmd->callback([args] { run(*args); });

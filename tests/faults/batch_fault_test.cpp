@@ -10,8 +10,11 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
+#include <chrono>
 #include <nlohmann/json.hpp>
+#include <thread>
 
+#include "batch/fingerprint.h"
 #include "batch/jobs.h"
 #include "batch/plan.h"
 #include "batch/status.h"
@@ -155,6 +158,53 @@ TEST(BatchFingerprint, APlanForAnotherModelOrOtherArgumentsOrChangedInputsDoesNo
   ASSERT_EQ(other.code, 0) << other.err;
   EXPECT_EQ(done_count(status()), 0) << "qsmcore-invnet's outputs counted as xQSM's";
   record(done_count(status()) == 0);
+}
+
+// The plan's fingerprint in the run's own report (issue #51): every task passes its subject's
+// (`--plan-fingerprint`), and status compares the report's. A run of an earlier plan that ends
+// after this plan's task wrote plan_fingerprint.txt (a task of the old plan still queued or
+// running when the folder was planned again) left a report newer than that file: by the file
+// and its date alone it counted as this plan's, another plan's χ taken as done.
+TEST(BatchFingerprint, TheReportNamesItsPlanAndALateRunOfAnEarlierPlanIsNotCounted) {
+  Cohort c;
+  ASSERT_EQ(c.plan().code, 0);
+  const Exit first = run_qsm({"batch", "run", c.dir.string(), "--local"}, {}, c.work / "l1");
+  ASSERT_EQ(first.code, 0) << first.out << first.err;
+  const batch::BatchPlan a = batch::read_plan(c.dir.string());
+  for (const auto& s : a.subjects) {
+    const json r = json::parse(read_text(s.report));
+    ASSERT_TRUE(r.contains("plan_fingerprint")) << s.report << " does not name its plan";
+    EXPECT_EQ(r["plan_fingerprint"], s.fingerprint) << s.report;
+  }
+  const std::string old_report = read_text(a.subjects[0].report);
+  ASSERT_EQ(c.plan({"--tile", "0"}).code, 0);
+  const batch::BatchPlan b = batch::read_plan(c.dir.string());
+  const batch::SubjectPlan& s1 = b.subjects[0];
+  ASSERT_NE(s1.fingerprint, a.subjects[0].fingerprint);
+  batch::write_fingerprint(s1);  // the new plan's task starts on s1 ...
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  write_text(s1.report, old_report);  // ... and the old plan's run ends after it
+  const Exit st = run_qsm({"batch", "status", c.dir.string()}, {}, c.work / "st");
+  EXPECT_EQ(done_count(st.out), 0) << "a late run of the earlier plan counted as this plan's: " << st.out;
+  record(done_count(st.out) == 0);
+  // This plan's own run: its report names it, and it is done.
+  const Exit again = run_qsm({"batch", "run", c.dir.string(), "--local"}, {}, c.work / "l2");
+  ASSERT_EQ(again.code, 0) << again.out << again.err;
+  EXPECT_EQ(json::parse(read_text(s1.report))["plan_fingerprint"], s1.fingerprint);
+  EXPECT_EQ(done_count(run_qsm({"batch", "status", c.dir.string()}, {}, c.work / "st").out), 2);
+}
+
+// `qsm pipeline` records the fingerprint a pipeline cohort's task passes, as `qsm run` does.
+TEST(BatchFingerprint, APipelineReportCarriesTheFingerprintItWasGiven) {
+  Scratch s{"qsm-faults-fp"};
+  ASSERT_EQ(run_qsm({"phantom", "--raw", "--out", (s / "raw").string(), "--size", "32"}, {}, s / "p").code, 0);
+  const std::string fp(64, 'a');
+  const Exit e = run_qsm({"pipeline", "--mag", (s / "raw" / "magnitude.nii.gz").string(), "--phase",
+                          (s / "raw" / "phase.nii.gz").string(), "--te", "0.004,0.012,0.02,0.028", "--b0", "7", "--out",
+                          (s / "out").string(), "--threads", "2", "--quiet", "--no-preview", "--plan-fingerprint", fp},
+                         {}, s / "run");
+  ASSERT_EQ(e.code, 0) << e.err;
+  EXPECT_EQ(json::parse(read_text(s / "out" / "report.json")).value("plan_fingerprint", ""), fp);
 }
 
 TEST(BatchInput, NumbersThatAreNotAreNamedByColumnAndLine) {
