@@ -1,4 +1,4 @@
-# The engine's sources, one folder per concern under src/ (see README "Layout"), globbed so that
+# The engine's sources, one folder per concern under src/ (docs/architecture.md's folder table), globbed so that
 # adding a file to a concern needs no build edit. The native build (CMakeLists.txt) and the
 # WebAssembly build (cmake/wasm.cmake) each filter out what they cannot build.
 file(GLOB_RECURSE QSM_SOURCES CONFIGURE_DEPENDS
@@ -40,3 +40,9 @@ function(qsm_unity_library target)
     set_target_properties(${target} PROPERTIES UNITY_BUILD ON UNITY_BUILD_BATCH_SIZE 8)
   endif()
 endfunction()
+
+# The native Winograd conv (src/kernels/winograd/, issue #50) runs its products on oneDNN's matmul:
+# built with the oneDNN backend only, never in WebAssembly (which has its own in kernels/wasm/).
+if(EMSCRIPTEN OR NOT QSM_WITH_ONEDNN)
+  list(FILTER QSM_SOURCES EXCLUDE REGEX "/kernels/winograd/")
+endif()

@@ -1,0 +1,222 @@
+// The native 3-D Winograd convolution F(2×2×2, 3×3×3): Lavin & Gray's minimal filtering
+// (2016) nested along the three axes (Jia et al., PPoPP'18). Each 2×2×2 block of outputs (a
+// tile) is computed from the 4×4×4 block of inputs around it with 64 products per input and
+// output channel instead of 8 · 27 = 216: 3.4× fewer multiplies.
+//
+// Per block of tb tiles, on one thread, in its own scratch:
+//   1. V[p][tile][ic] = Bᵀ d B of each tile (transforms.cpp), for the 64 points p;
+//   2. M[p] = V[p] · U[p] for each p: 64 products [tb × c] · [c × m], one batched matmul;
+//   3. y = Aᵀ M A + bias, the post-ops, stored (transforms.cpp).
+// U[p] = G g Gᵀ (nested likewise) is computed once at construction, in double, and packed into
+// the matmul's preferred layout (category Weights): 64/27 = 2.4× the weights' bytes.
+//
+// Why oneDNN's matmul for step 2 rather than our own intrinsics: it is already the engine's
+// dependency, it picks its brgemm kernels for AVX2, AVX-512 or AMX at run time from the CPU it
+// finds (the build assumes no ISA), and its register blocking is tuned per ISA; our own
+// microkernels would have to be written and tuned twice to reach the same fraction of peak. The
+// transforms are ours (adds only, a build per ISA chosen at run time: transforms.cpp).
+//
+// Threads: the blocks are fixed by the shape (tb from the channel counts) and each runs whole on
+// one thread, with oneDNN's matmul kept to that thread, so results do not depend on the thread
+// count. Scratch per thread: V (64 · tb · c floats), M (64 · tb · m) and the matmul's scratchpad,
+// tb chosen so that V and M stay in a core's L2.
+#include "kernels/winograd/conv3d_winograd.h"
+
+#include <algorithm>
+#include <oneapi/dnnl/dnnl.hpp>
+#include <string>
+#include <unordered_map>
+
+#include "core/accounted_array.h"
+#include "core/parallel.h"
+#include "kernels/onednn/common.h"
+#include "kernels/winograd/transforms.h"
+#include "qsmcore/error.h"
+
+namespace qsmcore::kernels::winograd {
+namespace {
+
+using dnnl::memory;
+constexpr std::size_t kL2Target = 768 * 1024;  // one thread's V and M
+
+std::size_t round64(std::size_t b) {
+  return (b + 63) / 64 * 64;
+}
+
+/// The weights' transform along one axis: G = [[1, 0, 0], [½, ½, ½], [½, −½, ½], [0, 0, 1]].
+constexpr double kG[4][3] = {{1, 0, 0}, {0.5, 0.5, 0.5}, {0.5, -0.5, 0.5}, {0, 0, 1}};
+
+/// U[p][ic][oc] (row-major [64][c][m]) from weights [m][c][3][3][3], in double.
+AccountedArray<float> transform_weights(const Conv3dShape& s, const float* w) {
+  AccountedArray<float> u(static_cast<std::size_t>(kPoints) * s.c * s.m, MemCategory::Weights);
+  for (int oc = 0; oc < s.m; ++oc)
+    for (int ic = 0; ic < s.c; ++ic) {
+      const float* g = w + (static_cast<std::size_t>(oc) * s.c + ic) * 27;
+      double a[3][3][4], b[3][4][4];  // G along x, then along y
+      for (int z = 0; z < 3; ++z)
+        for (int y = 0; y < 3; ++y)
+          for (int px = 0; px < 4; ++px)
+            a[z][y][px] = kG[px][0] * g[(z * 3 + y) * 3] + kG[px][1] * g[(z * 3 + y) * 3 + 1] +
+                          kG[px][2] * g[(z * 3 + y) * 3 + 2];
+      for (int z = 0; z < 3; ++z)
+        for (int py = 0; py < 4; ++py)
+          for (int px = 0; px < 4; ++px)
+            b[z][py][px] = kG[py][0] * a[z][0][px] + kG[py][1] * a[z][1][px] + kG[py][2] * a[z][2][px];
+      for (int pz = 0; pz < 4; ++pz)
+        for (int py = 0; py < 4; ++py)
+          for (int px = 0; px < 4; ++px) {
+            const double v = kG[pz][0] * b[0][py][px] + kG[pz][1] * b[1][py][px] + kG[pz][2] * b[2][py][px];
+            const int p = (pz * 4 + py) * 4 + px;
+            u[(static_cast<std::size_t>(p) * s.c + ic) * s.m + oc] = static_cast<float>(v);
+          }
+    }
+  return u;
+}
+
+int default_tile_block(const Conv3dShape& s) {
+  const std::size_t per_tile = static_cast<std::size_t>(kPoints) * (s.c + s.m) * sizeof(float);
+  return std::clamp(static_cast<int>(kL2Target / per_tile) / 8 * 8, 8, 512);
+}
+
+}  // namespace
+
+bool winograd_fits(const std::vector<std::int64_t>& kernel, const std::vector<std::int64_t>& strides,
+                   const std::vector<std::int64_t>& dilations, const std::vector<std::int64_t>& pads,
+                   std::int64_t groups) {
+  const auto all = [](const std::vector<std::int64_t>& v, std::size_t n, std::int64_t x) {
+    return v.size() == n && std::all_of(v.begin(), v.end(), [x](std::int64_t e) { return e == x; });
+  };
+  return groups == 1 && all(kernel, 3, 3) && all(strides, 3, 1) && all(dilations, 3, 1) && all(pads, 6, 1);
+}
+
+struct WinogradConv3d::Impl {
+  Conv3dShape s;
+  TileGrid grid;
+  int tb = 0;
+  std::vector<float> bias;  // [m] padded with zeros to whole chunks: a per-channel table
+  std::vector<graph::PostOp> post;
+  TransformFns fns{};
+  AccountedArray<std::byte> packed;  // U in the matmul's weights layout
+  memory::desc src_md, wei_md, dst_md;
+  dnnl::matmul prim;
+  std::size_t mm_scratch = 0;
+  std::string impl;
+
+  std::size_t v_bytes() const { return round64(static_cast<std::size_t>(kPoints) * tb * s.c * sizeof(float)); }
+  std::size_t m_bytes() const { return round64(static_cast<std::size_t>(kPoints) * tb * s.m * sizeof(float)); }
+  std::size_t worker_bytes() const { return v_bytes() + m_bytes() + round64(mm_scratch); }
+  void make_matmul(const AccountedArray<float>& u);
+  void run_worker(std::int64_t job0, std::int64_t job1, const float* x, const float* add, float* y,
+                  std::byte* scratch) const;
+};
+
+/// The batched matmul [64, tb, c] · [64, c, m] → [64, tb, m], its weights packed from u.
+void WinogradConv3d::Impl::make_matmul(const AccountedArray<float>& u) {
+  using dt = memory::data_type;
+  using tag = memory::format_tag;
+  auto& eng = onednn::engine();
+  src_md = memory::desc({kPoints, tb, s.c}, dt::f32, tag::abc);
+  dst_md = memory::desc({kPoints, tb, s.m}, dt::f32, tag::abc);
+  const memory::desc wei_plain({kPoints, s.c, s.m}, dt::f32, tag::abc);
+  const memory::desc wei_any({kPoints, s.c, s.m}, dt::f32, tag::any);
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(src_md, wei_any, dst_md), attr, eng);
+  prim = dnnl::matmul(pd);
+  mm_scratch = pd.scratchpad_desc().get_size();
+  wei_md = pd.weights_desc();
+  packed = AccountedArray<std::byte>(wei_md.get_size(), MemCategory::Weights);
+  memory from(wei_plain, eng, const_cast<float*>(u.data()));
+  memory to(wei_md, eng, packed.data());
+  dnnl::stream st(eng);
+  dnnl::reorder(from, to).execute(st, from, to);
+  st.wait();
+  impl = std::string("qsm:winograd_f2_3d(") + fns.isa + ")+" + pd.impl_info_str();
+}
+
+WinogradConv3d::WinogradConv3d(const Conv3dShape& s, const float* weights, const float* bias,
+                               std::vector<graph::PostOp> post, int tile_block)
+    : impl_(std::make_unique<Impl>()) {
+  if (s.n < 1 || s.c < 1 || s.m < 1 || s.d < 1 || s.h < 1 || s.w < 1)
+    throw Error(ErrorKind::InvalidInput, "Winograd conv: every size must be positive (n " + std::to_string(s.n) +
+                                             ", c " + std::to_string(s.c) + ", m " + std::to_string(s.m) + ")");
+  Impl& p = *impl_;
+  p.s = s;
+  p.grid = TileGrid{s.c, s.m, s.d, s.h, s.w, (s.d + 1) / 2, (s.h + 1) / 2, (s.w + 1) / 2};
+  p.tb = tile_block > 0 ? tile_block : default_tile_block(s);
+  p.bias.assign(static_cast<std::size_t>((s.m + kChunk - 1) / kChunk * kChunk), 0.0f);
+  if (bias != nullptr) std::copy(bias, bias + s.m, p.bias.begin());
+  p.post = std::move(post);
+  // At most the ISA oneDNN runs its matmul on (ONEDNN_MAX_CPU_ISA caps both).
+  const auto isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
+  const auto avx512 = static_cast<unsigned>(dnnl::cpu_isa::avx512_core);
+  p.fns = transforms_for_cpu((isa & avx512) == avx512);
+  p.make_matmul(transform_weights(s, weights));  // the plain U is freed on return
+}
+
+WinogradConv3d::~WinogradConv3d() = default;
+
+std::size_t WinogradConv3d::scratch_bytes(int threads) const {
+  return impl_->worker_bytes() * static_cast<std::size_t>(std::max(1, threads));
+}
+std::int64_t WinogradConv3d::packed_bytes() const {
+  return static_cast<std::int64_t>(impl_->packed.size());
+}
+int WinogradConv3d::tile_block() const {
+  return impl_->tb;
+}
+std::string WinogradConv3d::impl_name() const {
+  return impl_->impl;
+}
+
+/// Jobs [job0, job1) (job = batch item · blocks + block) on this thread, in its scratch.
+void WinogradConv3d::Impl::run_worker(std::int64_t job0, std::int64_t job1, const float* x, const float* add, float* y,
+                                      std::byte* scratch) const {
+  ScopedThreads one(1);  // the matmul stays on this thread: same blocking, whatever the count
+  auto& eng = onednn::engine();
+  dnnl::stream st(eng);
+  float* v = reinterpret_cast<float*>(scratch);
+  float* mres = reinterpret_cast<float*>(scratch + v_bytes());
+  std::unordered_map<int, memory> args{{DNNL_ARG_SRC, memory(src_md, eng, v)},
+                                       {DNNL_ARG_WEIGHTS, memory(wei_md, eng, const_cast<std::byte*>(packed.data()))},
+                                       {DNNL_ARG_DST, memory(dst_md, eng, mres)}};
+  if (mm_scratch > 0) {
+    const memory::desc smd({static_cast<memory::dim>(mm_scratch)}, memory::data_type::u8, memory::format_tag::a);
+    args.emplace(DNNL_ARG_SCRATCHPAD, memory(smd, eng, scratch + v_bytes() + m_bytes()));
+  }
+  const std::int64_t blocks = (grid.tiles() + tb - 1) / tb;
+  const std::int64_t in_item = static_cast<std::int64_t>(s.d) * s.h * s.w * s.c;
+  const std::int64_t out_item = static_cast<std::int64_t>(s.d) * s.h * s.w * s.m;
+  for (std::int64_t j = job0; j < job1; ++j) {
+    const std::int64_t item = j / blocks, t0 = j % blocks * tb;
+    const BlockArgs b{&grid, t0, static_cast<int>(std::min<std::int64_t>(tb, grid.tiles() - t0)), tb};
+    fns.input(b, x + item * in_item, v);
+    prim.execute(st, args);
+    st.wait();
+    const OutputArgs o{bias.data(), post, add != nullptr ? add + item * out_item : nullptr, y + item * out_item};
+    fns.output(b, mres, o);
+  }
+}
+
+void WinogradConv3d::run(const float* x, const float* add, float* y, std::byte* scratch, std::size_t scratch_size,
+                         int threads) const {
+  const Impl& p = *impl_;
+  const int workers = std::max(1, threads);
+  QSM_ASSERT(scratch_size >= scratch_bytes(workers), "Winograd conv: scratch smaller than scratch_bytes()");
+  bool sum = false;
+  for (const auto& op : p.post) sum = sum || op.kind == graph::PostOp::Kind::Sum;
+  if (sum && add == nullptr) throw Error(ErrorKind::InvalidInput, "Winograd conv: a Sum post-op without its addend");
+  const std::int64_t jobs = static_cast<std::int64_t>(p.s.n) * ((p.grid.tiles() + p.tb - 1) / p.tb);
+  ScopedThreads team(workers);
+  parallel_for(workers, workers > 1, [&](std::int64_t w) {
+    p.run_worker(jobs * w / workers, jobs * (w + 1) / workers, x, add, y, scratch + w * p.worker_bytes());
+  });
+}
+
+void WinogradConv3d::run(const float* x, const float* add, float* y) const {
+  const int threads = max_threads();
+  AccountedArray<std::byte> scratch(scratch_bytes(threads), MemCategory::Scratch);
+  run(x, add, y, scratch.data(), scratch.size(), threads);
+}
+
+}  // namespace qsmcore::kernels::winograd
