@@ -81,6 +81,25 @@ InversionResult invert_dipole(const Volume& local_field_ppm, const Volume& mask,
 /// for a region off χ's grid or without a voxel inside the mask.
 void reference_chi(Volume& chi, const Volume& mask, const InversionOptions& o);
 
+/// The data-consistency step for a χ map made elsewhere (a network's): the χ inside the mask
+/// nearest `prior` that the field inside the mask agrees with, argmin over χ = Mχ of
+/// ‖M(Dχ − f)‖² + λ‖χ − prior‖², by conjugate gradients from M·prior (methods.md §6.7).
+/// qsmcore-invnet's recipe ends with it.
+struct ConsistencyOptions {
+  double lambda = 1.5e-3;  // the pull towards the prior; measured on held-out heads (methods.md §6.7)
+  int iterations = 30;     // CG iterations at most
+  double tolerance = 0.0;  // stop when ‖r‖ falls below this fraction of its start (0 = off)
+  int pad = 0;             // as InversionOptions::pad
+  std::function<void(double fraction)> progress;  // may be empty; called once per iteration
+};
+/// χ in ppm, 0 outside the mask, not referenced. Error{InvalidInput} for grids that differ or
+/// options out of range. Runs on max_threads() threads.
+Volume consistent_chi(const Volume& prior, const Volume& field_ppm, const Volume& mask, const Vec3& b0_dir,
+                      const ConsistencyOptions& o = {});
+/// Its accounted high-water above what is held when it is called (its inputs), the χ it returns
+/// included.
+std::int64_t predict_consistency_bytes(const Dims3& dims, const ConsistencyOptions& o = {});
+
 /// The FFT grid the inversion of a volume of `dims` runs on (the volume padded as `o.pad` says).
 Dims3 inversion_fft_dims(const Dims3& dims, const InversionOptions& o = {});
 
