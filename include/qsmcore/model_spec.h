@@ -113,7 +113,9 @@ struct ModelSpec {
 
   // Memory figures (memory.md §2.3). Each throws Error{NotFound} "memory of 'ID' not measured
   // yet" while `memory` is absent, so no caller budgets with a made-up number. `shape` is the
-  // spatial shape the network itself sees; only its voxel count matters.
+  // spatial shape the network itself sees; only its voxel count matters. For a whole-volume run
+  // pass network_input_shape(spec, volume) (qsmcore/tiling.h): the wrapper's padding, which the
+  // wrappers take from that same function; for a tile, its padded patch.
   std::uint64_t resident_bytes() const;
   std::uint64_t inference_bytes(std::array<std::size_t, 3> shape) const;
   std::uint64_t peak_bytes(std::array<std::size_t, 3> shape, Heap heap) const;

@@ -4,8 +4,10 @@
 //    1100 B/voxel for every network, kept so its pinned values still hold (memory.md §4.3);
 //  - qsmcore's per-network ones, from the measured figures of the network's ModelSpec.
 #pragma once
+#include <array>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 
 #include "qsmcore/model_spec.h"
 
@@ -36,6 +38,33 @@ void check_wasm_patch_fits(TileConfig cfg, std::size_t divisor);
 /// max(1, floor(1.5e9 / ((core + 2·halo)³ · 1100))), with the unrounded patch.
 std::size_t tiles_within_wasm_budget(TileConfig cfg);
 
+// ---- The shape a network sees -------------------------------------------------------------
+
+/// The spatial shape of the tensor a registry network's graph sees when its wrapper runs it on
+/// the whole of `volume` (no tile or window request), in the order of that tensor's own spatial
+/// axes: what `ModelSpec::inference_bytes` and `peak_bytes` take. The wrappers themselves pad
+/// with it (src/networks/), so it cannot drift from what they do. `volume` is (x, y, z) voxels of
+/// what the wrapper pads, which for some networks is not the input volume:
+///  - BFRnet, xQSM, QSMnet/QSMnet+, IR2QSM, qsmcore-invnet, LPCNN, NeXtQSM: the input volume;
+///    each axis rounded up to pad_multiple (x, y, z). MoDL-QSM: each axis rounded down to even
+///    (its authors drop the first slice of an odd axis; 0 for an axis of one voxel).
+///  - iQSM, iQFM: the input volume; iQSM+: its crop, the bounding box of the mask eroded by a
+///    3-voxel sphere grown by 16 voxels per side within the volume; rounded up to 16.
+///  - SUSEP-Net: the volume rounded up to 8; χ-sepnet, R2PRIMEnet: their 192×192×128 window
+///    rounded up to 16, each axis capped at the volume rounded up to 16.
+///  - HD-BET: the magnitude's non-zero bounding box resampled to 1 mm (x, y, z); its window
+///    (192, 192, 96), each axis capped at that shape rounded up to (32, 32, 16); returned in the
+///    graph's (z, y, x) order.
+///  - SynthSeg 1.0/2.0: the volume at 1 mm in RAS order (axes permuted to R, A, S); each axis
+///    rounded up to 32 and at least 128.
+///  - QSMGAN, AutoQSM, RS2-Net run a fixed patch read from their graph: pass it as `fixed_patch`
+///    (in the graph's order); it is returned as is. Without it they throw Error{InvalidInput}.
+/// Throws Error{InvalidInput} for a zero extent.
+std::array<std::size_t, 3> network_input_shape(const ModelSpec& spec, std::array<std::size_t, 3> volume,
+                                               std::optional<std::array<std::size_t, 3>> fixed_patch = std::nullopt);
+/// True for the networks whose graph takes a fixed patch (QSMGAN, AutoQSM, RS2-Net).
+bool has_fixed_patch(const ModelSpec& spec);
+
 // ---- qsmcore: per network -------------------------------------------------------------------
 
 /// The spatial multiple a network's tile patch is rounded up to: its size_divisor and pad
@@ -50,8 +79,31 @@ std::uint64_t tile_bytes(const ModelSpec& spec, TileConfig cfg);
 /// Error{OutOfBudget} when not even one tile fits, with the largest core that would.
 std::size_t tile_concurrency(const ModelSpec& spec, TileConfig cfg, std::uint64_t budget, std::size_t threads,
                              std::uint64_t wrapper_bytes = 0);
-/// Tiles in flight on wasm32: min(pool, max(1, ⌊1.5e9 / tile_bytes⌋)), the reference's wasm
-/// activation budget spent with this network's own figure instead of 1100 B/voxel.
+/// The tile cost as the seed defines it, measured in wasm32: the slope of the linear memory's
+/// high-water against a tile's padded patch voxels with one run in flight, per voxel, from the
+/// generated table src/models/measured_wasm_tiles.h (`qsm measure --all --wasm BUILD
+/// --wasm-tiles FILE`). nullopt for a network not run tiled or not measured so yet. JSON:
+/// `wasm_tile_bytes_per_voxel`, beside the native `tile_bytes_per_voxel` (memory.md §4.5).
+std::optional<std::uint64_t> wasm_tile_bytes_per_voxel(const ModelSpec& spec);
+/// Bytes of one more tile in flight on wasm32 with this config: wasm_tile_bytes_per_voxel × the
+/// padded patch's voxels. Throws Error{InvalidInput} for a network not run tiled,
+/// Error{NotFound} when it has no wasm32 figures.
+std::uint64_t wasm_tile_bytes(const ModelSpec& spec, TileConfig cfg);
+/// Tiles in flight on wasm32: min(pool, max(1, ⌊1.5e9 / per⌋)), the reference's wasm activation
+/// budget spent with this network's own figure instead of 1100 B/voxel: per = wasm_tile_bytes,
+/// or tile_bytes (the native figure) for a network not measured in wasm32.
 std::size_t wasm_tiles_in_flight(const ModelSpec& spec, TileConfig cfg, std::size_t pool);
+/// What a tiled network's wrapper holds beside its tiles for an input volume of `voxels`
+/// (memory.md §4.4): the output volume, the field's copy in ppm where it is given in another
+/// unit (`field_copy`; a field in ppm is read in place) and, for qsmcore-invnet, its TKD prior,
+/// 8 bytes a voxel each, + 4 KiB. The `wrapper_bytes` a host passes to tile_concurrency.
+/// Throws Error{InvalidInput} for a network not run tiled.
+std::uint64_t tiled_wrapper_bytes(const ModelSpec& spec, std::uint64_t voxels, bool field_copy = true);
+
+// One budget (memory.md §4.4): the tiled wrappers (src/networks/field_nets.cpp) ask for the
+// tiles in flight these functions give, natively tile_concurrency(spec, cfg, room, threads,
+// tiled_wrapper_bytes(spec, voxels)) with room = the run's budget above what the caller holds,
+// on wasm32 wasm_tiles_in_flight(spec, cfg, threads); the run's own plans may lower that, never
+// raise it. So a host that budgets with the registry's figures runs what qsmcore runs.
 
 }  // namespace qsmcore

@@ -177,7 +177,10 @@ def model(id: str) -> ModelSpec:
     """One registry network by id (exact, case-sensitive); NotFoundError for an unknown id.
 
     ``spec.inference_bytes((nx, ny, nz))``, ``spec.peak_bytes(shape, heap="native"|"wasm32")`` and
-    ``spec.tile_bytes(core=128, halo=8)`` give its measured memory figures.
+    ``spec.tile_bytes(core=128, halo=8)`` give its measured memory figures. ``shape`` is what the
+    network sees after its wrapper's padding: ``spec.network_input_shape(volume_shape)`` (the
+    wrappers pad with the same function; its docstring says what to pass for the networks that
+    crop or resample first).
     """
     return _qsmcore.model(id)
 

@@ -4,6 +4,7 @@
 #include <pybind11/stl.h>
 
 #include <array>
+#include <optional>
 #include <string>
 
 #include "bindings.h"
@@ -85,17 +86,52 @@ void bind_spec_class(py::module_& m) {
           },
           py::arg("shape"), py::arg("heap") = "native")
       .def(
+          "network_input_shape",
+          [](const ModelSpec& s, const std::vector<std::int64_t>& volume,
+             const std::optional<std::vector<std::int64_t>>& fixed_patch) {
+            std::optional<std::array<std::size_t, 3>> patch;
+            if (fixed_patch) patch = spatial(*fixed_patch);
+            return qsmcore::network_input_shape(s, spatial(volume), patch);
+          },
+          py::arg("volume_shape"), py::arg("fixed_patch") = py::none(),
+          "The spatial shape the network's graph sees for a whole-volume run of volume_shape (x, y, z;\n"
+          "for iQSM+ its mask crop, for HD-BET the 1 mm crop, for SynthSeg the 1 mm RAS shape), in the\n"
+          "graph's axis order: what peak_bytes and inference_bytes take (qsmcore/tiling.h).\n"
+          "QSMGAN, AutoQSM and RS2-Net need fixed_patch, their graph's patch, and return it.")
+      .def(
           "tile_bytes",
           [](const ModelSpec& s, std::size_t core, std::size_t halo) {
             return qsmcore::tile_bytes(s, qsmcore::TileConfig{core, halo});
           },
           py::arg("core") = 128, py::arg("halo") = 8)
       .def(
-          "tile_concurrency",
-          [](const ModelSpec& s, std::size_t core, std::size_t halo, std::uint64_t budget, std::size_t threads) {
-            return qsmcore::tile_concurrency(s, qsmcore::TileConfig{core, halo}, budget, threads);
+          "wasm_tile_bytes",
+          [](const ModelSpec& s, std::size_t core, std::size_t halo) {
+            return qsmcore::wasm_tile_bytes(s, qsmcore::TileConfig{core, halo});
           },
-          py::arg("core"), py::arg("halo"), py::arg("budget"), py::arg("threads"))
+          py::arg("core") = 128, py::arg("halo") = 8,
+          "One more tile in flight on wasm32 (the seed's tile_bytes_per_voxel, measured in wasm32).")
+      .def(
+          "tile_concurrency",
+          [](const ModelSpec& s, std::size_t core, std::size_t halo, std::uint64_t budget, std::size_t threads,
+             std::uint64_t wrapper_bytes) {
+            return qsmcore::tile_concurrency(s, qsmcore::TileConfig{core, halo}, budget, threads, wrapper_bytes);
+          },
+          py::arg("core"), py::arg("halo"), py::arg("budget"), py::arg("threads"), py::arg("wrapper_bytes") = 0,
+          "Tiles in flight natively; with wrapper_bytes = tiled_wrapper_bytes(voxels) and budget the room\n"
+          "above what the caller holds, what the tiled wrapper itself runs.")
+      .def(
+          "wasm_tiles_in_flight",
+          [](const ModelSpec& s, std::size_t core, std::size_t halo, std::size_t pool) {
+            return qsmcore::wasm_tiles_in_flight(s, qsmcore::TileConfig{core, halo}, pool);
+          },
+          py::arg("core"), py::arg("halo"), py::arg("pool"))
+      .def(
+          "tiled_wrapper_bytes",
+          [](const ModelSpec& s, std::uint64_t voxels, bool field_copy) {
+            return qsmcore::tiled_wrapper_bytes(s, voxels, field_copy);
+          },
+          py::arg("voxels"), py::arg("field_copy") = true)
       .def("__repr__", [](const ModelSpec& s) { return "<qsmcore.ModelSpec '" + std::string(s.id) + "'>"; });
 }
 

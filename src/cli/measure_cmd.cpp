@@ -3,6 +3,8 @@
 //   qsm measure --file MODEL.onnx [--input NAME=CxDxHxW ...] [--shape DxHxW ...]   any ONNX file
 //   qsm measure --all --twins-dir DIR [--emit-table src/models/measured_memory.h]
 //   qsm measure --all --twins-dir DIR --wasm build-wasm/mt [--emit-table ...]   the wasm32 figures
+//   qsm measure --all --twins-dir DIR --wasm build-wasm/mt --wasm-tiles src/models/measured_wasm_tiles.h
+//     the tiled networks' wasm32 tile cost (memory.md §4.5)
 // --json prints the measurement object. Registry ids find their files through --file, the
 // twins' manifest (--twins-dir) or the registry's weight lookup (no download).
 #include <algorithm>
@@ -20,10 +22,11 @@
 #include "cli/wasm_measure.h"
 #include "io/atomic_file.h"
 #include "onnx/reader.h"
+#include "pipeline/stage_measure.h"
 #include "qsmcore/error.h"
 #include "qsmcore/measure.h"
 #include "qsmcore/models.h"
-#include "pipeline/stage_measure.h"
+#include "qsmcore/tiling.h"
 
 namespace qsmcore::cli {
 namespace {
@@ -36,8 +39,9 @@ struct MeasureArgs {
   std::vector<std::string> skip;
   std::string twins_dir;
   std::string emit_table;
-  std::string wasm_build;                // --wasm: measure the wasm32 figures with this build
+  std::string wasm_build;                 // --wasm: measure the wasm32 figures with this build
   std::vector<std::string> check_shapes;  // --check-shape: held out of the wasm fit
+  std::string wasm_tiles;                 // --wasm-tiles: the tiled networks' wasm32 tile cost, into this file
   std::vector<std::string> only;
   std::string backend = "onednn";
   int threads = 1;
@@ -221,6 +225,46 @@ void measure_all(const MeasureArgs& a) {
   }
 }
 
+// --wasm-tiles: a tiled network's wasm32 tile cost (memory.md §4.5), the slope of the linear
+// memory's high-water against patch voxels with one run in flight, at the padded patches of cores
+// 32, 48 and 64 with halo 8 (--shape replaces them), checked at one left out (--check-shape, else
+// one between them).
+WasmTileRow measure_wasm_tile(const ModelSpec& spec, const std::string& driver, const std::vector<std::string>& files,
+                              const MeasureArgs& a) {
+  std::vector<std::array<std::size_t, 3>> fit, check;
+  for (const auto& s : a.shapes) fit.push_back(parse_spatial(s));
+  for (const std::size_t core : {32, 48, 64})
+    if (a.shapes.empty()) {
+      const std::size_t p = tile_patch_size(TileConfig{core, 8}, tile_divisor(spec));
+      fit.push_back({p, p, p});
+    }
+  for (const auto& s : a.check_shapes) check.push_back(parse_spatial(s));
+  if (check.empty()) {
+    const std::size_t d = tile_divisor(spec);
+    check.push_back(held_out_shape(fit, {d, d, d}));
+  }
+  std::fprintf(stderr, "measuring %s's wasm32 tile cost ...\n", std::string(spec.id).c_str());
+  const WasmMeasurement m = measure_wasm(driver, files, fit, check, a.threads);
+  std::printf("%s\n", wasm_measurement_markdown(std::string(spec.id), m).c_str());
+  std::fflush(stdout);
+  auto edge = [](const std::array<std::size_t, 3>& s) {
+    return s[0] == s[1] && s[1] == s[2]
+               ? std::to_string(s[0]) + "\u00b3"
+               : std::to_string(s[0]) + "x" + std::to_string(s[1]) + "x" + std::to_string(s[2]);
+  };
+  std::string note = std::string(spec.id) + ": patches";
+  for (const auto& p : m.fit) note += " " + edge(p.spatial);
+  char err[64] = "";
+  for (const auto& p : m.check) {
+    std::snprintf(err, sizeof err, " %+.2f %%",
+                  100.0 * (static_cast<double>(m.predicted_growth(p.voxels)) - static_cast<double>(p.growth_bytes)) /
+                      static_cast<double>(p.growth_bytes));
+    note += ", check " + edge(p.spatial) + err;
+  }
+  note += ", " + std::to_string(m.threads) + " thread(s)";
+  return WasmTileRow{m.bytes_per_voxel, note};
+}
+
 // --all --wasm: the wasm32 figures of every network with a twin, each at the native sweep's
 // shapes (its one shape when fixed) plus held-out shapes (--check-shape, else one between the
 // fit's) that validate the fit; with --emit-table, they replace the wasm32 figures of the
@@ -230,18 +274,30 @@ void measure_all_wasm(const MeasureArgs& a) {
     throw Error(ErrorKind::InvalidInput, "--all needs --twins-dir DIR (tools/twins/make --full writes one)");
   const std::string driver = a.wasm_build + "/qsm-measure-node.js";
   if (!std::filesystem::exists(driver))
-    throw Error(ErrorKind::NotFound, driver + " is missing: build the wasm target qsm-measure-node (tools/wasm/build.sh mt)");
+    throw Error(ErrorKind::NotFound,
+                driver + " is missing: build the wasm target qsm-measure-node (tools/wasm/build.sh mt)");
   const nlohmann::json manifest = read_manifest(a.twins_dir);
   std::map<std::string, std::string> blocks;
   if (!a.emit_table.empty()) blocks = table_row_blocks(read_text_file(a.emit_table));
+  const bool tiles = !a.wasm_tiles.empty();
+  std::map<std::string, WasmTileRow> tile_rows;
+  if (tiles && std::filesystem::exists(a.wasm_tiles)) tile_rows = wasm_tile_rows(read_text_file(a.wasm_tiles));
   int measured = 0;
   for (const ModelSpec& spec : all_models()) {
     const std::string id(spec.id);
     if (!a.only.empty() && std::find(a.only.begin(), a.only.end(), id) == a.only.end()) continue;
     if (std::find(a.skip.begin(), a.skip.end(), id) != a.skip.end()) continue;
+    if (tiles && !spec.tiled) continue;
     const std::vector<std::string> files = twin_files(manifest, a.twins_dir, id);
     if (files.empty()) {
       std::fprintf(stderr, "%s: no twin in %s, not measured\n", id.c_str(), a.twins_dir.c_str());
+      continue;
+    }
+    if (tiles) {
+      tile_rows[id] = measure_wasm_tile(spec, driver, files, a);
+      const std::string text = measured_wasm_tiles_header(tile_rows);
+      io::write_file_atomically(a.wasm_tiles, std::as_bytes(std::span(text.data(), text.size())));
+      ++measured;
       continue;
     }
     if (!a.emit_table.empty() && !blocks.count(id)) {
@@ -259,7 +315,8 @@ void measure_all_wasm(const MeasureArgs& a) {
       for (const auto& s : a.check_shapes) check.push_back(parse_spatial(s));
       if (check.empty()) {
         std::array<std::size_t, 3> mult{};
-        for (std::size_t i = 0; i < 3; ++i) mult[i] = std::max<std::size_t>({1, spec.pad_multiple[i], spec.size_divisor});
+        for (std::size_t i = 0; i < 3; ++i)
+          mult[i] = std::max<std::size_t>({1, spec.pad_multiple[i], spec.size_divisor});
         check.push_back(held_out_shape(fit, mult));
       }
     }
@@ -279,7 +336,9 @@ void measure_all_wasm(const MeasureArgs& a) {
       io::write_file_atomically(a.emit_table, std::as_bytes(std::span(text.data(), text.size())));
     }
   }
-  if (!a.emit_table.empty()) std::printf("wrote the wasm32 figures of %d network(s) into %s\n", measured, a.emit_table.c_str());
+  if (!a.emit_table.empty())
+    std::printf("wrote the wasm32 figures of %d network(s) into %s\n", measured, a.emit_table.c_str());
+  if (tiles) std::printf("wrote the wasm32 tile cost of %d network(s) into %s\n", measured, a.wasm_tiles.c_str());
 }
 
 // qsm measure --stages: each stage of the field pipeline on head phantoms, fitted per stage key;
@@ -301,10 +360,14 @@ void measure_stages(const MeasureArgs& a) {
       if (p.key == k) mine.push_back(p);
     fitted.push_back(pipeline::fit_stage(mine));
     const auto& f = fitted.back();
-    j.push_back({{"key", f.key}, {"fixed_bytes", f.fixed_bytes}, {"per_voxel", f.per_voxel},
-                 {"per_echo_voxel", f.per_echo_voxel}, {"per_fft_voxel", f.per_fft_voxel},
+    j.push_back({{"key", f.key},
+                 {"fixed_bytes", f.fixed_bytes},
+                 {"per_voxel", f.per_voxel},
+                 {"per_echo_voxel", f.per_echo_voxel},
+                 {"per_fft_voxel", f.per_fft_voxel},
                  {"per_mask_voxel", f.per_mask_voxel},
-                 {"max_residual_bytes", f.max_residual_bytes}, {"points", f.points}});
+                 {"max_residual_bytes", f.max_residual_bytes},
+                 {"points", f.points}});
     if (!a.json)
       std::printf(
           "%-28s fixed %10lld B  %6.2f B/voxel  %6.2f B/voxel/echo  %6.2f B/FFT voxel  %6.2f B/mask voxel  "
@@ -381,6 +444,10 @@ void register_measure_command(CLI::App& app) {
       "node), one process per shape (default shapes: the native sweep's, or where its base is under 64 planes "
       "deep, that base at 2, 4, 8 and 12 times its volume, each at least twice its depth); --emit-table rewrites "
       "only those figures");
+  cmd->add_option("--wasm-tiles", a->wasm_tiles,
+                  "with --wasm: measure the tiled networks' wasm32 tile cost (the slope of the heap against tile "
+                  "patch voxels, one run in flight, at the patches of cores 32, 48, 64 with halo 8 unless --shape) "
+                  "and write it into this generated header (src/models/measured_wasm_tiles.h)");
   cmd->add_option("--check-shape", a->check_shapes,
                   "with --wasm: a shape DxHxW measured but left out of the fit, to validate it (repeat; default: one "
                   "between the fit's shapes)");

@@ -49,6 +49,17 @@ std::optional<WasmFigures> wasm_figures_of(const std::string& block);
 /// The regenerating command a generated table's header names (its second line), "" if none.
 std::string table_how(const std::string& text);
 
+/// One row of src/models/measured_wasm_tiles.h: a tiled network's wasm32 tile cost (the slope of
+/// the linear memory's high-water against tile patch voxels, memory.md §4.5) and its note.
+struct WasmTileRow {
+  std::uint64_t bytes_per_voxel = 0;
+  std::string note;  // "xqsm: patches 48³ 64³ 80³, check 72³ +0.43 %, 2 thread(s)"
+};
+/// The rows of a generated src/models/measured_wasm_tiles.h (id -> row), to keep on a partial run.
+std::map<std::string, WasmTileRow> wasm_tile_rows(const std::string& text);
+/// The whole header for these rows, in registry order.
+std::string measured_wasm_tiles_header(const std::map<std::string, WasmTileRow>& rows);
+
 /// A Markdown table of the rows (B/voxel, fixed, resident, load peak, fit residual).
 std::string measured_memory_markdown(const std::vector<MeasuredRow>& rows);
 

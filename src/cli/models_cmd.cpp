@@ -11,6 +11,7 @@
 #include "models/model_json.h"
 #include "qsmcore/error.h"
 #include "qsmcore/models.h"
+#include "qsmcore/tiling.h"
 
 namespace qsmcore::cli {
 namespace {
@@ -81,6 +82,14 @@ void print_details(const ModelSpec& spec) {
                            std::to_string(spec.pad_multiple[2]));
   line("tiled", spec.tiled ? "yes" : "no");
   line("memory", spec.memory ? "measured" : "not measured yet");
+  if (spec.tiled) {
+    // Both tile costs (memory.md §4.5): native (the registry's) and wasm32 (the seed's meaning).
+    const auto per_voxel = [](std::optional<std::uint64_t> v) {
+      return v ? std::to_string(*v) + " B/voxel" : std::string("not measured yet");
+    };
+    line("tile native", per_voxel(spec.tile_bytes_per_voxel));
+    line("tile wasm32", per_voxel(wasm_tile_bytes_per_voxel(spec)));
+  }
   line("folder var", "$" + model_dir_env_var(spec.id));
   for (const WeightFile& file : spec.files) {
     std::printf("\nfile %s  (%s)\n", std::string(file.name).c_str(), megabytes(file.bytes).c_str());

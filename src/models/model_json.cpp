@@ -3,6 +3,9 @@
 #include "models/model_json.h"
 
 #include <nlohmann/json.hpp>
+#include <optional>
+
+#include "qsmcore/tiling.h"
 
 namespace qsmcore {
 namespace {
@@ -16,7 +19,10 @@ nlohmann::json string_list(std::span<const std::string_view> items) {
 }  // namespace
 
 void to_json(nlohmann::json& j, const WeightFile& file) {
-  j = {{"name", file.name}, {"url", file.url}, {"sha256", file.sha256}, {"bytes", file.bytes},
+  j = {{"name", file.name},
+       {"url", file.url},
+       {"sha256", file.sha256},
+       {"bytes", file.bytes},
        {"shipped", file.shipped}};
 }
 
@@ -48,12 +54,18 @@ void to_json(nlohmann::json& j, const ModelSpec& spec) {
   j["size_divisor"] = spec.size_divisor;
   j["pad_multiple"] = spec.pad_multiple;
   j["tiled"] = spec.tiled;
-  j["tile_bytes_per_voxel"] =
-      spec.tile_bytes_per_voxel ? nlohmann::json(*spec.tile_bytes_per_voxel) : nlohmann::json();
+  // The tile cost under both names (memory.md §4.5): the native figure the registry table holds,
+  // and the wasm32 one the seed's tile_bytes_per_voxel means.
+  j["tile_bytes_per_voxel"] = spec.tile_bytes_per_voxel ? nlohmann::json(*spec.tile_bytes_per_voxel) : nlohmann::json();
+  j["native_tile_bytes_per_voxel"] = j["tile_bytes_per_voxel"];
+  const std::optional<std::uint64_t> wasm_tile = wasm_tile_bytes_per_voxel(spec);
+  j["wasm_tile_bytes_per_voxel"] = wasm_tile ? nlohmann::json(*wasm_tile) : nlohmann::json();
   j["memory"] = spec.memory ? nlohmann::json(*spec.memory) : nlohmann::json();
   j["available"] = spec.is_available();
 }
 
-std::string to_json_string(const ModelSpec& spec, int indent) { return nlohmann::json(spec).dump(indent); }
+std::string to_json_string(const ModelSpec& spec, int indent) {
+  return nlohmann::json(spec).dump(indent);
+}
 
 }  // namespace qsmcore

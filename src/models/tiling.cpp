@@ -7,15 +7,20 @@
 #include <string>
 
 #include "core/saturating.h"
+#include "models/measured_wasm_tiles.h"
 #include "qsmcore/error.h"
 
 namespace qsmcore {
 namespace {
 
 constexpr std::uint64_t kMax = kSaturated;
-std::uint64_t voxels_in_cube(std::uint64_t p) { return saturating_mul(saturating_mul(p, p), p); }
+std::uint64_t voxels_in_cube(std::uint64_t p) {
+  return saturating_mul(saturating_mul(p, p), p);
+}
 
-std::string cubed(std::size_t p) { return std::to_string(p) + "\u00b3"; }
+std::string cubed(std::size_t p) {
+  return std::to_string(p) + "\u00b3";
+}
 
 // Advice for a patch that is too big: the largest core whose patch (a multiple of d, at most
 // max_edge) fits with this halo, or to reduce the halo when the halo alone leaves no room.
@@ -34,7 +39,9 @@ std::size_t tile_patch_size(TileConfig cfg, std::size_t divisor) {
   return static_cast<std::size_t>((need + d - 1) / d * d);
 }
 
-std::uint64_t patch_activation_bytes(std::size_t p) { return saturating_mul(voxels_in_cube(p), kActivationBytesPerPatchVoxel); }
+std::uint64_t patch_activation_bytes(std::size_t p) {
+  return saturating_mul(voxels_in_cube(p), kActivationBytesPerPatchVoxel);
+}
 
 std::size_t max_wasm_patch_edge() {
   std::size_t p = 1;
@@ -47,21 +54,23 @@ void check_wasm_patch_fits(TileConfig cfg, std::size_t divisor) {
   const std::size_t p = tile_patch_size(cfg, d);
   const std::size_t max_edge = max_wasm_patch_edge();
   if (p <= max_edge) return;
-  throw Error(ErrorKind::OutOfBudget, "a " + cubed(p) + " patch (core " + std::to_string(cfg.core) + ", halo " +
-                                          std::to_string(cfg.halo) + ") needs " +
-                                          std::to_string(patch_activation_bytes(p)) + " bytes of activations, above the " +
-                                          std::to_string(kWasmMaxPatchActivationBytes) + " a wasm32 patch may use; " +
-                                          largest_core_advice(max_edge, d, cfg.halo));
+  throw Error(ErrorKind::OutOfBudget,
+              "a " + cubed(p) + " patch (core " + std::to_string(cfg.core) + ", halo " + std::to_string(cfg.halo) +
+                  ") needs " + std::to_string(patch_activation_bytes(p)) + " bytes of activations, above the " +
+                  std::to_string(kWasmMaxPatchActivationBytes) + " a wasm32 patch may use; " +
+                  largest_core_advice(max_edge, d, cfg.halo));
 }
 
 std::size_t tiles_within_wasm_budget(TileConfig cfg) {
-  const std::uint64_t per = patch_activation_bytes(static_cast<std::size_t>(saturating_add(cfg.core, saturating_mul(2, cfg.halo))));
+  const std::uint64_t per =
+      patch_activation_bytes(static_cast<std::size_t>(saturating_add(cfg.core, saturating_mul(2, cfg.halo))));
   if (per == 0) return static_cast<std::size_t>(kWasmTileActivationBudget);
   return static_cast<std::size_t>(std::max<std::uint64_t>(1, kWasmTileActivationBudget / per));
 }
 
 std::size_t tile_divisor(const ModelSpec& spec) {
-  return std::max<std::size_t>({1, spec.size_divisor, spec.pad_multiple[0], spec.pad_multiple[1], spec.pad_multiple[2]});
+  return std::max<std::size_t>(
+      {1, spec.size_divisor, spec.pad_multiple[0], spec.pad_multiple[1], spec.pad_multiple[2]});
 }
 
 std::uint64_t tile_bytes(const ModelSpec& spec, TileConfig cfg) {
@@ -91,14 +100,35 @@ std::size_t tile_concurrency(const ModelSpec& spec, TileConfig cfg, std::uint64_
               "one " + cubed(p) + " tile of '" + std::string(spec.id) + "' needs " + std::to_string(per) +
                   " bytes, but the budget of " + std::to_string(budget) + " bytes leaves " + std::to_string(avail) +
                   " after the model, its plan and the wrapper's buffers (" + std::to_string(held) + "); " +
-                  (edge == 0 ? std::string("no tile fits: raise the budget")
-                             : largest_core_advice(edge, d, cfg.halo)));
+                  (edge == 0 ? std::string("no tile fits: raise the budget") : largest_core_advice(edge, d, cfg.halo)));
+}
+
+std::optional<std::uint64_t> wasm_tile_bytes_per_voxel(const ModelSpec& spec) {
+  if (!spec.tiled) return std::nullopt;
+  for (const auto& row : models_detail::kMeasuredWasmTiles)
+    if (row.id == spec.id) return row.bytes_per_voxel;
+  return std::nullopt;
+}
+
+std::uint64_t wasm_tile_bytes(const ModelSpec& spec, TileConfig cfg) {
+  if (!spec.tiled) throw Error(ErrorKind::InvalidInput, "'" + std::string(spec.id) + "' is not run tiled");
+  const std::optional<std::uint64_t> bpv = wasm_tile_bytes_per_voxel(spec);
+  if (!bpv) throw Error(ErrorKind::NotFound, "wasm32 tile cost of '" + std::string(spec.id) + "' not measured yet");
+  const std::size_t p = tile_patch_size(cfg, tile_divisor(spec));
+  return TileCost{*bpv}.bytes({p, p, p});
 }
 
 std::size_t wasm_tiles_in_flight(const ModelSpec& spec, TileConfig cfg, std::size_t pool) {
-  const std::uint64_t per = tile_bytes(spec, cfg);
+  const std::uint64_t per = wasm_tile_bytes_per_voxel(spec) ? wasm_tile_bytes(spec, cfg) : tile_bytes(spec, cfg);
   const std::uint64_t fit = per == 0 ? kMax : std::max<std::uint64_t>(1, kWasmTileActivationBudget / per);
   return static_cast<std::size_t>(std::min<std::uint64_t>(std::max<std::size_t>(pool, 1), fit));
+}
+
+std::uint64_t tiled_wrapper_bytes(const ModelSpec& spec, std::uint64_t voxels, bool field_copy) {
+  if (!spec.tiled) throw Error(ErrorKind::InvalidInput, "'" + std::string(spec.id) + "' is not run tiled");
+  // field_nets.cpp's tiled run: the output, the field's ppm copy and qsmcore-invnet's prior.
+  const std::uint64_t volumes = 1 + (field_copy ? 1 : 0) + (spec.id == "qsmcore-invnet" ? 1 : 0);
+  return saturating_add(saturating_mul(saturating_mul(volumes, 8), voxels), 4096);
 }
 
 }  // namespace qsmcore

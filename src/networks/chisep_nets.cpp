@@ -21,18 +21,17 @@ Volume zscored(const Volume& v, const ZScore& z, const Volume* mask, double scal
   return out;
 }
 
-// Window and frame: the requested (or default) window rounded up to the multiple and capped at
-// the volume rounded up to it ([O]: a window never exceeds what the volume needs); the frame is
-// the volume end-padded to at least the window and no further, so the last window ends on the
-// volume's last voxel as in the authors' recon.py (`pad = max(0, PATCH[k] - X)`; #19).
-std::pair<Dims3, Box> window_frame(Context& c, const Dims3& dims, const Dims3& def, std::int64_t m) {
-  Dims3 win = def;
-  if (c.opts.tile && (c.opts.tile->core[0] > 0 || c.opts.tile->core[1] > 0 || c.opts.tile->core[2] > 0))
-    for (int a = 0; a < 3; ++a) win[a] = c.opts.tile->core[a] > 0 ? c.opts.tile->core[a] : def[a];
-  for (int a = 0; a < 3; ++a) {
-    if (win[a] <= 0) win[a] = tiling::round_up(dims[a], m);
-    win[a] = std::min(tiling::round_up(win[a], m), tiling::round_up(dims[a], m));
-  }
+// Window and frame: by default network_input_shape's window (the network's window, or the whole
+// volume, rounded up to the multiple and capped at the volume rounded up to it: [O] a window
+// never exceeds what the volume needs); a requested window is rounded and capped the same way.
+// The frame is the volume end-padded to at least the window and no further, so the last window
+// ends on the volume's last voxel as in the authors' recon.py (`pad = max(0, PATCH[k] - X)`; #19).
+std::pair<Dims3, Box> window_frame(Context& c, const Dims3& dims, std::int64_t m) {
+  Dims3 win = input_shape(c, dims);
+  if (c.opts.tile)
+    for (int a = 0; a < 3; ++a)
+      if (c.opts.tile->core[a] > 0)
+        win[a] = std::min(tiling::round_up(c.opts.tile->core[a], m), tiling::round_up(dims[a], m));
   const Box frame = tiling::pad_frame(dims, {1, 1, 1}, tiling::PadRule::End, win);
   return {win, frame};
 }
@@ -43,7 +42,7 @@ void run_susep(Context& c) {
   const Volume& grid = *c.in.field;
   const Volume* mask = c.in.mask;
   const std::int64_t m = std::max<std::int64_t>(c.spec.pad_multiple[0], 8);
-  const auto [win, frame] = window_frame(c, grid.dims(), {0, 0, 0}, m);
+  const auto [win, frame] = window_frame(c, grid.dims(), m);
   c.stage("prepare");
   Volume q = zscored(*c.in.qsm, {-6.0663105e-5, 0.023533047}, mask);
   Volume r = zscored(*c.in.r2prime, {4.7629275, 10.889079}, mask);
@@ -77,7 +76,7 @@ void run_chisepnet(Context& c) {
   const Volume& grid = *c.in.field;
   const Volume* mask = c.in.mask;
   const std::int64_t m = std::max<std::int64_t>(c.spec.pad_multiple[0], 16);
-  const auto [win, frame] = window_frame(c, grid.dims(), {192, 192, 128}, m);
+  const auto [win, frame] = window_frame(c, grid.dims(), m);
   c.stage("prepare");
   constexpr double kDr = 114.0;
   Volume q = zscored(*c.in.qsm, {-0.0013402086915448308, 0.031504031270742416}, mask);
@@ -117,7 +116,7 @@ void run_r2primenet(Context& c) {
     c.warn(msg);
   }
   const std::int64_t m = std::max<std::int64_t>(c.spec.pad_multiple[0], 16);
-  const auto [win, frame] = window_frame(c, grid.dims(), {192, 192, 128}, m);
+  const auto [win, frame] = window_frame(c, grid.dims(), m);
   c.stage("prepare");
   Volume r = zscored(grid, {0.15865366160869598, 0.07501979172229767}, mask, 1.0 / 114.0);
   WindowedSpec w;

@@ -5,7 +5,9 @@
 
 #include "networks/wrappers.h"
 #include "qsmcore/error.h"
+#include "qsmcore/memory.h"
 #include "qsmcore/physics.h"
+#include "qsmcore/tiling.h"
 
 namespace qsmcore::networks {
 
@@ -25,6 +27,13 @@ std::optional<Dims3> static_spatial(const ValueDesc& d) {
   for (std::size_t a = 2; a < 5; ++a)
     if (d.dims[a] <= 0) return std::nullopt;
   return Dims3{d.dims[2], d.dims[3], d.dims[4]};
+}
+
+Dims3 input_shape(const Context& c, const Dims3& dims) {
+  std::array<std::size_t, 3> v{};
+  for (std::size_t a = 0; a < 3; ++a) v[a] = static_cast<std::size_t>(std::max<std::int64_t>(dims[a], 0));
+  const std::array<std::size_t, 3> s = network_input_shape(c.spec, v);
+  return {static_cast<std::int64_t>(s[0]), static_cast<std::int64_t>(s[1]), static_cast<std::int64_t>(s[2])};
 }
 
 void add_output(Context& c, const std::string& name, const std::string& unit, Volume v) {
@@ -70,12 +79,41 @@ Volume tkd_prior(Context& c, const Volume& field, const Volume& mask) {
   return tkd(field, mask, b, TkdOptions{});
 }
 
+// The tiles in flight the registry's figures allow (tiling.h, "One budget"): what a host computes
+// with tile_concurrency (natively, within the room the budget leaves above what the caller holds
+// at `caller_held`) or wasm_tiles_in_flight (wasm32) for this tile config. A network not measured
+// yet, or no budget, leaves it to the plans; where not one tile fits by the registry's figures,
+// one is asked for and the plans decide (spilling, or a refusal naming the least budget).
+std::int64_t registry_in_flight(const Context& c, const TileRequest& t, std::int64_t halo, std::int64_t caller_held) {
+  const std::int64_t pool = c.pool();
+  if (!c.spec.memory || !c.spec.tile_bytes_per_voxel) return pool;
+  // An anisotropic core is budgeted as the cube of its largest edge (never fewer bytes).
+  const TileConfig cfg{static_cast<std::size_t>(std::max({t.core[0], t.core[1], t.core[2]})),
+                       static_cast<std::size_t>(halo)};
+#ifdef __EMSCRIPTEN__
+  (void)caller_held;
+  return static_cast<std::int64_t>(wasm_tiles_in_flight(c.spec, cfg, static_cast<std::size_t>(pool)));
+#else
+  if (c.budget() <= 0) return pool;
+  const std::int64_t room = std::max<std::int64_t>(c.budget() - caller_held, 0);
+  try {
+    return static_cast<std::int64_t>(tile_concurrency(
+        c.spec, cfg, static_cast<std::uint64_t>(room), static_cast<std::size_t>(pool),
+        tiled_wrapper_bytes(c.spec, static_cast<std::uint64_t>(c.voxels()), FieldPpm::own_bytes(c.in) > 0)));
+  } catch (const Error& e) {
+    if (e.kind() != ErrorKind::OutOfBudget) throw;
+    return 1;
+  }
+#endif
+}
+
 void run_field_net(Context& c, const FieldRecipe& r) {
+  const std::int64_t caller_held = memory_current();  // what the run's budget is above
   const Volume& grid = *c.in.field;
   const Dims3 dims = grid.dims();
   const Volume* mask = c.in.mask;
-  const std::int64_t m = std::max<std::int64_t>(c.spec.pad_multiple[0], 1);
-  const Box frame = tiling::pad_frame(dims, {m, m, m}, r.rule);
+  const std::int64_t m = std::max<std::int64_t>(c.spec.pad_multiple[0], 1);  // tiles' patches align to it
+  const Box frame = tiling::pad_frame(dims, {1, 1, 1}, r.rule, input_shape(c, dims));
   std::vector<tiling::CoreTile> tiles;
   std::int64_t halo = 0;
   const bool tiled =
@@ -90,7 +128,9 @@ void run_field_net(Context& c, const FieldRecipe& r) {
     tiles.push_back({{{0, 0, 0}, dims}, frame});
   }
   const std::int64_t n = static_cast<std::int64_t>(tiles.size());
-  const std::int64_t workers = std::max<std::int64_t>(1, std::min<std::int64_t>(c.pool(), n));
+  std::int64_t workers = std::max<std::int64_t>(1, std::min<std::int64_t>(c.pool(), n));
+  if (tiled)
+    workers = std::max<std::int64_t>(1, std::min(workers, registry_in_flight(c, *c.opts.tile, halo, caller_held)));
   c.load(static_cast<int>(std::max<std::int64_t>(1, c.pool() / workers)));
   const Box patch = tiles.empty() ? frame : tiles.front().patch;
   Context::Reservation res;

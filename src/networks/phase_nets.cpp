@@ -49,8 +49,7 @@ void run_iqsm_on(Context& c, const NetworkInputs& in, bool plus, bool iqfm) {
         region.size[a] = hi - lo;
       }
   }
-  const std::int64_t m = std::max<std::int64_t>(c.spec.pad_multiple[0], 16);
-  Box frame = tiling::pad_frame(region.size, {m, m, m}, tiling::PadRule::CentredFloor);
+  Box frame = tiling::pad_frame(region.size, {1, 1, 1}, tiling::PadRule::CentredFloor, input_shape(c, region.size));
   for (int a = 0; a < 3; ++a) frame.origin[a] += region.origin[a];
   const Shape vol{1, 1, frame.size[0], frame.size[1], frame.size[2]};
 

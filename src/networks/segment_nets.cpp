@@ -74,11 +74,14 @@ void run_hdbet(Context& c) {
   if (!input) return;
   const Volume& img = input->img;
   const Dims3 rd = img.dims();
-  Dims3 win{192, 192, 96};
-  if (c.opts.tile && (c.opts.tile->core[0] > 0 || c.opts.tile->core[1] > 0 || c.opts.tile->core[2] > 0))
+  // The window (x, y, z): network_input_shape's (192, 192, 96) capped at the volume, which it
+  // returns in the graph's (z, y, x) order; a requested window is rounded and capped the same way.
+  const Dims3 zyx = input_shape(c, rd);
+  Dims3 win{zyx[2], zyx[1], zyx[0]};
+  if (c.opts.tile)
     for (int a = 0; a < 3; ++a)
-      if (c.opts.tile->core[a] > 0) win[a] = tiling::round_up(c.opts.tile->core[a], multiple[a]);
-  for (int a = 0; a < 3; ++a) win[a] = std::min(win[a], tiling::round_up(rd[a], multiple[a]));
+      if (c.opts.tile->core[a] > 0)
+        win[a] = std::min(tiling::round_up(c.opts.tile->core[a], multiple[a]), tiling::round_up(rd[a], multiple[a]));
   WindowedSpec w;
   w.channels = {img.data()};
   w.dims = rd;
@@ -217,7 +220,7 @@ void run_synthseg(Context& c) {
   const Orientation o = orientation(geom.affine);
   Dims3 rd{};
   for (int a = 0; a < 3; ++a) rd[static_cast<std::size_t>(o.ras_of_axis[static_cast<std::size_t>(a)])] = dims[a];
-  const Box frame = tiling::pad_frame(rd, {32, 32, 32}, tiling::PadRule::CentredFloor, {128, 128, 128});
+  const Box frame = tiling::pad_frame(rd, {1, 1, 1}, tiling::PadRule::CentredFloor, input_shape(c, rd));
   const Shape in_shape{1, frame.size[0], frame.size[1], frame.size[2], 1};
   c.load(c.pool());
   const auto& od = c.model(0).outputs().at(0).dims;

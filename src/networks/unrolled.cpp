@@ -79,8 +79,9 @@ void run_modl(Context& c) {
            " assumes 1 mm isotropic voxels (its authors resample k-space to 1 mm and back); this volume "
            "has " +
            describe_grid(grid));
-  const Box keep{{full[0] % 2, full[1] % 2, full[2] % 2},
-                 {full[0] - full[0] % 2, full[1] - full[1] % 2, full[2] - full[2] % 2}};
+  // network_input_shape: each axis rounded down to even; the dropped slice is the first.
+  const Dims3 even = input_shape(c, full);
+  const Box keep{{full[0] - even[0], full[1] - even[1], full[2] - even[2]}, even};
   const Dims3 dims = keep.size;
   if (dims[0] < 2 || dims[1] < 2 || dims[2] < 2)
     throw Error(ErrorKind::InvalidInput,
@@ -232,9 +233,8 @@ void run_nextqsm(Context& c) {
   const Volume& grid = *c.in.field;
   const Dims3 dims = grid.dims();
   ignore_tile(c);
-  const std::int64_t m = std::max<std::int64_t>(c.spec.pad_multiple[0], 1);
   // The odd padding voxel goes before the volume, as NeXtQSM's authors centre it (#19 item 6).
-  const Box frame = tiling::pad_frame(dims, {m, m, m}, tiling::PadRule::CentredCeil);
+  const Box frame = tiling::pad_frame(dims, {1, 1, 1}, tiling::PadRule::CentredCeil, input_shape(c, dims));
   const std::int64_t N = frame.voxels();
   const Shape shape{1, 1, frame.size[0], frame.size[1], frame.size[2]};
   c.load(c.pool());

@@ -37,6 +37,9 @@ Tensor pack_channels(const std::vector<const double*>& channels, const Dims3& di
                      const tiling::AxisOrder& order, tiling::Fill fill = tiling::Fill::Zero);
 /// The spatial dims of a graph input as declared (static), or nullopt when any is dynamic.
 std::optional<Dims3> static_spatial(const ValueDesc& d);
+/// network_input_shape (qsmcore/tiling.h) of `dims` for this network, as Dims3: every wrapper
+/// pads its whole-volume input (or sizes its default window) with it.
+Dims3 input_shape(const Context& c, const Dims3& dims);
 /// Adds an output volume.
 void add_output(Context& c, const std::string& name, const std::string& unit, Volume v);
 /// The axial-only warning for networks that assume B0 along voxel z.

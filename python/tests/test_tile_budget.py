@@ -1,0 +1,64 @@
+"""ModelSpec.network_input_shape and the tile budget from Python (qsmcore/tiling.h, memory.md §4):
+the padded shape against the padding rules written out by hand, the shape the wrapper really
+feeds (through run_network's on_graph_run record), and the host's tiles-in-flight formula."""
+
+import math
+
+import numpy as np
+import pytest
+
+import qsmcore
+
+
+def test_input_shape_follows_the_padding_rules():
+    assert qsmcore.model("qsmnet").network_input_shape((181, 217, 181)) == [192, 224, 192]
+    assert qsmcore.model("bfrnet").network_input_shape((33, 37, 35)) == [40, 40, 40]
+    # HD-BET: window (x, y, z) = (192, 192, 96) capped at the 1 mm crop rounded up to (32, 32, 16),
+    # in the graph's (z, y, x) order.
+    assert qsmcore.model("hd-bet").network_input_shape((150, 210, 70)) == [80, 192, 160]
+    assert qsmcore.model("modl-qsm").network_input_shape((33, 38, 35)) == [32, 38, 34]
+    with pytest.raises(qsmcore.InvalidInputError, match="fixed patch"):
+        qsmcore.model("autoqsm").network_input_shape((64, 64, 64))
+    assert qsmcore.model("autoqsm").network_input_shape((90, 90, 90), fixed_patch=(64, 64, 64)) == [64, 64, 64]
+
+
+def test_peak_bytes_of_the_input_shape_counts_the_padding():
+    spec = qsmcore.model("xqsm")
+    shape = spec.network_input_shape((181, 217, 181))
+    mem = spec.to_dict()["memory"]
+    assert spec.inference_bytes(shape) == mem["inference_fixed_bytes"] + mem["inference_bytes_per_voxel"] * 184 * 224 * 184
+    assert math.prod(shape) > 181 * 217 * 181
+
+
+def test_both_tile_costs_and_the_host_formula():
+    xqsm = qsmcore.model("xqsm").to_dict()
+    assert xqsm["native_tile_bytes_per_voxel"] == xqsm["tile_bytes_per_voxel"]
+    patch = math.ceil((48 + 2 * 8) / 8) * 8
+    assert qsmcore.model("xqsm").wasm_tile_bytes(core=48, halo=8) == xqsm["wasm_tile_bytes_per_voxel"] * patch**3
+    assert qsmcore.model("xqsm").wasm_tiles_in_flight(48, 8, 64) == max(
+        1, 1_500_000_000 // (xqsm["wasm_tile_bytes_per_voxel"] * patch**3))
+    spec = qsmcore.model("qsmnet")
+    d = spec.to_dict()
+    if d["wasm_tile_bytes_per_voxel"] is None:  # not measured in wasm32 yet: the native figure budgets
+        patch = math.ceil((48 + 2 * 8) / 16) * 16
+        assert spec.wasm_tiles_in_flight(48, 8, 64) == max(1, 1_500_000_000 // (d["tile_bytes_per_voxel"] * patch**3))
+    voxels = 100**3
+    wrapper = spec.tiled_wrapper_bytes(voxels)
+    assert wrapper == 2 * 8 * voxels + 4096  # the output and the field's copy in ppm
+    assert spec.tiled_wrapper_bytes(voxels, field_copy=False) == 8 * voxels + 4096
+    held = d["memory"]["resident_bytes"] + d["memory"]["inference_fixed_bytes"] + wrapper
+    per = spec.tile_bytes(core=48, halo=8)
+    assert spec.tile_concurrency(48, 8, held + 3 * per + 1, 8, wrapper) == 3
+    assert spec.tile_concurrency(48, 8, held + 3 * per + 1, 2, wrapper) == 2
+    assert qsmcore.model("hd-bet").to_dict()["wasm_tile_bytes_per_voxel"] is None
+
+
+def test_input_shape_is_what_the_wrapper_feeds(twins):
+    spec = qsmcore.model("qsmnet")
+    rng = np.random.default_rng(1)
+    field = rng.uniform(-0.02, 0.02, (33, 37, 35))
+    mask = np.ones_like(field)
+    _, info = qsmcore.run_network("qsmnet", field, mask, model_paths=[twins / "qsmnet.onnx"], threads=2,
+                                  return_info=True, record_graph_runs=True)
+    runs = info["graph_runs"]
+    assert runs and all(list(np.shape(r["inputs"][0])[2:]) == spec.network_input_shape(field.shape) for r in runs)
