@@ -1,7 +1,8 @@
 // OnnxModel: load an ONNX file (weights indexed by offset, copied once into accounted memory),
 // plan it for a set of input shapes (shape inference, folding, fusion, kernel choice, arena
 // offsets by liveness), and run it. Plans are cached by input shapes: run() builds a plan the
-// first time it sees a shape set and reuses it after.
+// first time it sees a shape set and reuses it after. Which calls may run concurrently: the
+// comment above class OnnxModel.
 #pragma once
 #include <cstdint>
 #include <map>
@@ -80,8 +81,10 @@ struct ModelOptions {
   /// refused. Outputs are bitwise those of the unbudgeted run (same kernels, same order); the
   /// price is the I/O, overlapped with the kernels. Off = such a run is refused.
   bool spill_activations = true;
-  /// Directory of the spill file ("" = $TMPDIR, else /tmp). The file is unlinked as soon as
-  /// it is created and written back and dropped from the page cache after every transfer.
+  /// Directory of the spill file, on a disk: "" = the first disk-backed one of $TMPDIR, /tmp
+  /// and /var/tmp; a memory-backed folder (tmpfs, ramfs) is refused, as what it holds would stay
+  /// in memory. The file is unlinked as soon as it is created, and written back and dropped from
+  /// the page cache after every transfer.
   std::string spill_dir;
   /// Time every kernel call of a run (OnnxModel::last_profile). Off by default: the clock
   /// reads are cheap, but a run that is not asked for its profile keeps none.
@@ -159,6 +162,39 @@ struct KernelThreads {
   int run = 0;
 };
 
+/// Thread safety. One OnnxModel may be used from several threads at once (a tiled network runs
+/// its tiles on several; a server may share one model between requests), as follows.
+///
+/// - May run concurrently with any call below and with each other: run, run_batch,
+///   plan_memory, min_run_bytes, engine_budget, outside_share, limit_run_bytes, clear_plans,
+///   set_threads, release_spill_file, last_spill, spill_since_load, last_profile,
+///   residency_report_json, kernel_threads, and the const accessors path, inputs and outputs
+///   (fixed at load).
+/// - A run holds its plan, its residency executor and its arena layout until it returns:
+///   clear_plans, set_threads, or plan_memory / min_run_bytes building a plan for other shapes
+///   (under a streaming residency policy the model keeps one plan at a time and replaces it)
+///   drop them from the cache only; what a run in progress holds is freed when it ends. Until
+///   then the model may hold that plan and a new one together, beyond what one plan's figures
+///   say.
+/// - Under FullyResident, runs of the same or different shapes proceed in parallel, each with
+///   its own arena. Under a streaming policy (residency.md) the weight window belongs to one
+///   forward: runs take turns (run_batch is how several inputs share one pass over the weights),
+///   while the other calls above go on beside them.
+/// - A run started before set_threads finishes with the threads of its plan; runs after it get
+///   plans built with the new count. limit_run_bytes applies to runs that start after it.
+/// - Plans are built one at a time (two callers asking for the same new plan build it once);
+///   plan_memory and min_run_bytes may wait for a build another thread started.
+/// - Outputs do not depend on what else runs: a run gives the same bits as it would alone (for
+///   the same plan: shapes, window share, threads).
+/// - last_spill and last_profile report the run that finished last; spill_since_load sums all.
+///
+/// A caller must not: destroy, move from or move-assign a model while any other call on it is
+/// in progress; read options().threads while set_threads may run (options() is otherwise
+/// fixed after load); use the engine's internal tools (runtime/model_internals.h: plan_for's
+/// reference, run_on_window_share) concurrently with clear_plans, set_threads or runs of other
+/// shapes. Different models share nothing a caller must lock: oneDNN's primitive cache is
+/// process-wide, and the engine empties it of unused primitives (after clear_plans, a dropped
+/// plan) only while no thread of the process is creating primitives, else as the last one ends.
 class OnnxModel {
  public:
   static OnnxModel load(const std::string& path, const ModelOptions& opts = {});
@@ -222,10 +258,10 @@ class OnnxModel {
   std::string residency_report_json() const;
   /// Threads the last run's kernels got (see KernelThreads).
   KernelThreads kernel_threads() const;
-  /// Drops cached plans (and their packed weights).
+  /// Drops cached plans (and their packed weights); a run in progress keeps its own until it ends.
   void clear_plans();
   /// Sets the intra-op threads of later runs (ModelOptions::threads); a change drops the cached
-  /// plans, whose kernels keep the count they were created with.
+  /// plans, whose kernels keep the count they were created with (a run in progress keeps its plan).
   void set_threads(int threads);
 
   struct Impl;

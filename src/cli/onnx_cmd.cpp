@@ -82,9 +82,11 @@ struct OnnxRunArgs {
   std::string residency = "full";
   std::string report;      // JSON file ("" = none)
   bool layerwise = false;  // no depth-slab conv chains
-  std::string spill_dir;   // activation spill file's directory ("" = $TMPDIR, else /tmp)
-  bool no_spill = false;   // refuse over budget instead of spilling
-  bool profile = false;    // print where the last run's kernel time went
+  // Activation spill file's directory: "" = the first disk-backed one of $TMPDIR, /tmp, /var/tmp;
+  // a memory-backed folder (tmpfs, ramfs) is refused (residency/spill_file.h).
+  std::string spill_dir;
+  bool no_spill = false;  // refuse over budget instead of spilling
+  bool profile = false;   // print where the last run's kernel time went
 };
 
 // What a run measured, for the summary and the report.

@@ -1,5 +1,12 @@
 // OnnxModel: owns the parsed graph and the resident weights (one accounted copy of every
-// initializer, read by offset from the file), and caches one Plan per input-shape set.
+// initializer, read by offset from the file), and caches one Plan per input-shape set
+// (runtime/plan_cache.h). The thread-safety contract is in qsmcore/onnx_model.h; its locks are:
+// the plan cache's own (its entries), build_mu (one plan built or weighed dry at a time, and
+// opts.threads), run_mu (one streamed forward at a time), chosen_mu (the figures and the layout
+// choice kept between calls), spill_file_mu (the kept spill file) and spill_mu (the reports).
+// None is taken while another is held except the cache's (briefly, innermost), chosen_mu's and
+// spill_file_mu's (innermost, nothing called under them) and the process-wide primitive guard's
+// (runtime/primitive_guard.h: under build_mu or run_mu, innermost), so they cannot deadlock.
 #include "qsmcore/onnx_model.h"
 
 #include <algorithm>
@@ -19,6 +26,8 @@
 #include "residency/spill_file.h"
 #include "runtime/model_internals.h"
 #include "runtime/plan.h"
+#include "runtime/plan_cache.h"
+#include "runtime/primitive_guard.h"
 #include "runtime/residency_executor.h"
 #include "runtime/weight_reader.h"
 
@@ -47,18 +56,19 @@ struct OnnxModel::Impl {
   graph::Model model;
   graph::ConstantTable constants;
   std::vector<ValueDesc> inputs, outputs;
-  ModelOptions opts;
-  std::mutex mu;
-  // Most recently used last. Runs hold a plan by shared_ptr, so dropping one from the cache
-  // never pulls it from under a run (tile threads run concurrently).
-  std::vector<std::shared_ptr<Plan>> plans;
+  ModelOptions opts;  // constant after load, but for threads (set_threads, under build_mu)
+  // Plans and their executors. Runs hold both by shared_ptr, so dropping them from the cache
+  // (a newer plan, clear_plans, set_threads, on any thread) never pulls them from under a run.
+  PlanCache cache;
+  // One plan built, or weighed dry, at a time: builds share `packed` (and its dry flag) and
+  // read opts.threads; under a residency policy a build first drops the plan it replaces.
+  std::mutex build_mu;
   std::shared_ptr<kernels::PackCache> packed = kernels::make_pack_cache();
   // Weight residency (non-resident policies only): the disk reader, the LayerwiseHost host
-  // store, bytes that stay resident whatever the policy, and one executor per plan.
+  // store and bytes that stay resident whatever the policy (the executors are in the cache).
   std::unique_ptr<WeightReader> reader;
   HostWeights eager;
   std::uint64_t static_bytes = 0;
-  std::map<const Plan*, std::unique_ptr<ResidencyExecutor>> executors;
   std::mutex run_mu;  // one streamed forward at a time
 
   bool resident() const { return is_fully_resident(opts.residency); }
@@ -88,12 +98,15 @@ struct OnnxModel::Impl {
     for (const auto& init : model.graph.initializers)
       if (!resident() && deferrable(init)) deferred_bytes += init.nbytes();
     // LayerwiseHost holds every raw weight on the host: admit before reading any.
-    const auto cfg = resident() ? OffloadConfig{} : offload(opts.residency).value();
-    if (execution_residency(opts.residency) == ExecutionResidency::LayerwiseHost && cfg.host_budget_bytes &&
-        deferred_bytes > *cfg.host_budget_bytes) {
+    // (The budget taken out of its optional here: GCC 12 at -O1, the ThreadSanitizer build, took
+    // the optional read through the ternary's temporary for one read uninitialised.)
+    constexpr std::uint64_t kNone = std::numeric_limits<std::uint64_t>::max();
+    const std::uint64_t host_budget =
+        resident() ? kNone : offload(opts.residency).value().host_budget_bytes.value_or(kNone);
+    if (execution_residency(opts.residency) == ExecutionResidency::LayerwiseHost && deferred_bytes > host_budget) {
       throw Error(ErrorKind::OutOfBudget,
                   model.path + ": HostBudgetTooSmall: LayerwiseHost keeps all " + std::to_string(deferred_bytes) +
-                      " bytes of raw weights on the host, budget " + std::to_string(*cfg.host_budget_bytes) + " bytes");
+                      " bytes of raw weights on the host, budget " + std::to_string(host_budget) + " bytes");
     }
     if (defer) {
       reader = std::make_unique<WeightReader>(model, max_cached_shards(opts.residency));
@@ -126,11 +139,13 @@ struct OnnxModel::Impl {
     };
     for (const auto& vi : model.graph.inputs) inputs.push_back(desc(vi));
     for (const auto& vi : model.graph.outputs) outputs.push_back(desc(vi));
+    // Under a residency policy the budgets are the model's: one plan (and its copies) at a time.
+    cache.set_capacity(resident() ? static_cast<std::size_t>(std::max(opts.max_cached_plans, 1)) : 1);
   }
 
-  std::size_t built = 0;  // plans built since load (under mu; ModelInternals::plans_built)
+  std::atomic<std::size_t> built{0};  // plans built since load (ModelInternals::plans_built)
   // Set by tools and tests (ModelInternals::run_on_window_share): the only share runs take.
-  std::int64_t only_share = 0;
+  std::atomic<std::int64_t> only_share{0};
 
   // Conv chains' window shares a budget may choose, the default first: finer slabs hold less
   // (smaller windows and staging blocks) for more calls. The 48th is where QSMnet's head chain
@@ -138,7 +153,7 @@ struct OnnxModel::Impl {
   // whatever slab it falls in, so the output is the same bits (tested); only where the engine
   // spills, as that is where a smaller least matters.
   std::vector<std::int64_t> window_shares() const {
-    if (only_share > 0) return {only_share};
+    if (const std::int64_t only = only_share.load(); only > 0) return {only};
     if (opts.spill_activations && opts.stream_conv_chains && opts.backend == Backend::OneDnn)
       return {graph::kChainWindowShare, 2 * graph::kChainWindowShare, 4 * graph::kChainWindowShare,
               8 * graph::kChainWindowShare};
@@ -169,50 +184,49 @@ struct OnnxModel::Impl {
     };
   }
 
-  std::shared_ptr<Plan> cached_plan(const std::vector<Shape>& shapes, std::int64_t share) {
-    for (auto it = plans.begin(); it != plans.end(); ++it) {
-      if ((*it)->input_shapes() != shapes || (*it)->window_share() != share) continue;
-      std::rotate(it, it + 1, plans.end());  // most recently used last
-      return plans.back();
-    }
-    return nullptr;
-  }
-
-  std::shared_ptr<Plan> plan(const std::vector<Shape>& shapes, const std::vector<DType>& dtypes,
-                             std::int64_t share = graph::kChainWindowShare) {
-    std::lock_guard<std::mutex> lock(mu);
-    if (auto p = cached_plan(shapes, share)) return p;
+  // The plan (and executor) for these shapes and share: the cached one, else built now. Built
+  // under build_mu, so two callers asking for the same new plan build it once.
+  PlanCache::Entry plan(const std::vector<Shape>& shapes, const std::vector<DType>& dtypes,
+                        std::int64_t share = graph::kChainWindowShare) {
+    const PlanKey key{shapes, share};
+    if (auto e = cache.find(key)) return std::move(*e);
+    std::lock_guard<std::mutex> lock(build_mu);
+    if (auto e = cache.find(key)) return std::move(*e);  // built while this caller waited
     ++built;
     const ScopedThreads threads_here(opts.threads);  // constant folding runs reference kernels
     graph::TypedGraph tg = typed_graph(shapes, dtypes, share);
     graph::LeafFn leaf = leaf_fn();
     if (resident()) {
+      const PrimitiveCreationScope creating;
       const kernels::PackCacheScope packs(packed.get());
-      plans.push_back(
-          std::make_shared<Plan>(std::move(tg), opts.backend, opts.threads, reader ? &leaf : nullptr, true));
-      plans.back()->set_window_share(share);
+      PlanCache::Entry e{
+          key, std::make_shared<Plan>(std::move(tg), opts.backend, opts.threads, reader ? &leaf : nullptr, true),
+          nullptr};
+      e.plan->set_window_share(share);
       take_outside_as_measured();
-      const std::size_t keep = static_cast<std::size_t>(std::max(opts.max_cached_plans, 1));
-      if (plans.size() > keep) plans.erase(plans.begin(), plans.end() - static_cast<std::ptrdiff_t>(keep));
-      return plans.back();
+      cache.insert(e);  // what it drops (least recently used) is freed here, unless a run holds it
+      return e;
     }
-    // Under a residency policy the budgets are the model's: one plan (and its copies) at a time.
-    executors.clear();
-    plans.clear();
-    // Their primitives would stay in oneDNN's cache with their generated code, outside the
-    // accounting: QSMnet's full twin at 181×217×181, weighing four shares' plans, then held
-    // 69.3 MB outside the engine against 40.9 MB, and was refused at 1/8 of its peak.
-    kernels::release_unused_primitives();
-    auto p = std::make_shared<Plan>(std::move(tg), opts.backend, opts.threads, &leaf);
-    p->set_window_share(share);
-    if (!p->units().empty()) {
-      const std::uint64_t held = static_bytes + static_cast<std::uint64_t>(p->memory().packed_weight_bytes);
-      executors[p.get()] = std::make_unique<ResidencyExecutor>(*p, opts.residency, *reader, &eager, held, model.path);
-      p->set_weight_window_bytes(static_cast<std::int64_t>(executors[p.get()]->forward_weight_bytes()));
+    // Under a residency policy the plan it replaces goes first (a run in progress keeps its own
+    // until it ends). Their primitives would stay in oneDNN's cache with their generated code,
+    // outside the accounting: QSMnet's full twin at 181×217×181, weighing four shares' plans,
+    // then held 69.3 MB outside the engine against 40.9 MB, and was refused at 1/8 of its peak.
+    cache.clear();
+    release_unused_primitives_when_idle();
+    const PrimitiveCreationScope creating;
+    PlanCache::Entry e{key, std::make_shared<Plan>(std::move(tg), opts.backend, opts.threads, &leaf), nullptr};
+    e.plan->set_window_share(share);
+    if (!e.plan->units().empty()) {
+      const std::uint64_t held = static_bytes + static_cast<std::uint64_t>(e.plan->memory().packed_weight_bytes);
+      // The executor reads its plan (ResidencyExecutor::plan_): it holds the plan until it goes.
+      e.executor = std::shared_ptr<ResidencyExecutor>(
+          new ResidencyExecutor(*e.plan, opts.residency, *reader, &eager, held, model.path),
+          [keep = e.plan](ResidencyExecutor* x) { delete x; });
+      e.plan->set_weight_window_bytes(static_cast<std::int64_t>(e.executor->forward_weight_bytes()));
     }
-    plans.push_back(std::move(p));
+    cache.insert(e);
     take_outside_as_measured();
-    return plans.back();
+    return e;
   }
 
   // A fully resident plan packs every weight when it is built. Before a run's new plan packs
@@ -220,9 +234,9 @@ struct OnnxModel::Impl {
   // anew) gives the run's figures; a run that cannot fit, even spilling its activations on the
   // finest slabs, is refused there.
   void refuse_before_packing(const std::vector<Shape>& shapes, const std::vector<DType>& dtypes, std::int64_t sets) {
-    std::lock_guard<std::mutex> lock(mu);
+    std::lock_guard<std::mutex> lock(build_mu);  // `packed` counts dry: no real build meanwhile
     for (const std::int64_t share : window_shares())
-      if (cached_plan(shapes, share)) return;
+      if (cache.find({shapes, share})) return;
     const ScopedThreads threads_here(opts.threads);
     std::int64_t held = 0, run = 0, least = std::numeric_limits<std::int64_t>::max();
     for (const std::int64_t share : window_shares()) {
@@ -238,13 +252,14 @@ struct OnnxModel::Impl {
     std::int64_t held = 0, run = 0, least = 0;
   };
   DryFigures dry_figures(const std::vector<Shape>& shapes, const std::vector<DType>& dtypes, std::int64_t sets,
-                         std::int64_t share) {
+                         std::int64_t share) {  // under build_mu
     graph::TypedGraph tg = typed_graph(shapes, dtypes, share);
     graph::LeafFn leaf = leaf_fn();
     packed->dry = true;
     packed->dry_new_bytes = 0;
     DryFigures f;
     try {
+      const PrimitiveCreationScope creating;
       const kernels::PackCacheScope count(packed.get());
       const Plan dry(std::move(tg), opts.backend, opts.threads, reader ? &leaf : nullptr, true);
       f.held = memory_current() + packed->dry_new_bytes;
@@ -322,6 +337,7 @@ struct OnnxModel::Impl {
   // least then fits.
   struct Choice {
     std::shared_ptr<Plan> plan;
+    std::shared_ptr<ResidencyExecutor> executor;  // the plan's, held for the run
     std::shared_ptr<const ArenaLayout> layout;
     std::int64_t held = 0, run = 0, least = 0;
   };
@@ -339,7 +355,10 @@ struct OnnxModel::Impl {
     std::vector<Shape> shapes;
     std::vector<DType> dtypes;
     std::int64_t sets = 0, room = 0;
-    std::weak_ptr<Plan> plan;  // expired once the plan is dropped: then weighed afresh
+    // Expired once the plan is dropped (and no run holds it): then weighed afresh.
+    std::weak_ptr<Plan> plan;
+    std::weak_ptr<ResidencyExecutor> executor;
+    bool has_executor = false;
     std::shared_ptr<const ArenaLayout> layout;
   };
   std::mutex chosen_mu;
@@ -348,25 +367,28 @@ struct OnnxModel::Impl {
   std::optional<Choice> chosen_before(const std::vector<Shape>& shapes, const std::vector<DType>& dtypes,
                                       std::optional<std::int64_t> room, std::int64_t sets) {
     std::shared_ptr<Plan> p;
+    std::shared_ptr<ResidencyExecutor> ex;
     std::shared_ptr<const ArenaLayout> layout;
     std::int64_t was = 0;
     {
       std::lock_guard<std::mutex> lock(chosen_mu);
       if (!chosen || chosen->shapes != shapes || chosen->dtypes != dtypes || chosen->sets != sets) return std::nullopt;
       p = chosen->plan.lock();
+      ex = chosen->executor.lock();
+      if (chosen->has_executor && !ex) return std::nullopt;
       layout = chosen->layout;
       was = chosen->room;
     }
     if (!p) return std::nullopt;
     const std::int64_t held = memory_current();
     if ((room ? *room : run_room(held)) != was) return std::nullopt;
-    return Choice{std::move(p), std::move(layout), held, 0, 0};
+    return Choice{std::move(p), std::move(ex), std::move(layout), held, 0, 0};
   }
 
   Choice remember(const std::vector<Shape>& shapes, const std::vector<DType>& dtypes, std::int64_t sets,
                   std::int64_t room, Choice c) {
     std::lock_guard<std::mutex> lock(chosen_mu);
-    chosen = Chosen{shapes, dtypes, sets, room, c.plan, c.layout};
+    chosen = Chosen{shapes, dtypes, sets, room, c.plan, c.executor, c.executor != nullptr, c.layout};
     return c;
   }
 
@@ -396,45 +418,47 @@ struct OnnxModel::Impl {
         }
       }
       const bool had = has_plan(shapes, share);
-      auto p = plan(shapes, dtypes, share);
-      note_least(shapes, dtypes, share, *p);
+      PlanCache::Entry e = plan(shapes, dtypes, share);
+      const Plan& p = *e.plan;
+      note_least(shapes, dtypes, share, p);
       const std::int64_t held = memory_current();
       const std::int64_t r = room ? *room : run_room(held);
-      auto direct = layout_for(*p, r, sets, Plan::Streams::Direct);
+      auto direct = layout_for(p, r, sets, Plan::Streams::Direct);
       if (direct && !direct->spills())
-        return remember(shapes, dtypes, sets, r, {std::move(p), std::move(direct), held, 0, 0});
-      auto lean = layout_for(*p, r, sets, Plan::Streams::Lean);
+        return remember(shapes, dtypes, sets, r,
+                        {std::move(e.plan), std::move(e.executor), std::move(direct), held, 0, 0});
+      auto lean = layout_for(p, r, sets, Plan::Streams::Lean);
       for (const auto* l : {lean.get(), direct.get()})
         if (l && (!best || l->transfer_cost() < best->cost))
           best = Cheapest{share, l == direct.get() ? Plan::Streams::Direct : Plan::Streams::Lean, l->transfer_cost()};
       if (direct && best->share == share)
-        return remember(
-            shapes, dtypes, sets, r,
-            {std::move(p), best->streams == Plan::Streams::Direct ? std::move(direct) : std::move(lean), held, 0, 0});
-      need = std::min(need, held + least_run(*p, sets));
-      const bool finer_differs = has_chains(*p), direct_fits = direct != nullptr;
+        return remember(shapes, dtypes, sets, r,
+                        {std::move(e.plan), std::move(e.executor),
+                         best->streams == Plan::Streams::Direct ? std::move(direct) : std::move(lean), held, 0, 0});
+      need = std::min(need, held + least_run(p, sets));
+      const bool finer_differs = has_chains(p), direct_fits = direct != nullptr;
       if (first) {
-        const PlanMemory& pm = p->memory();
+        const PlanMemory& pm = p.memory();
         c.held = held;
         c.run = (pm.arena_bytes + pm.io_bytes) * sets + pm.weight_window_bytes;
         first = false;
       }
-      // A refusal leaves memory as it found it (the plan's primitives too, so p goes first).
+      // A refusal leaves memory as it found it (the plan's primitives too).
       if (!had) {
-        const Plan* raw = p.get();
         direct.reset();
         lean.reset();
-        p.reset();
-        drop_plan(raw);
+        drop_plan(std::move(e));
       }
       if (direct_fits || !finer_differs) break;
     }
     if (best) {
-      auto p = plan(shapes, dtypes, best->share);
+      PlanCache::Entry e = plan(shapes, dtypes, best->share);
       const std::int64_t held = memory_current();
       const std::int64_t r = room ? *room : run_room(held);
-      auto layout = layout_for(*p, r, sets, best->streams);
-      if (layout) return remember(shapes, dtypes, sets, r, {std::move(p), std::move(layout), held, 0, 0});
+      auto layout = layout_for(*e.plan, r, sets, best->streams);
+      if (layout)
+        return remember(shapes, dtypes, sets, r,
+                        {std::move(e.plan), std::move(e.executor), std::move(layout), held, 0, 0});
     }
     c.least = need - c.held;
     return c;
@@ -471,7 +495,7 @@ struct OnnxModel::Impl {
 
   ShareLeast share_least(const std::vector<Shape>& shapes, const std::vector<DType>& dtypes, std::int64_t share) {
     if (auto f = known_least(shapes, dtypes, share)) return *f;
-    return note_least(shapes, dtypes, share, *plan(shapes, dtypes, share));
+    return note_least(shapes, dtypes, share, *plan(shapes, dtypes, share).plan);
   }
 
   std::optional<ShareLeast> known_least(const std::vector<Shape>& shapes, const std::vector<DType>& dtypes,
@@ -514,13 +538,13 @@ struct OnnxModel::Impl {
   std::vector<DefaultMemory> default_memory;  // under chosen_mu; the last few asked for
 
   PlanMemory default_plan_memory(const std::vector<Shape>& shapes, const std::vector<DType>& dtypes) {
-    if (resident()) return plan(shapes, dtypes)->memory();
+    if (resident()) return plan(shapes, dtypes).plan->memory();
     {
       std::lock_guard<std::mutex> lock(chosen_mu);
       for (const auto& f : default_memory)
         if (f.shapes == shapes && f.dtypes == dtypes) return f.pm;
     }
-    const PlanMemory pm = plan(shapes, dtypes)->memory();
+    const PlanMemory pm = plan(shapes, dtypes).plan->memory();
     std::lock_guard<std::mutex> lock(chosen_mu);
     default_memory.push_back({shapes, dtypes, pm});
     if (default_memory.size() > 12) default_memory.erase(default_memory.begin());
@@ -541,32 +565,20 @@ struct OnnxModel::Impl {
                        [](const Plan::Step& s) { return s.op_type == "qsm.ConvChain"; });
   }
 
-  ResidencyExecutor* executor_for(const Plan& p) {
-    std::lock_guard<std::mutex> lock(mu);
-    auto it = executors.find(&p);
-    return it == executors.end() ? nullptr : it->second.get();
-  }
+  bool has_plan(const std::vector<Shape>& shapes, std::int64_t share) const { return cache.contains({shapes, share}); }
 
-  bool has_plan(const std::vector<Shape>& shapes, std::int64_t share) {
-    std::lock_guard<std::mutex> lock(mu);
-    for (const auto& p : plans)
-      if (p->input_shapes() == shapes && p->window_share() == share) return true;
-    return false;
-  }
-
-  void drop_plan(const Plan* p) {
-    {
-      std::lock_guard<std::mutex> lock(mu);
-      executors.erase(p);
-      std::erase_if(plans, [p](const std::shared_ptr<Plan>& q) { return q.get() == p; });
-    }
-    kernels::release_unused_primitives();
+  // Drops this plan from the cache, and with this caller's references, its primitives (unless
+  // another caller holds it: then they go when that one lets go).
+  void drop_plan(PlanCache::Entry e) {
+    std::vector<PlanCache::Entry> dropped = cache.erase(e.plan.get());
+    dropped.clear();
+    e = {};
+    release_unused_primitives_when_idle();
   }
 
   ~Impl() {
-    executors.clear();
-    plans.clear();
-    kernels::release_unused_primitives();
+    cache.clear();
+    release_unused_primitives_when_idle();
   }
 
   // The refusal names the predicted peak, the budget and what would fit: the least the run
@@ -626,16 +638,23 @@ struct OnnxModel::Impl {
     const auto sets = static_cast<std::int64_t>(batch.size());
     Choice c = choose(shapes, dtypes, std::nullopt, sets);
     if (!c.layout) throw Error(ErrorKind::OutOfBudget, refusal(shapes[0], c.held, c.run, c.least));
+    // The plan, its executor and layout stay alive until the run ends, whatever another thread
+    // drops from the cache meanwhile.
     const std::shared_ptr<Plan> held_plan = c.plan;
+    const std::shared_ptr<ResidencyExecutor> held_executor = c.executor;
     const std::shared_ptr<const ArenaLayout> layout = c.layout;
     Plan& p = *held_plan;
-    ResidencyExecutor* ex = executor_for(p);
+    ResidencyExecutor* ex = held_executor.get();
     SpillReport spilled;
     std::vector<double> seconds(opts.profile_steps ? p.steps().size() : 0, 0.0);
     std::unique_ptr<residency::SpillFile> file =
         layout->spills() ? take_spill_file(layout->file_bytes * sets) : nullptr;
+    // A streamed forward builds its weight units' kernels as it goes (primitive_guard.h).
+    std::optional<PrimitiveCreationScope> creating;
+    if (ex) creating.emplace();
     auto out = p.run_batch(
         batch, ex, SpillRun{layout.get(), opts.spill_dir, file.get(), &spilled, seconds.empty() ? nullptr : &seconds});
+    creating.reset();
     keep_spill_file(std::move(file));
     spilled.chain_window_share = p.window_share();
     {
@@ -775,12 +794,9 @@ std::vector<std::vector<Tensor>> OnnxModel::run_batch(const std::vector<std::vec
 }
 
 std::string OnnxModel::residency_report_json() const {
-  std::lock_guard<std::mutex> lock(impl_->mu);
-  if (impl_->executors.empty()) {
-    return std::string("{\"policy\": ") + to_json(impl_->opts.residency) + ", \"execution_residency\": \"" +
-           to_string(execution_residency(impl_->opts.residency)) + "\", \"units\": 0, \"unit_list\": []}";
-  }
-  return impl_->executors.begin()->second->report_json();
+  if (const auto ex = impl_->cache.latest_executor()) return ex->report_json();
+  return std::string("{\"policy\": ") + to_json(impl_->opts.residency) + ", \"execution_residency\": \"" +
+         to_string(execution_residency(impl_->opts.residency)) + "\", \"units\": 0, \"unit_list\": []}";
 }
 
 KernelThreads OnnxModel::kernel_threads() const {
@@ -808,7 +824,7 @@ std::map<std::string, Tensor> OnnxModel::run(const std::map<std::string, Tensor>
 }
 
 const Plan& ModelInternals::plan(OnnxModel& m, const std::vector<Shape>& input_shapes, std::int64_t window_share) {
-  return *m.impl_->plan(input_shapes, m.impl_->declared_dtypes(), window_share);
+  return *m.impl_->plan(input_shapes, m.impl_->declared_dtypes(), window_share).plan;
 }
 
 void ModelInternals::run_on_window_share(OnnxModel& m, std::int64_t window_share) {
@@ -816,13 +832,11 @@ void ModelInternals::run_on_window_share(OnnxModel& m, std::int64_t window_share
 }
 
 std::size_t ModelInternals::cached_plans(const OnnxModel& m) {
-  std::lock_guard<std::mutex> lock(m.impl_->mu);
-  return m.impl_->plans.size();
+  return m.impl_->cache.size();
 }
 
 std::size_t ModelInternals::plans_built(const OnnxModel& m) {
-  std::lock_guard<std::mutex> lock(m.impl_->mu);
-  return m.impl_->built;
+  return m.impl_->built.load();
 }
 
 std::size_t ModelInternals::spill_files_made(const OnnxModel& m) {
@@ -901,21 +915,17 @@ SpillReport OnnxModel::spill_since_load() const {
 }
 
 void OnnxModel::clear_plans() {
-  {
-    std::lock_guard<std::mutex> lock(impl_->mu);
-    impl_->executors.clear();
-    impl_->plans.clear();
-  }
-  kernels::release_unused_primitives();
+  impl_->cache.clear();  // freed here, but what a run in progress holds (freed when it ends)
+  release_unused_primitives_when_idle();
 }
 
 void OnnxModel::set_threads(int threads) {
+  std::vector<PlanCache::Entry> dropped;  // freed after build_mu is released
   {
-    std::lock_guard<std::mutex> lock(impl_->mu);
+    std::lock_guard<std::mutex> lock(impl_->build_mu);
     if (impl_->opts.threads == threads) return;
     impl_->opts.threads = threads;
-    impl_->executors.clear();
-    impl_->plans.clear();
+    dropped = impl_->cache.clear();
   }
   impl_->forget_figures();
 }

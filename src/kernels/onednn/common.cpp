@@ -1,6 +1,7 @@
 #include "kernels/onednn/common.h"
 
 #include <cstring>
+#include <mutex>
 #include <string>
 
 #include "qsmcore/error.h"
@@ -221,8 +222,14 @@ bool all_f32(const graph::TypedGraph& g, const graph::TNode& n) {
 }
 
 // Emptying oneDNN's primitive cache drops only its own references: a primitive a plan holds
-// lives on, one nobody holds goes with its generated code. Then the capacity is restored.
+// lives on, one nobody holds goes with its generated code. Then the capacity is restored. The
+// cache is process-wide and models drop plans on several threads: without the lock, two toggles
+// interleaved (A gets N, sets 0; B gets 0; A sets N; B sets 0 and 0) left it at 0 (issue #51;
+// tests/runtime/primitive_cache_toggle_test.cpp). oneDNN has no call that evicts only what
+// nobody holds, so the toggle stays, one at a time.
 void release_unused_primitives() {
+  static std::mutex toggle_mu;
+  const std::lock_guard<std::mutex> lock(toggle_mu);
   const int capacity = dnnl::get_primitive_cache_capacity();
   dnnl::set_primitive_cache_capacity(0);
   dnnl::set_primitive_cache_capacity(capacity);
