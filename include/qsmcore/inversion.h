@@ -84,9 +84,10 @@ void reference_chi(Volume& chi, const Volume& mask, const InversionOptions& o);
 /// The data-consistency step for a χ map made elsewhere (a network's): the χ inside the mask
 /// nearest `prior` that the field inside the mask agrees with, argmin over χ = Mχ of
 /// ‖M(Dχ − f)‖² + λ‖χ − prior‖², by conjugate gradients from M·prior (methods.md §6.7).
-/// qsmcore-invnet's recipe ends with it.
+/// Not in any network's recipe yet: methods.md §6.7 says what it gains on an exact local field and
+/// loses on a pipeline's.
 struct ConsistencyOptions {
-  double lambda = 1.5e-3;  // the pull towards the prior; measured on held-out heads (methods.md §6.7)
+  double lambda = 1e-3;    // the pull towards the prior (methods.md §6.7: the best on exact local fields)
   int iterations = 30;     // CG iterations at most
   double tolerance = 0.0;  // stop when ‖r‖ falls below this fraction of its start (0 = off)
   int pad = 0;             // as InversionOptions::pad

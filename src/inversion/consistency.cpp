@@ -1,10 +1,10 @@
-// A data-consistency step for a χ map made elsewhere (qsmcore-invnet's): the χ inside the mask
+// A data-consistency step for a χ map made elsewhere (a network's): the χ inside the mask
 // nearest it that the measured field inside the mask agrees with (methods.md §6.7),
 //   χ = argmin over χ = Mχ of ‖M(D χ − f)‖² + λ ‖χ − χ₀‖²,
 // by conjugate gradients on the normal equations (M D M D M + λ M) χ = M D M f + λ M χ₀, started at
 // M χ₀, D the dipole convolution on the FFT grid. It is the data-consistency block of model-based networks
 // (MoDL: Aggarwal et al. 2019, doi:10.1109/TMI.2018.2865356; for QSM, LPCNN: Lai et al. 2020,
-// doi:10.1007/978-3-030-59713-9_13), applied once after the network: off the dipole's cone χ
+// doi:10.1007/978-3-030-59713-9_13), applied once after a network: off the dipole's cone χ
 // follows the data, near it (where D is small and the data say little) the network's prior. The
 // mask keeps the data term to where the field was measured (outside it the field is unknown, not
 // 0) and χ to where the sources are: on held-out heads χ left free outside the mask (to absorb what
