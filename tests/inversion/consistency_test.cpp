@@ -102,13 +102,13 @@ TEST(ConsistencyStep, ALargeLambdaKeepsThePrior) {
 TEST(ConsistencyStep, RefusesBadInputsNamingThem) {
   const auto& t = qsmtest::phantom_truth({48, 48, 48});
   const Volume other = Volume::zeros({40, 48, 48}, Geometry::with_voxel({1, 1, 1}));
-  std::string msg = qsmtest::error_of([&] { (void)consistent_chi(other, t.local_field, t.mask, t.b0); },
-                                      ErrorKind::InvalidInput);
+  std::string msg =
+      qsmtest::error_of([&] { (void)consistent_chi(other, t.local_field, t.mask, t.b0); }, ErrorKind::InvalidInput);
   EXPECT_NE(msg.find("one grid"), std::string::npos) << msg;
   ConsistencyOptions o;
   o.lambda = 0.0;
-  msg = qsmtest::error_of([&] { (void)consistent_chi(t.chi, t.local_field, t.mask, t.b0, o); },
-                          ErrorKind::InvalidInput);
+  msg =
+      qsmtest::error_of([&] { (void)consistent_chi(t.chi, t.local_field, t.mask, t.b0, o); }, ErrorKind::InvalidInput);
   EXPECT_NE(msg.find("λ"), std::string::npos) << msg;
 }
 
