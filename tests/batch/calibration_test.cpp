@@ -5,7 +5,6 @@
 // timed that. The oracle for "another path" is the engine's own accounted peak: the same run
 // unbudgeted holds more than the task's budget; the calibration run held no more than it.
 #include <gtest/gtest.h>
-#include <stdlib.h>
 
 #include <cstdio>
 #include <filesystem>
@@ -13,6 +12,7 @@
 
 #include "batch/plan.h"
 #include "io/nifti.h"
+#include "onnx/test_util.h"
 #include "qsmcore/memory.h"
 #include "qsmcore/models.h"
 #include "qsmcore/networks.h"
@@ -20,24 +20,14 @@
 
 namespace {
 
-namespace fs = std::filesystem;
 using namespace qsmcore;
 using namespace qsmcore::batch;
 constexpr std::int64_t kMiB = std::int64_t{1} << 20;
 
-struct Scratch {
-  fs::path dir;
-  Scratch() {
-    std::string t = (fs::temp_directory_path() / "qsm-calibration-test-XXXXXX").string();
-    dir = ::mkdtemp(t.data());
-  }
-  ~Scratch() { fs::remove_all(dir); }
-};
-
 TEST(Calibration, RunsUnderTheTasksBudgetAndKeepsToIt) {
-  Scratch s;
-  const std::string field = (s.dir / "field.nii.gz").string(), mask = (s.dir / "mask.nii.gz").string();
-  const std::string tsv = (s.dir / "cohort.tsv").string();
+  const qsmtest::TempDir s;
+  const std::string field = (s.path() / "field.nii.gz").string(), mask = (s.path() / "mask.nii.gz").string();
+  const std::string tsv = (s.path() / "cohort.tsv").string();
   std::ofstream(tsv) << "id\tin\tmask\nsmall\t" << field << "\t" << mask << "\n";
   NetworkOptions net;
   net.model.threads = 2;
@@ -64,7 +54,7 @@ TEST(Calibration, RunsUnderTheTasksBudgetAndKeepsToIt) {
   PlanOptions o;
   o.model_id = "qsmcore-invnet";
   o.manifest = tsv;
-  o.out_dir = (s.dir / "batch").string();
+  o.out_dir = (s.path() / "batch").string();
   o.net = net;
   // A node whose memory holds the inputs and half of that run: the plan must fit it by running
   // fewer tiles at once (or spilling), which is what the task then does.
