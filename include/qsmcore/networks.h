@@ -140,6 +140,8 @@ struct NetworkNeeds {
 };
 /// What run_network requires for this network (the optional ones are false).
 NetworkNeeds network_needs(const ModelSpec& spec);
+/// The registry ids run_network has a wrapper for, each once, in its table's order.
+std::vector<std::string> wrapped_network_ids();
 
 /// Runs registry network `spec` on its ONNX file(s) (paths in spec.files order). Validates the
 /// inputs first (missing TE for a phase network, grid mismatch, NaN/Inf, wrong dims) with

@@ -1,4 +1,6 @@
-// run_network: what each network needs, validation, dispatch by registry id (networks.h).
+// run_network: one table of the wrappers — what each network needs and the function that runs it —
+// beside the registry (networks.h); validation and the whole-volume-then-tiles fallback.
+#include <span>
 #include <string_view>
 
 #include "networks/wrappers.h"
@@ -13,104 +15,119 @@ const NetworkOutput* NetworkRun::find(const std::string& name) const {
   return nullptr;
 }
 
-NetworkNeeds network_needs(const ModelSpec& spec) {
-  const std::string_view id = spec.id;
+namespace {
+
+using networks::Context;
+
+// What a network's wrapper reads, by the kind of network. The constants name the recipes; which
+// network is which kind is in the table below, with its wrapper.
+NetworkNeeds local_field() {
   NetworkNeeds n;
-  auto local = [&] {
-    n.field = n.mask = true;
-    n.field_kind = "local field";
-  };
-  if (id == "bfrnet" || id == "nextqsm") {
-    n.field = n.mask = true;
-    n.field_kind = "total field";
-  } else if (id == "autoqsm") {
-    // "Without brain extraction": its authors run the whole field of view, no mask anywhere
-    // (AMRI-Lab/AutoQSM code/util.py data_predict); a mask, if given, masks χ (#19).
-    n.field = true;
-    n.field_kind = "total field";
-  } else if (id == "xqsm" || id == "qsmnet" || id == "qsmnet-plus" || id == "qsmgan" || id == "lpcnn" ||
-             id == "ir2qsm" || id == "modl-qsm" || id == "qsmcore-invnet") {
-    local();
-  } else if (id == "iqsm" || id == "iqsm-plus" || id == "iqfm") {
-    n.field = n.mask = n.te = n.b0 = true;
-    n.field_kind = "wrapped phase";
-  } else if (id == "susep-net") {
-    local();
-    n.qsm = n.r2prime = true;
-  } else if (id == "chi-sepnet") {
-    local();
-    n.qsm = n.r2prime = true;
-  } else if (id == "r2primenet") {
-    n.r2star = n.mask = n.b0 = true;
-  } else if (id == "hd-bet" || id == "rs2-net" || id == "synthseg" || id == "synthseg-2.0") {
-    n.magnitude = true;
-  } else {
-    throw Error(ErrorKind::NotFound, "no wrapper for network '" + std::string(id) + "'");
-  }
+  n.field = n.mask = true;
+  n.field_kind = "local field";
+  return n;
+}
+NetworkNeeds total_field() {
+  NetworkNeeds n;
+  n.field = n.mask = true;
+  n.field_kind = "total field";
+  return n;
+}
+// "Without brain extraction": AutoQSM's authors run the whole field of view, no mask anywhere
+// (AMRI-Lab/AutoQSM code/util.py data_predict); a mask, if given, masks χ (#19).
+NetworkNeeds total_field_no_mask() {
+  NetworkNeeds n;
+  n.field = true;
+  n.field_kind = "total field";
+  return n;
+}
+NetworkNeeds wrapped_phase() {
+  NetworkNeeds n;
+  n.field = n.mask = n.te = n.b0 = true;
+  n.field_kind = "wrapped phase";
+  return n;
+}
+NetworkNeeds separation() {  // χ-separation: the local field, a QSM map and R2'
+  NetworkNeeds n = local_field();
+  n.qsm = n.r2prime = true;
+  return n;
+}
+NetworkNeeds r2star_to_r2prime() {
+  NetworkNeeds n;
+  n.r2star = n.mask = n.b0 = true;
+  return n;
+}
+NetworkNeeds magnitude() {
+  NetworkNeeds n;
+  n.magnitude = true;
   return n;
 }
 
-namespace {
+struct Wrapper {
+  std::string_view id;
+  NetworkNeeds (*needs)();
+  void (*run)(Context&);
+};
 
-// The wrapper of the network with c.spec's id (network_needs has checked that there is one).
-void run_wrapper(networks::Context& c) {
+// Every network qsmcore has a wrapper for, once: a new network is one row here (and its wrapper
+// in networks/wrappers.h), never a new branch in several dispatches.
+std::span<const Wrapper> wrappers() {
   using namespace networks;
-  const std::string_view id = c.spec.id;
-  if (id == "bfrnet")
-    run_bfrnet(c);
-  else if (id == "xqsm")
-    run_xqsm(c);
-  else if (id == "qsmnet")
-    run_qsmnet(c, false);
-  else if (id == "qsmnet-plus")
-    run_qsmnet(c, true);
-  else if (id == "qsmgan")
-    run_qsmgan(c);
-  else if (id == "lpcnn")
-    run_lpcnn(c);
-  else if (id == "ir2qsm")
-    run_ir2qsm(c);
-  else if (id == "autoqsm")
-    run_autoqsm(c);
-  else if (id == "iqsm")
-    run_iqsm(c, false, false);
-  else if (id == "iqsm-plus")
-    run_iqsm(c, true, false);
-  else if (id == "iqfm")
-    run_iqsm(c, false, true);
-  else if (id == "nextqsm")
-    run_nextqsm(c);
-  else if (id == "modl-qsm")
-    run_modl(c);
-  else if (id == "susep-net")
-    run_susep(c);
-  else if (id == "r2primenet")
-    run_r2primenet(c);
-  else if (id == "chi-sepnet")
-    run_chisepnet(c);
-  else if (id == "hd-bet")
-    run_hdbet(c);
-  else if (id == "rs2-net")
-    run_rs2net(c);
-  else if (id == "qsmcore-invnet")
-    run_qsmcore_invnet(c);
-  else if (id == "synthseg" || id == "synthseg-2.0")
-    run_synthseg(c);
+  static const Wrapper table[] = {
+      {"bfrnet", total_field, [](Context& c) { run_bfrnet(c); }},
+      {"nextqsm", total_field, [](Context& c) { run_nextqsm(c); }},
+      {"autoqsm", total_field_no_mask, [](Context& c) { run_autoqsm(c); }},
+      {"xqsm", local_field, [](Context& c) { run_xqsm(c); }},
+      {"qsmnet", local_field, [](Context& c) { run_qsmnet(c, false); }},
+      {"qsmnet-plus", local_field, [](Context& c) { run_qsmnet(c, true); }},
+      {"qsmgan", local_field, [](Context& c) { run_qsmgan(c); }},
+      {"lpcnn", local_field, [](Context& c) { run_lpcnn(c); }},
+      {"ir2qsm", local_field, [](Context& c) { run_ir2qsm(c); }},
+      {"modl-qsm", local_field, [](Context& c) { run_modl(c); }},
+      {"qsmcore-invnet", local_field, [](Context& c) { run_qsmcore_invnet(c); }},
+      {"iqsm", wrapped_phase, [](Context& c) { run_iqsm(c, false, false); }},
+      {"iqsm-plus", wrapped_phase, [](Context& c) { run_iqsm(c, true, false); }},
+      {"iqfm", wrapped_phase, [](Context& c) { run_iqsm(c, false, true); }},
+      {"susep-net", separation, [](Context& c) { run_susep(c); }},
+      {"chi-sepnet", separation, [](Context& c) { run_chisepnet(c); }},
+      {"r2primenet", r2star_to_r2prime, [](Context& c) { run_r2primenet(c); }},
+      {"hd-bet", magnitude, [](Context& c) { run_hdbet(c); }},
+      {"rs2-net", magnitude, [](Context& c) { run_rs2net(c); }},
+      {"synthseg", magnitude, [](Context& c) { run_synthseg(c); }},
+      {"synthseg-2.0", magnitude, [](Context& c) { run_synthseg(c); }},
+  };
+  return table;
+}
+
+const Wrapper& wrapper_of(const ModelSpec& spec) {
+  for (const Wrapper& w : wrappers())
+    if (w.id == spec.id) return w;
+  throw Error(ErrorKind::NotFound, "no wrapper for network '" + std::string(spec.id) + "'");
 }
 
 }  // namespace
 
+NetworkNeeds network_needs(const ModelSpec& spec) {
+  return wrapper_of(spec).needs();
+}
+
+std::vector<std::string> wrapped_network_ids() {
+  std::vector<std::string> ids;
+  for (const Wrapper& w : wrappers()) ids.emplace_back(w.id);
+  return ids;
+}
+
 NetworkRun run_network(const ModelSpec& spec, const std::vector<std::string>& model_paths, const NetworkInputs& in,
                        const NetworkOptions& opts) {
   using namespace networks;
-  network_needs(spec);  // unknown ids first
+  const Wrapper& wrapper = wrapper_of(spec);  // unknown ids first
   validate_inputs(spec, in);
   NetworkRun run;
   std::optional<TileRequest> tile;
   {
     Context c(spec, model_paths, in, opts, run);
     try {
-      run_wrapper(c);
+      wrapper.run(c);
       c.finish();
       c.progress(1.0, "done");
       return run;

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <set>
 
 #include "networks/prep.h"
 #include "qsmcore/error.h"
@@ -362,6 +363,16 @@ INSTANTIATE_TEST_SUITE_P(Registry, EveryNetwork,
 TEST(Networks, EveryRegistryNetworkHasAWrapper) {
   for (const auto& spec : all_models()) EXPECT_NO_THROW(network_needs(spec)) << spec.id;
   EXPECT_EQ(all_models().size(), 21u);
+  // The wrapper table holds each registry network once and nothing the registry lacks.
+  std::set<std::string> seen;
+  for (const std::string& id : wrapped_network_ids()) {
+    EXPECT_TRUE(seen.insert(id).second) << id << " twice in the wrapper table";
+    EXPECT_NO_THROW(require_model(id)) << id << " has a wrapper but no registry entry";
+  }
+  EXPECT_EQ(seen.size(), all_models().size());
+  ModelSpec unknown = all_models().front();
+  unknown.id = "no-such-net";
+  EXPECT_THROW(network_needs(unknown), Error);
 }
 
 TEST(Networks, TiledMatchesWholeVolumeWhenTheHaloCoversTheReceptiveField) {
