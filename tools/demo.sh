@@ -14,7 +14,7 @@
 # build/qsm-demo unless --out is given.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash tools/setup.sh
+QSM_SETUP_TARGETS="${QSM_SETUP_TARGETS:-qsm}" bash tools/setup.sh  # the command only, not the test binaries
 args=("$@")
 case " $* " in *" --out "*) ;; *) args=(--out build/qsm-demo "${args[@]}") ;; esac
 build/qsm demo "${args[@]}"
