@@ -83,7 +83,8 @@ void reference_chi(Volume& chi, const Volume& mask, const InversionOptions& o);
 
 /// The data-consistency step for a χ map made elsewhere (a network's): the χ inside the mask
 /// nearest `prior` that the field inside the mask agrees with, argmin over χ = Mχ of
-/// ‖M(Dχ − f)‖² + λ‖χ − prior‖², by conjugate gradients from M·prior (methods.md §6.7).
+/// ‖W(Dχ − f)‖² + λ‖χ − prior‖², by conjugate gradients from M·prior (methods.md §6.7); W is the
+/// mask eroded by `data_erode` voxels (W = M at 0), keeping the brain's edge out of the data term.
 /// Not in any network's recipe yet: methods.md §6.7 says what it gains on an exact local field and
 /// loses on a pipeline's.
 struct ConsistencyOptions {
@@ -91,6 +92,7 @@ struct ConsistencyOptions {
   int iterations = 30;     // CG iterations at most
   double tolerance = 0.0;  // stop when ‖r‖ falls below this fraction of its start (0 = off)
   int pad = 0;             // as InversionOptions::pad
+  int data_erode = 0;      // voxels (6-connected) the data term's mask is eroded by (methods.md §6.7)
   std::function<void(double fraction)> progress;  // may be empty; called once per iteration
 };
 /// χ in ppm, 0 outside the mask, not referenced. Error{InvalidInput} for grids that differ or

@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
+#include <string>
 
 #include "inversion_util.h"
 #include "onnx/test_util.h"
@@ -32,9 +34,34 @@ double slope(const Volume& a, const Volume& b, const Volume& mask) {
   return ab / bb;
 }
 
+// The mask less every voxel within 6-connected (city-block) distance `r` of its outside, beyond
+// the array counting as outside: what `r` 6-neighbour erosions leave, computed directly.
+Volume eroded_city_block(const Volume& mask, int r) {
+  const Dims3 d = mask.dims();
+  Volume out = Volume::zeros_like(mask, 1);
+  auto inside = [&](std::int64_t i, std::int64_t j, std::int64_t k) {
+    return i >= 0 && j >= 0 && k >= 0 && i < d[0] && j < d[1] && k < d[2] &&
+           mask.data()[i + d[0] * (j + d[1] * k)] > 0.5;
+  };
+  for (std::int64_t k = 0; k < d[2]; ++k)
+    for (std::int64_t j = 0; j < d[1]; ++j)
+      for (std::int64_t i = 0; i < d[0]; ++i) {
+        bool keep = true;
+        for (int a = -r; a <= r && keep; ++a)
+          for (int b = -r; b <= r && keep; ++b)
+            for (int c = -r; c <= r && keep; ++c)
+              if (std::abs(a) + std::abs(b) + std::abs(c) <= r) keep = inside(i + a, j + b, k + c);
+        out.data()[i + d[0] * (j + d[1] * k)] = keep ? 1.0 : 0.0;
+      }
+  return out;
+}
+
 // On an FFT-friendly grid (no padding), the periodic forward model is the step's own D, so the
-// normal equations (D M D + λ) χ = D M f + λ χ₀ can be checked independently in f64.
-TEST(ConsistencyStep, SolvesItsNormalEquations) {
+// normal equations (M D W D M + λ M) χ = M D W f + λ M χ₀ can be checked independently in f64,
+// with W = M and with W the mask eroded for the data term.
+class ConsistencyNormalEquations : public ::testing::TestWithParam<int> {};
+
+TEST_P(ConsistencyNormalEquations, SolvesThem) {
   const Dims3 d{32, 30, 28};
   const Vec3 vox{1.0, 1.0, 1.0};
   const Vec3 b0{0.1, -0.2, 0.97};
@@ -48,6 +75,8 @@ TEST(ConsistencyStep, SolvesItsNormalEquations) {
   o.lambda = 0.05;
   o.iterations = 200;
   o.tolerance = 1e-6;
+  o.data_erode = GetParam();
+  const Volume data = eroded_city_block(mask, o.data_erode);
   const Volume chi = consistent_chi(prior, field, mask, b0, o);
   // χ is 0 outside the mask by contract; inside, the residual of the normal equations for the
   // unmasked solution is what CG drives to 0. Recompute the solution's residual on the mask: the
@@ -55,7 +84,7 @@ TEST(ConsistencyStep, SolvesItsNormalEquations) {
   const Volume dchi = qsmtest::periodic_field(chi, b0);
   Volume md = Volume::zeros_like(chi, 1);
   for (std::int64_t q = 0; q < md.voxels(); ++q)
-    md.data()[q] = mask.data()[q] > 0.5 ? dchi.data()[q] - field.data()[q] : 0.0;
+    md.data()[q] = data.data()[q] > 0.5 ? dchi.data()[q] - field.data()[q] : 0.0;
   const Volume g = qsmtest::periodic_field(md, b0);
   double num = 0.0, den = 0.0;
   for (std::int64_t q = 0; q < g.voxels(); ++q) {
@@ -67,6 +96,33 @@ TEST(ConsistencyStep, SolvesItsNormalEquations) {
     den += scale * scale;
   }
   EXPECT_LT(std::sqrt(num / den), 0.05) << "the step's χ is not the minimiser it states";
+}
+
+INSTANTIATE_TEST_SUITE_P(DataMask, ConsistencyNormalEquations, ::testing::Values(0, 2),
+                         [](const auto& info) { return "erode" + std::to_string(info.param); });
+
+// With the data term's mask eroded by r, the field within r of the mask's edge is not data: any
+// error there (here a large one, as background removal leaves at a brain's edge) changes nothing,
+// while the uneroded step fits it into χ.
+TEST(ConsistencyStep, AnErodedDataTermIgnoresTheRim) {
+  const auto& t = qsmtest::phantom_truth({48, 48, 48});
+  const Volume inner = eroded_city_block(t.mask, 3);
+  Volume spoiled = t.local_field.clone();
+  for (std::int64_t q = 0; q < spoiled.voxels(); ++q)
+    if (t.mask.data()[q] > 0.5 && !(inner.data()[q] > 0.5)) spoiled.data()[q] += 0.05 * ((q % 7) - 3);
+  Volume prior = masked(t.chi, t.mask);
+  for (double& x : prior.values()) x *= 0.7;
+  ConsistencyOptions o;
+  o.data_erode = 3;
+  const Volume clean = consistent_chi(prior, t.local_field, t.mask, t.b0, o);
+  const Volume rim_spoiled = consistent_chi(prior, spoiled, t.mask, t.b0, o);
+  const double change = qsmtest::relative_error(rim_spoiled, clean, &t.mask);
+  ASSERT_TRUE(std::isfinite(change));
+  EXPECT_LT(change, 1e-5);
+  o.data_erode = 0;
+  const double uneroded = qsmtest::relative_error(consistent_chi(prior, spoiled, t.mask, t.b0, o),
+                                                  consistent_chi(prior, t.local_field, t.mask, t.b0, o), &t.mask);
+  EXPECT_GT(uneroded, 0.1) << "the rim's error should reach χ when the data term counts it";
 }
 
 // A prior that lost a third of the contrast (as a network's does on anatomy it never saw) comes
@@ -110,12 +166,20 @@ TEST(ConsistencyStep, RefusesBadInputsNamingThem) {
   msg =
       qsmtest::error_of([&] { (void)consistent_chi(t.chi, t.local_field, t.mask, t.b0, o); }, ErrorKind::InvalidInput);
   EXPECT_NE(msg.find("λ"), std::string::npos) << msg;
+  o.lambda = 1e-3;
+  o.data_erode = -1;
+  msg =
+      qsmtest::error_of([&] { (void)consistent_chi(t.chi, t.local_field, t.mask, t.b0, o); }, ErrorKind::InvalidInput);
+  EXPECT_NE(msg.find("data_erode"), std::string::npos) << msg;
 }
 
-TEST(ConsistencyStep, ItsPeakIsThePrediction) {
+class ConsistencyPeak : public ::testing::TestWithParam<int> {};
+
+TEST_P(ConsistencyPeak, IsThePrediction) {
   const auto& t = qsmtest::phantom_truth({48, 48, 48});
   ConsistencyOptions o;
   o.iterations = 3;
+  o.data_erode = GetParam();
   reset_memory_peak();
   const std::int64_t base = memory_current();
   const Volume chi = consistent_chi(t.chi, t.local_field, t.mask, t.b0, o);
@@ -125,6 +189,9 @@ TEST(ConsistencyStep, ItsPeakIsThePrediction) {
   EXPECT_LE(predicted, measured + measured / 20);
   EXPECT_EQ(memory_current() - base, 8 * chi.voxels()) << "only χ is left";
 }
+
+INSTANTIATE_TEST_SUITE_P(DataMask, ConsistencyPeak, ::testing::Values(0, 4),
+                         [](const auto& info) { return "erode" + std::to_string(info.param); });
 
 }  // namespace
 }  // namespace qsmcore
