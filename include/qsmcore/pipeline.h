@@ -31,6 +31,9 @@ enum class MaskSource {
 /// The default background removal: the method that measured best on our phantoms
 /// (bench/field_pipeline.sh; the choice and its figures are in the report's notes).
 BfrOptions default_bfr_options();
+/// The data-consistency step after a network inversion: λ = 3e-3, 30 iterations, the data term's
+/// mask eroded by 4 voxels (methods.md §6.7, measured on the atlas head's scan and the held-out heads).
+ConsistencyOptions pipeline_consistency_defaults();
 
 struct FieldPipelineOptions {
   MaskSource mask_source = MaskSource::Data;
@@ -50,6 +53,12 @@ struct FieldPipelineOptions {
   /// map and background removal, as its authors run it: the result then has χ but no fields.
   std::string inversion_network;
   std::vector<std::string> inversion_network_files;
+  /// After a network on the local field: the data-consistency step (inversion.h's consistent_chi)
+  /// with the data term kept 4 voxels inside the mask's edge, where background removal leaves
+  /// most of its error (methods.md §6.7: qsmcore-invnet on the atlas head's scan 58.0 → 54.6 %,
+  /// on the held-out heads' exact fields 34.6 → 27.2 %). Its own stage, "consistency".
+  bool network_consistency = true;
+  ConsistencyOptions consistency = pipeline_consistency_defaults();
   /// R2* (s⁻¹) from the magnitudes inside the brain mask (log-linear fit; 2 echoes or more).
   bool r2star = false;
   /// A susceptibility-weighted image and its minimum-intensity projection (relaxometry.h's swi:

@@ -592,7 +592,7 @@ def field_pipeline(magnitude: ArrayLike, phase: ArrayLike, te: EchoTimes, b0: fl
                    phase_scale: Optional[float] = None,
                    mask_net_files: Optional[Sequence[PathLike]] = None,
                    inversion_files: Optional[Sequence[PathLike]] = None, r2star: bool = False,
-                   reference: Union[bool, ArrayLike] = True) -> Dict[str, Any]:
+                   reference: Union[bool, ArrayLike] = True, consistency: bool = True) -> Dict[str, Any]:
     """From a multi-echo scan's magnitude and phase to its local field (and with
     ``inversion=`` one of INVERSION_METHODS: χ) in one call, as ``qsm pipeline``: the scan checked as
     :func:`make_scan` does (phase in rad or vendor integers, ``phase_scale`` overriding), the
@@ -606,7 +606,9 @@ def field_pipeline(magnitude: ArrayLike, phase: ArrayLike, te: EchoTimes, b0: fl
     (:func:`network_inversion_ids`: ``"qsmcore-invnet"``, ``"xqsm"``, …, run as
     :func:`run_network` runs it, its weights found as :func:`qsmcore.resolve_weights` does unless
     ``inversion_files``; ``"iqsm"``/``"iqsm-plus"`` take the wrapped phase and replace the field
-    map and background removal, as their authors run them). χ is referenced to the mask's mean
+    map and background removal, as their authors run them; after a network on the local field,
+    ``consistency=True`` adds the data-consistency stage of ``qsm pipeline``, docs/methods.md §6.7).
+    χ is referenced to the mask's mean
     (``reference=True``), not at all (``False``), or to the mean inside a region (an array or
     image on the scan's grid, above 0.5 = in, e.g. CSF). ``r2star=True`` adds R2* (s⁻¹, log-linear
     fit of the magnitudes inside the brain mask; 2 echoes or more).
@@ -638,7 +640,7 @@ def field_pipeline(magnitude: ArrayLike, phase: ArrayLike, te: EchoTimes, b0: fl
                "bfr_radii": [] if bfr_radii is None else [float(r) for r in np.atleast_1d(bfr_radii)],
                "inversion": _choice(inversion, ("none",) + INVERSION_METHODS + network_inversion_ids(),
                                     "inversion"),
-               "inversion_files": [], "r2star": bool(r2star),
+               "inversion_files": [], "r2star": bool(r2star), "consistency": bool(consistency),
                "reference": True, "reference_region": None,
                "tkd_threshold": float(tkd_threshold), "threads": _threads(threads),
                "mem_budget": parse_mem_budget(mem_budget), "progress": progress})

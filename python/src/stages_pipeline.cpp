@@ -56,6 +56,7 @@ qsmcore::FieldPipelineOptions pipeline_options(const py::dict& kw) {
     if (std::find(nets.begin(), nets.end(), inv) != nets.end()) {
       o.inversion_network = inv;
       o.inversion_network_files = arg<std::vector<std::string>>(kw, "inversion_files");
+      o.network_consistency = arg<bool>(kw, "consistency");
     } else {
       o.inversion.method = qsmcore::parse_inversion_method(inv);
     }

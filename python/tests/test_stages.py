@@ -607,11 +607,17 @@ INVNET = os.path.join(os.path.dirname(__file__), "..", "..", "models", "qsmcore-
 def test_pipeline_inverts_with_a_network_and_adds_r2star(phantom):
     # qsmcore.pipeline with the shipped network: χ is the network's own run (run_network, as
     # `qsm run` does) on the pipeline's local field inside its mask, referenced to the mask's
-    # mean; R2* is r2star's fit of the magnitudes inside the brain mask.
+    # mean (without the data-consistency step); R2* is r2star's fit of the magnitudes inside the
+    # brain mask. By default the step follows the network, as a stage of its own.
     assert "qsmcore-invnet" in qsmcore.network_inversion_ids() and "iqsm" in qsmcore.network_inversion_ids()
     r = qsmcore.pipeline(phantom["magnitude"], phantom["phase"], TE, 3.0, voxel_size=(2, 2, 2),
-                         mask=phantom["mask"], inversion="qsmcore-invnet", inversion_files=[INVNET], r2star=True)
+                         mask=phantom["mask"], inversion="qsmcore-invnet", inversion_files=[INVNET], r2star=True,
+                         consistency=False)
     assert [st["stage"] for st in r["stages"]] == ["mask", "R2*", "field map", "background removal", "inversion"]
+    dc = qsmcore.pipeline(phantom["magnitude"], phantom["phase"], TE, 3.0, voxel_size=(2, 2, 2),
+                          mask=phantom["mask"], inversion="qsmcore-invnet", inversion_files=[INVNET])
+    assert [st["stage"] for st in dc["stages"]][-2:] == ["inversion", "consistency"]
+    assert np.isfinite(dc["chi"]).all() and np.abs(dc["chi"] - r["chi"]).max() > 1e-6
     out = r["mask"] > 0.5
     want = qsmcore.run_network("qsmcore-invnet", r["local_field"], r["mask"], voxel_size=(2, 2, 2),
                                b0_dir=r["b0_dir"], model_paths=[INVNET], mem_budget=0)["chi"]
@@ -623,6 +629,7 @@ def test_pipeline_inverts_with_a_network_and_adds_r2star(phantom):
         assert st["measured_peak_bytes"] <= st["predicted_peak_bytes"], st
     # Unreferenced, χ differs from the referenced one by a constant inside the mask.
     u = qsmcore.pipeline(phantom["magnitude"], phantom["phase"], TE, 3.0, voxel_size=(2, 2, 2),
-                         mask=phantom["mask"], inversion="qsmcore-invnet", inversion_files=[INVNET], reference=False)
+                         mask=phantom["mask"], inversion="qsmcore-invnet", inversion_files=[INVNET], reference=False,
+                         consistency=False)
     shift = u["chi"][out] - r["chi"][out]
     assert np.isfinite(shift).all() and np.ptp(shift) < 1e-9 and abs(shift.mean() - u["chi"][out].mean()) < 1e-9

@@ -260,7 +260,7 @@ std::vector<Chain> plan_chains(const DemoArgs& a, const DemoNetwork& net) {
   c[0].opts = base_chain_options(a);
   c[0].label = "default chain: " + inversion_name(c[0].opts.inversion.method);
   c[1].key = "network";
-  c[1].label = net.label;
+  c[1].label = net.label + " + data consistency";  // the pipeline's default after a network (methods.md §6.7)
   c[1].opts = base_chain_options(a);
   c[1].opts.inversion_network = net.spec->id;
   c[1].opts.inversion_network_files = {net.path};

@@ -217,9 +217,11 @@ void parse_inversion(const PipelineArgs& a, FieldPipelineOptions& o) {
     return;
   }
   o.invert = true;
+  const std::vector<std::string> nets = network_inversion_ids();
+  if (a.no_consistency && std::find(nets.begin(), nets.end(), a.inversion) == nets.end())
+    bad_option("--no-consistency applies to a network inversion, not to " + a.inversion);
   if (a.tkd_threshold) o.inversion.threshold = *a.tkd_threshold;
   if (a.lambda) o.inversion.lambda = *a.lambda;
-  const std::vector<std::string> nets = network_inversion_ids();
   if (std::find(nets.begin(), nets.end(), a.inversion) == nets.end()) {
     o.inversion.method = parse_inversion_method(a.inversion);
     return;
@@ -227,6 +229,7 @@ void parse_inversion(const PipelineArgs& a, FieldPipelineOptions& o) {
   if (a.tkd_threshold || a.lambda)
     bad_option("--tkd-threshold and --lambda belong to the classical inversions, not to " + a.inversion);
   o.inversion_network = a.inversion;
+  o.network_consistency = !a.no_consistency;
   o.inversion_network_files = network_files(a.inversion, a);
 }
 
@@ -334,6 +337,7 @@ nlohmann::json options_json(const PipelineArgs& a, const Setup& s) {
       {"reference", a.reference == "mask" || a.reference == "none" ? a.reference : fs::absolute(a.reference).string()},
       {"r2star", s.opts.r2star},
       {"swi", s.opts.swi},
+      {"consistency_after_network", s.opts.invert && !s.opts.inversion_network.empty() && s.opts.network_consistency},
       {"tkd_threshold", a.tkd_threshold ? nlohmann::json(*a.tkd_threshold) : nlohmann::json(nullptr)},
       {"lambda", a.lambda ? nlohmann::json(*a.lambda) : nlohmann::json(nullptr)},  // null: the method's default
       {"threads", s.opts.engine.threads},
@@ -489,6 +493,9 @@ void add_pipeline_options(CLI::App* cmd, PipelineArgs& a) {
   cmd->add_flag("--no-verify", a.no_verify,
                 "use a network's local weight files (--inversion, --mask-net) without checking their SHA-256");
   cmd->add_flag("--no-r2star", a.no_r2star, "no R2* map (made by default from 2 echoes or more)");
+  cmd->add_flag("--no-consistency", a.no_consistency,
+                "after a network inversion, keep the network's χ as it is (by default a data-consistency step "
+                "brings it nearer the local field away from the mask's edge)");
   cmd->add_flag("--swi", a.swi, "also a susceptibility-weighted image and its minimum-intensity projection");
   cmd->add_option("--tkd-threshold", a.tkd_threshold, "TKD's threshold (default 0.15)");
   cmd->add_option("--lambda", a.lambda, "the inversion's regularisation weight (default: the method's)");

@@ -32,6 +32,14 @@ BfrOptions default_bfr_options() {
   return b;
 }
 
+ConsistencyOptions pipeline_consistency_defaults() {
+  ConsistencyOptions c;
+  c.lambda = 3e-3;
+  c.iterations = 30;
+  c.data_erode = 4;
+  return c;
+}
+
 namespace {
 
 std::int64_t volume_bytes(const Dims3& d, std::int64_t frames = 1) {
@@ -197,10 +205,12 @@ PipelinePrediction predict(const Dims3& dims, const Vec3& voxel_mm, std::int64_t
   stage("background removal", pipeline::stage_bytes(pipeline::bfr_key(o), size, o));
   held += 2 * v;                   // the local field and its mask
   if (uses_weights(o)) held -= v;  // the weights go
-  if (pipeline::network_inverts(o))
+  if (pipeline::network_inverts(o)) {
     stage("inversion", network_stage(dims, voxel_mm, 1, o, caller_held, scan_given_up ? 0 : scan,
                                      scan_given_up ? held + scan : held));
-  else if (o.invert)
+    // Beside the network's χ (its input; the step's own figure counts the χ it returns).
+    if (o.network_consistency) stage("consistency", v + predict_consistency_bytes(dims, o.consistency));
+  } else if (o.invert)
     stage("inversion", pipeline::stage_bytes(pipeline::inversion_key(o), size, o));
   return p;
 }
@@ -459,7 +469,8 @@ void inversion_stage(const Scan& scan, const FieldPipelineOptions& o, const Prog
       in.mask = &r.local_mask;
       in.b0_t = scan.b0_t;
       in.b0_dir = scan.b0_dir;
-      r.chi_ppm = pipeline::run_network_inversion(in, o, pr.stage(0.8, 1.0, "inversion"));
+      r.chi_ppm =
+          pipeline::run_network_inversion(in, o, pr.stage(0.8, o.network_consistency ? 0.95 : 1.0, "inversion"));
       return;
     }
     InversionOptions io = o.inversion;
@@ -470,6 +481,24 @@ void inversion_stage(const Scan& scan, const FieldPipelineOptions& o, const Prog
       rec.figures.emplace_back("iterations", x.iterations);
       rec.figures.emplace_back("final relative change", x.final_change);
     }
+  });
+}
+
+// After a network on the local field: χ nearest the network's that the local field agrees with
+// away from the mask's edge (methods.md §6.7), referenced again as the options say.
+void consistency_stage(const Scan& scan, const FieldPipelineOptions& o, const Progress& pr, StageMeter& meter,
+                       std::int64_t predicted, FieldPipelineResult& r) {
+  const ConsistencyOptions& c = o.consistency;
+  char method[96];
+  std::snprintf(method, sizeof method, "λ %g, data term %d voxels inside the mask, %d iterations", c.lambda,
+                c.data_erode, c.iterations);
+  meter.run("consistency", method, predicted, [&](StageRecord&) {
+    ConsistencyOptions co = c;
+    co.progress = pr.stage(0.95, 1.0, "consistency");
+    Volume chi = consistent_chi(r.chi_ppm, r.local_field_ppm, r.local_mask, scan.b0_dir, co);
+    r.chi_ppm = Volume{};
+    reference_chi(chi, r.local_mask, o.inversion);
+    r.chi_ppm = std::move(chi);
   });
 }
 
@@ -545,6 +574,8 @@ FieldPipelineResult run_stages(const Scan& scan, Scan* owned, const FieldPipelin
     bfr_stage(scan, map, o, pr, meter, predicted(p, "background removal"), r);
     r.total_field_hz = std::move(map.total_field_hz);
     if (o.invert) inversion_stage(scan, o, pr, meter, predicted(p, "inversion"), r);
+    if (pipeline::network_inverts(o) && o.network_consistency)
+      consistency_stage(scan, o, pr, meter, predicted(p, "consistency"), r);
   }
   if (o.progress) o.progress(1.0, "done");
   return r;

@@ -78,14 +78,14 @@ TEST(PipelineCommand, WritesTheFieldsMasksAndAReportFromEchoFilesAndSidecars) {
 }
 
 // --inversion qsmcore-invnet: χ is what `qsm run qsmcore-invnet` makes of the command's own local
-// field and mask (unreferenced here: --reference none), up to the f32 the files hold; --swi adds
-// SWI and its mIP, --no-r2star drops R2*.
+// field and mask (unreferenced here: --reference none, and without the data-consistency step:
+// --no-consistency), up to the f32 the files hold; --swi adds SWI and its mIP, --no-r2star drops R2*.
 TEST(PipelineCommand, InvertsWithANetworkAsQsmRunDoes) {
   ScratchDir out;
   const fs::path& s = scan_dir();
   const auto r = run_qsm({"pipeline", "--mag", joined(s, "magnitude", 4), "--phase", joined(s, "phase", 4), "--mask",
                           (s / "mask.nii.gz").string(), "--inversion", "qsmcore-invnet", "--reference", "none", "--swi",
-                          "--no-r2star", "--out", out.file("run"), "--threads", "2", "--quiet"},
+                          "--no-consistency", "--no-r2star", "--out", out.file("run"), "--threads", "2", "--quiet"},
                          {}, out.path());
   ASSERT_EQ(r.status, 0) << r.err;
   for (const char* f : {"chi.nii.gz", "swi.nii.gz", "swi_mip.nii.gz", "local_field.nii.gz"})
@@ -94,6 +94,7 @@ TEST(PipelineCommand, InvertsWithANetworkAsQsmRunDoes) {
   const auto j = nlohmann::json::parse(qsmtest::read_text(out.file("run/report.json")));
   EXPECT_EQ(j["stages"].back()["method"], "qsmcore-invnet");
   EXPECT_EQ(j["options"]["reference"], "none");
+  EXPECT_EQ(j["options"]["consistency_after_network"], false);
   const auto direct =
       run_qsm({"run", "qsmcore-invnet", "--in", out.file("run/local_field.nii.gz"), "--mask",
                out.file("run/mask.nii.gz"), "--out", out.file("direct.nii.gz"), "--threads", "2", "--quiet"},
@@ -177,6 +178,7 @@ TEST(PipelineCommand, RefusesBadInputNamingTheFileAndWritesNothing) {
       {{"--mem-budget", "64MiB"}, "nothing was read"},                   // refused from the headers
       {{"--bfr", "fourier"}, "fourier"},                                 // an unknown method
       {{"--mask", out.file("other/mask.nii.gz"), "--mask-net", "hd-bet"}, "--mask-net"},
+      {{"--inversion", "tv", "--no-consistency"}, "network inversion"},  // the step follows networks only
   };
   for (const Bad& b : cases) {
     std::vector<std::string> a{"pipeline", "--mag", mags, "--out", out.file("run"), "--quiet"};

@@ -265,13 +265,14 @@ std::string invnet_file() {
 // --inversion qsmcore-invnet: χ is the network's own run (run_network, as `qsm run` does) on the
 // pipeline's local field and its mask, zero outside the mask and referenced to the mask's mean;
 // the trained network's χ follows the phantom's truth; the stage's peak is the network's own
-// prediction, which its run keeps to.
+// prediction, which its run keeps to. (Without the data-consistency step; the next test adds it.)
 TEST(FieldPipeline, ANetworkInversionIsTheNetworksRunOnThePipelinesLocalField) {
   const Case c = make_case({64, 64, 64}, 3);
   FieldPipelineOptions o = with_true_mask(c);
   o.invert = true;
   o.inversion_network = "qsmcore-invnet";
   o.inversion_network_files = {invnet_file()};
+  o.network_consistency = false;
   const FieldPipelineResult r = run_field_pipeline(c.scan, o);
   ASSERT_EQ(r.stages.size(), 4u);
   EXPECT_EQ(r.stages[3].method, "qsmcore-invnet");
@@ -300,6 +301,37 @@ TEST(FieldPipeline, ANetworkInversionIsTheNetworksRunOnThePipelinesLocalField) {
   EXPECT_LE(r.stages[3].predicted_peak_bytes, r.stages[3].measured_peak_bytes * 105 / 100);
 }
 
+// By default a network's χ goes through the data-consistency step (methods.md §6.7) as a stage of
+// its own: its χ is consistent_chi of the network's χ on the pipeline's local field with the
+// pipeline's options, referenced to the mask's mean; on the phantom it is nearer the truth than
+// the network's alone; the stage keeps to its prediction.
+TEST(FieldPipeline, ANetworksChiIsMadeConsistentWithTheLocalField) {
+  const Case c = make_case({64, 64, 64}, 3);
+  FieldPipelineOptions o = with_true_mask(c);
+  o.invert = true;
+  o.inversion_network = "qsmcore-invnet";
+  o.inversion_network_files = {invnet_file()};
+  const FieldPipelineResult r = run_field_pipeline(c.scan, o);
+  ASSERT_EQ(r.stages.size(), 5u);
+  EXPECT_EQ(r.stages[3].stage, "inversion");
+  EXPECT_EQ(r.stages[4].stage, "consistency");
+
+  o.network_consistency = false;
+  const FieldPipelineResult net = run_field_pipeline(c.scan, o);
+  const Volume want = mask_mean_referenced(
+      consistent_chi(net.chi_ppm, net.local_field_ppm, net.local_mask, c.scan.b0_dir, pipeline_consistency_defaults()),
+      net.local_mask);
+  EXPECT_LE(max_abs_difference(r.chi_ppm, want), 1e-9);
+  const double with_step = demeaned_nrmse(r.chi_ppm, c.truth.chi, r.local_mask);
+  const double network_alone = demeaned_nrmse(net.chi_ppm, c.truth.chi, r.local_mask);
+  EXPECT_LT(with_step, network_alone);
+  RecordProperty("with_consistency_nrmse", std::to_string(with_step));
+  RecordProperty("network_alone_nrmse", std::to_string(network_alone));
+  EXPECT_GE(r.stages[4].predicted_peak_bytes, r.stages[4].measured_peak_bytes);
+  EXPECT_LE(r.stages[4].predicted_peak_bytes, r.stages[4].measured_peak_bytes * 105 / 100);
+  EXPECT_GE(r.predicted_peak_bytes, r.measured_peak_bytes);
+}
+
 // Under a budget the whole-volume network run does not fit, the pipeline's network stage runs in
 // tiles that do — the prediction made before the run chose them — and the run keeps to it.
 TEST(FieldPipeline, ANetworkInversionTilesToFitThePipelinesBudget) {
@@ -308,6 +340,7 @@ TEST(FieldPipeline, ANetworkInversionTilesToFitThePipelinesBudget) {
   o.invert = true;
   o.inversion_network = "qsmcore-invnet";
   o.inversion_network_files = {invnet_file()};
+  o.network_consistency = false;  // the network's stage alone is what tiles
   const FieldPipelineResult whole = run_field_pipeline(c.scan, o);
   ASSERT_EQ(whole.stages.back().stage, "inversion");
   // A budget a quarter of the way from the stages before the network to the network's peak.
