@@ -191,63 +191,50 @@ void Context::run_tiles(std::size_t m, std::int64_t n, std::int64_t in_flight,
 std::int64_t Context::reserve(const Reservation& r, const std::vector<std::size_t>& model_of) {
   stage("plan");
   auto model_index = [&](std::size_t k) { return model_of.empty() ? k : model_of[k]; };
-  std::int64_t run_peak = 0, window = 0, held = 0;
+  reserve::Figures f;
   auto measure = [&] {
-    run_peak = window = 0;
+    f.run_peak = f.window = 0;
     for (std::size_t k = 0; k < r.shapes.size(); ++k) {
       const PlanMemory pm = model(model_index(k)).plan_memory(r.shapes[k]);
       // A streamed weight window is held once, however many tiles are in flight.
-      run_peak = std::max(run_peak, pm.run_peak_bytes() - pm.weight_window_bytes);
-      window = std::max(window, pm.weight_window_bytes);
+      f.run_peak = std::max(f.run_peak, pm.run_peak_bytes() - pm.weight_window_bytes);
+      f.window = std::max(f.window, pm.weight_window_bytes);
     }
-    held = memory_current() - baseline_;
+    f.held = memory_current() - baseline_;
   };
   measure();
-  const std::int64_t load_peak = memory_peak() - baseline_;
-  auto predict = [&](std::int64_t n) {
-    return std::max(load_peak, held + std::max(run_term(r, window, n * (run_peak + r.wrapper_per_tile)),
-                                               std::max(between_term(r), r.wrapper_prepare)));
-  };
+  f.load_peak = memory_peak() - baseline_;
+  const reserve::Terms terms = terms_of(r);
+  auto predict = [&](std::int64_t n) { return reserve::peak(terms, parked_state(), f, n); };
   std::int64_t n = std::max<std::int64_t>(1, std::min(r.in_flight, r.tiles));
   if (budget_ > 0) {
     take_outside_as_measured();
-    while (n > 1 && baseline_ + predict(n) > budget_) --n;
+    f.budget = budget_ - baseline_;
+    n = reserve::most_in_flight(terms, parked_state(), f, n);
     retune_threads(
         n, [&] { return baseline_ + predict(n) <= budget_; }, measure);
     // Over the budget, what no graph reads may park (a write and a read of it a graph run) and
-    // the activations spill. Parking alone, where the unspilled run then fits; else spilling
-    // alone, and parking too only where that is what fits. Parking beside spilling where
-    // spilling alone fit ran slower: in the room it frees the layouts moved fewer bytes, more
-    // of them directly, and waited on them longer (NeXtQSM at half its peak: 144 s against 132;
-    // at a quarter 144 against 140; 274 MB parked a VJP).
+    // the activations spill, in reserve::solve's order.
     const bool spill = opts.model.spill_activations;
     const std::int64_t parkable = baseline_ + predict(n) > budget_ && n == 1 && spill ? choose_parking(r) : 0;
-    // 1: parked around each graph run; 2: the wrapper's blocks away between them too.
-    auto park = [&](int level) {
-      parked_ = level > 0 ? parkable : 0;
-      parked_between_ = level > 0 && r.inputs_read_in_prepare ? parked_inputs_ : 0;
-      blocks_away_between_ = level == 2;
-    };
-    park(1);
-    if (baseline_ + predict(n) > budget_) park(0);
-    auto spill_to_fit = [&] {
-      fit_by_spilling(r, model_of, held, window, run_peak);
+    const reserve::Options o{spill, parkable, parked_inputs_, r.inputs_read_in_prepare, opts.park_buffers};
+    const reserve::Choice c = reserve::solve(terms, o, f, n, [&](const reserve::Parked& p, const reserve::Figures& in) {
+      f = in;
+      set_parked(p);
+      fit_by_spilling(r, model_of, f);
       // Finer slabs' plans hold more generated code outside the engine: fitted again when they do.
       if (take_outside_as_measured()) {
         measure();
-        fit_by_spilling(r, model_of, held, window, run_peak);
+        fit_by_spilling(r, model_of, f);
       }
-    };
-    if (baseline_ + predict(n) > budget_ && spill) spill_to_fit();
-    if (baseline_ + predict(n) > budget_ && parkable > 0) {
-      park(1);
-      spill_to_fit();
-    }
-    // Paging the wrapper's blocks between runs too (a write and a read of each a step) only
-    // where the step between the runs is what does not fit.
-    if (baseline_ + predict(n) > budget_ && parkable > 0 && r.wrapper_between_parked > 0 && opts.park_buffers) park(2);
+      f.budget = budget_ - baseline_;
+      f.least_run = least_run_;
+      return f;
+    });
+    f = c.figures;
+    set_parked(c.parked);
     if (parked_ == 0) parking_.reset();
-    if (baseline_ + predict(n) > budget_) refuse(r, held, window, run_peak, predict(1));
+    if (!c.fits) refuse(r, f, predict(1));
   }
   run.predicted_peak_bytes = predict(n);
   run.tiles = r.tiles;
@@ -257,15 +244,28 @@ std::int64_t Context::reserve(const Reservation& r, const std::vector<std::size_
   return n;
 }
 
-// The wrapper's and a run's bytes beside the model while graphs run (`runs`: the tiles in
-// flight), and between them: the streamed weight window is held while a run is (the executor
-// trims it after each); what is parked is not, and is back between the runs unless it stays.
+reserve::Terms Context::terms_of(const Reservation& r) {
+  return {r.wrapper_fixed, r.wrapper_per_tile, r.wrapper_between, r.wrapper_between_parked, r.wrapper_prepare};
+}
+
+reserve::Parked Context::parked_state() const {
+  return {parked_, parked_between_, blocks_away_between_};
+}
+
+void Context::set_parked(const reserve::Parked& p) {
+  parked_ = p.around_runs;
+  parked_between_ = p.between;
+  blocks_away_between_ = p.blocks_away_between;
+}
+
+// The wrapper's and a run's bytes beside the model while graphs run, and between them
+// (reserve::run_term, between_term), as parked now.
 std::int64_t Context::run_term(const Reservation& r, std::int64_t window, std::int64_t runs) const {
-  return r.wrapper_fixed + window + runs - parked_;
+  return reserve::run_term(terms_of(r), parked_state(), window, runs);
 }
 
 std::int64_t Context::between_term(const Reservation& r) const {
-  return (blocks_away_between_ ? r.wrapper_between_parked : r.wrapper_fixed + r.wrapper_between) - parked_between_;
+  return reserve::between_term(terms_of(r), parked_state());
 }
 
 // The bytes that park while a graph runs (the inputs now; the wrapper's blocks as it makes
@@ -321,13 +321,14 @@ void Context::retune_threads(std::int64_t in_flight, const std::function<bool()>
 
 // Gives each graph of the run what the budget leaves beside the model, the wrapper's buffers
 // and the weight window, spilling its activations to fit (OnnxModel::limit_run_bytes), and
-// lowers run_peak to the spilled figure. Leaves everything as it was when a graph cannot fit.
-void Context::fit_by_spilling(const Reservation& r, const std::vector<std::size_t>& model_of, std::int64_t held,
-                              std::int64_t window, std::int64_t& run_peak) {
+// lowers f.run_peak to the spilled figure. Leaves everything as it was when a graph cannot fit.
+void Context::fit_by_spilling(const Reservation& r, const std::vector<std::size_t>& model_of, reserve::Figures& f) {
   auto model_index = [&](std::size_t k) { return model_of.empty() ? k : model_of[k]; };
   // The least one run of each graph needs, spilled: named by the refusal when this fails (finer
   // slabs are planned only when the default ones do not fit the room).
-  auto room_left = [&] { return budget_ - baseline_ - held - window - r.wrapper_fixed - r.wrapper_per_tile + parked_; };
+  auto room_left = [&] {
+    return budget_ - baseline_ - f.held - f.window - r.wrapper_fixed - r.wrapper_per_tile + parked_;
+  };
   std::int64_t room = room_left();
   least_run_ = 0;
   for (std::size_t k = 0; k < r.shapes.size(); ++k) {
@@ -358,14 +359,13 @@ void Context::fit_by_spilling(const Reservation& r, const std::vector<std::size_
   }
   for (std::size_t i = 0; i < models_.size(); ++i)
     if (cap[i] > 0) models_[i].limit_run_bytes(cap[i]);
-  run_peak = spilled_peak;
+  f.run_peak = spilled_peak;
 }
 
 // The figures add up to the predicted peak (unless loading's own peak was the larger): the
 // streamed weight window is held once beside the run, and a tile has to fit beside it too.
-void Context::refuse(const Reservation& r, std::int64_t held, std::int64_t window, std::int64_t run_peak,
-                     std::int64_t peak) {
-  const std::int64_t budget = budget_;
+void Context::refuse(const Reservation& r, const reserve::Figures& f, std::int64_t peak) {
+  const std::int64_t budget = budget_, held = f.held, window = f.window, run_peak = f.run_peak;
   // Figures in the budget's own terms: a budget on the whole process counts what it holds
   // outside the engine (ModelOptions::mem_budget_outside) as held.
   const std::int64_t before = outside_ + baseline_;
@@ -374,13 +374,9 @@ void Context::refuse(const Reservation& r, std::int64_t held, std::int64_t windo
                     "already allocated " + std::to_string(baseline_) + " + model and plans " + std::to_string(held) +
                     peak_terms(r, window, run_peak) + ") is above the budget of " + std::to_string(outside_ + budget) +
                     " bytes" + budget_from();
-  if (least_run_ > 0 && least_run_ < run_peak) {
-    // Spilling lowers the run's term only: between the runs and before them the wrapper holds what it did.
-    const std::int64_t others = std::max(between_term(r), r.wrapper_prepare);
-    const std::int64_t run_term_now = std::max(run_term(r, window, run_peak + r.wrapper_per_tile), others);
-    const std::int64_t least_term = std::max(run_term(r, window, least_run_ + r.wrapper_per_tile), others);
-    msg += "; with its activations spilled to disk one run needs at least " + std::to_string(least_run_) +
-           " bytes, the whole run " + std::to_string(before + peak - run_term_now + least_term);
+  if (const auto least = reserve::least_peak(terms_of(r), parked_state(), f)) {
+    msg += "; with its activations spilled to disk one run needs at least " + std::to_string(f.least_run) +
+           " bytes, the whole run " + std::to_string(before + *least);
   }
   const std::int64_t tiled_fixed = std::max(r.wrapper_fixed, r.wrapper_fixed_tiled);
   const std::int64_t room = budget - baseline_ - held - window - tiled_fixed;

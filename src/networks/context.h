@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "networks/parking.h"
+#include "networks/reserve_solver.h"
 #include "qsmcore/networks.h"
 #include "qsmcore/onnx_model.h"
 #include "qsmcore/tensor.h"
@@ -152,10 +153,12 @@ class Context {
   // " from SOURCE" for refusals ("" when the budget's source is not known).
   std::string budget_from() const;
   void retune_threads(std::int64_t in_flight, const std::function<bool()>& fits, const std::function<void()>& measure);
-  void fit_by_spilling(const Reservation& r, const std::vector<std::size_t>& model_of, std::int64_t held,
-                       std::int64_t window, std::int64_t& run_peak);
-  [[noreturn]] void refuse(const Reservation& r, std::int64_t held, std::int64_t window, std::int64_t run_peak,
-                           std::int64_t peak);
+  void fit_by_spilling(const Reservation& r, const std::vector<std::size_t>& model_of, reserve::Figures& f);
+  // `peak`: the predicted peak with one tile in flight.
+  [[noreturn]] void refuse(const Reservation& r, const reserve::Figures& f, std::int64_t peak);
+  static reserve::Terms terms_of(const Reservation& r);
+  reserve::Parked parked_state() const;
+  void set_parked(const reserve::Parked& p);
 
   int pool_ = 1;
   int threads_ = 1;  // each model's intra-op threads (load, then reserve)

@@ -3,9 +3,9 @@
 // (runtime/plan_cache.h). The thread-safety contract is in qsmcore/onnx_model.h; its locks are:
 // the plan cache's own (its entries), build_mu (one plan built or weighed dry at a time, and
 // opts.threads), run_mu (one streamed forward at a time), chosen_mu (the figures and the layout
-// choice kept between calls), spill_file_mu (the kept spill file) and spill_mu (the reports).
-// None is taken while another is held except the cache's (briefly, innermost), chosen_mu's and
-// spill_file_mu's (innermost, nothing called under them) and the process-wide primitive guard's
+// choice kept between calls), the spill-file pool's (runtime/spill_file_pool.h) and spill_mu (the
+// reports). None is taken while another is held except the cache's (briefly, innermost), chosen_mu's
+// and the pool's (innermost, nothing called under them) and the process-wide primitive guard's
 // (runtime/primitive_guard.h: under build_mu or run_mu, innermost), so they cannot deadlock.
 #include "qsmcore/onnx_model.h"
 
@@ -24,11 +24,13 @@
 #include "onnx/reader.h"
 #include "qsmcore/error.h"
 #include "residency/spill_file.h"
+#include "runtime/layout_choice.h"
 #include "runtime/model_internals.h"
 #include "runtime/plan.h"
 #include "runtime/plan_cache.h"
 #include "runtime/primitive_guard.h"
 #include "runtime/residency_executor.h"
+#include "runtime/spill_file_pool.h"
 #include "runtime/weight_reader.h"
 
 namespace qsmcore {
@@ -294,57 +296,31 @@ struct OnnxModel::Impl {
     return true;
   }
 
-  // The bytes a run may take above what is held now: the budget's room and the cap a wrapper
-  // set, whichever is less.
-  std::int64_t run_room(std::int64_t held) const {
-    std::int64_t room = std::numeric_limits<std::int64_t>::max();
-    if (opts.mem_budget > 0) room = budget() - held;
-    if (run_cap > 0) room = std::min<std::int64_t>(room, run_cap);
-    return room;
-  }
+  // The bytes a run may take above what is held now (layout_choice::run_room).
+  std::int64_t run_room(std::int64_t held) const { return layout_choice::run_room(budget(), held, run_cap); }
 
-  // The layout a run of `sets` input sets takes within `room` bytes: the plan's own when it
-  // fits, else a spilled one; nullptr when nothing fits.
   std::shared_ptr<const ArenaLayout> layout_for(const Plan& p, std::int64_t room, std::int64_t sets,
                                                 Plan::Streams streams) const {
-    const PlanMemory& pm = p.memory();
-    if ((pm.arena_bytes + pm.io_bytes) * sets + pm.weight_window_bytes <= room) return p.layout_within(0);
-    if (!opts.spill_activations || room <= 0) return nullptr;
-    const std::int64_t arena = (room - pm.weight_window_bytes) / sets - pm.io_bytes;
-    if (arena <= 0) return nullptr;
-    auto l = p.layout_within(static_cast<std::size_t>(arena), streams);
-    return l->fits ? l : nullptr;
+    return layout_choice::layout_for(p, room, sets, streams, opts.spill_activations);
   }
 
-  // The least bytes a run of `sets` needs above the model (spilling, when allowed).
   std::int64_t least_run(const Plan& p, std::int64_t sets) const {
-    const PlanMemory& pm = p.memory();
-    const std::int64_t arena = opts.spill_activations ? static_cast<std::int64_t>(p.min_arena_bytes()) : pm.arena_bytes;
-    return (arena + pm.io_bytes) * sets + pm.weight_window_bytes;
+    return layout_choice::least_run(p, sets, opts.spill_activations);
   }
 
   // The plan and layout a run of `sets` takes within `room`. The default slabs' plan serves when
   // it fits unspilled. Else the shares are tried in order, each with direct streaming (an io
   // block beside each staging block) and through the page cache (lean, no io blocks: more room
-  // for whole values), up to the first share where direct streaming fits, and the layout of
-  // least transfer cost among those that fit is taken (ArenaLayout::transfer_cost: direct
-  // streaming on finer slabs beat the page cache on coarser ones for NeXtQSM and xQSM at a
-  // quarter of their peak; at a half NeXtQSM ran faster lean). Finer shares than that are not
-  // planned: each plan's primitives hold generated code outside the accounting. With no
-  // layout, the refusal's figures: what was held with the default plan, its unbudgeted run, and
-  // the least any share needs above that. Each share is weighed as it will run: a plan built
-  // here that is not taken is dropped before the next is built, so a budget of exactly that
-  // least then fits.
+  // for whole values), and layout_choice::ShareSearch decides which is taken (direct streaming
+  // on finer slabs beat the page cache on coarser ones for NeXtQSM and xQSM at a quarter of
+  // their peak; at a half NeXtQSM ran faster lean) and when to stop. Each share is weighed as it
+  // will run: a plan built here that is not taken is dropped before the next is built, so a
+  // budget of exactly the least then fits.
   struct Choice {
     std::shared_ptr<Plan> plan;
     std::shared_ptr<ResidencyExecutor> executor;  // the plan's, held for the run
     std::shared_ptr<const ArenaLayout> layout;
     std::int64_t held = 0, run = 0, least = 0;
-  };
-  struct Cheapest {
-    std::int64_t share = 0;
-    Plan::Streams streams = Plan::Streams::Lean;
-    double cost = 0;
   };
   // The last choice that found a layout, and what it was made for. A wrapper runs one graph on
   // the same shapes within the same room many times (NeXtQSM's six VJPs, a cohort's subjects):
@@ -396,24 +372,16 @@ struct OnnxModel::Impl {
   Choice choose(const std::vector<Shape>& shapes, const std::vector<DType>& dtypes, std::optional<std::int64_t> room,
                 std::int64_t sets) {
     if (auto again = chosen_before(shapes, dtypes, room, sets)) return std::move(*again);
-    Choice c;
-    std::int64_t need = std::numeric_limits<std::int64_t>::max();
-    bool first = true;
-    std::optional<Cheapest> best;
+    using Next = layout_choice::ShareSearch::Next;
+    layout_choice::ShareSearch search(sets);
     for (const std::int64_t share : window_shares()) {
       // Under a residency policy a plan holds nothing of the engine's, so a share whose least
       // is known to exceed the room is weighed without building its plan again: nothing of it
       // fits (NeXtQSM's VJP at a quarter of its peak, the default slabs).
       if (const auto f = resident() ? std::nullopt : known_least(shapes, dtypes, share)) {
-        const std::int64_t held = memory_current(), least = (f->arena + f->io) * sets + f->window;
-        if (least > (room ? *room : run_room(held))) {
-          need = std::min(need, held + least);
-          if (first) {
-            c.held = held;
-            c.run = (f->unspilled + f->io) * sets + f->window;
-            first = false;
-          }
-          if (!f->chains) break;
+        const std::int64_t held = memory_current();
+        if (f->figures.least(sets) > (room ? *room : run_room(held))) {
+          if (search.known_too_large(f->figures, held) == Next::Stop) break;
           continue;
         }
       }
@@ -424,34 +392,26 @@ struct OnnxModel::Impl {
       const std::int64_t held = memory_current();
       const std::int64_t r = room ? *room : run_room(held);
       auto direct = layout_for(p, r, sets, Plan::Streams::Direct);
-      if (direct && !direct->spills())
+      if (layout_choice::ShareSearch::spills_nothing(direct.get()))
         return remember(shapes, dtypes, sets, r,
                         {std::move(e.plan), std::move(e.executor), std::move(direct), held, 0, 0});
       auto lean = layout_for(p, r, sets, Plan::Streams::Lean);
-      for (const auto* l : {lean.get(), direct.get()})
-        if (l && (!best || l->transfer_cost() < best->cost))
-          best = Cheapest{share, l == direct.get() ? Plan::Streams::Direct : Plan::Streams::Lean, l->transfer_cost()};
-      if (direct && best->share == share)
-        return remember(shapes, dtypes, sets, r,
-                        {std::move(e.plan), std::move(e.executor),
-                         best->streams == Plan::Streams::Direct ? std::move(direct) : std::move(lean), held, 0, 0});
-      need = std::min(need, held + least_run(p, sets));
-      const bool finer_differs = has_chains(p), direct_fits = direct != nullptr;
-      if (first) {
-        const PlanMemory& pm = p.memory();
-        c.held = held;
-        c.run = (pm.arena_bytes + pm.io_bytes) * sets + pm.weight_window_bytes;
-        first = false;
-      }
+      const Next next = search.weigh(share, direct.get(), lean.get(), held, least_run(p, sets),
+                                     layout_choice::unspilled_run(p.memory(), sets), has_chains(p));
+      if (next == Next::TakeBest)
+        return remember(
+            shapes, dtypes, sets, r,
+            {std::move(e.plan), std::move(e.executor),
+             search.best()->streams == Plan::Streams::Direct ? std::move(direct) : std::move(lean), held, 0, 0});
       // A refusal leaves memory as it found it (the plan's primitives too).
       if (!had) {
         direct.reset();
         lean.reset();
         drop_plan(std::move(e));
       }
-      if (direct_fits || !finer_differs) break;
+      if (next == Next::Stop) break;
     }
-    if (best) {
+    if (const auto& best = search.best()) {
       PlanCache::Entry e = plan(shapes, dtypes, best->share);
       const std::int64_t held = memory_current();
       const std::int64_t r = room ? *room : run_room(held);
@@ -460,7 +420,10 @@ struct OnnxModel::Impl {
         return remember(shapes, dtypes, sets, r,
                         {std::move(e.plan), std::move(e.executor), std::move(layout), held, 0, 0});
     }
-    c.least = need - c.held;
+    Choice c;
+    c.held = search.held();
+    c.run = search.run();
+    c.least = search.least();
     return c;
   }
 
@@ -474,8 +437,8 @@ struct OnnxModel::Impl {
                             std::int64_t enough = 0) {
     std::int64_t least = std::numeric_limits<std::int64_t>::max();
     for (const std::int64_t share : window_shares()) {
-      const ShareLeast f = share_least(shapes, dtypes, share);
-      least = std::min(least, (f.arena + f.io) * sets + f.window);
+      const layout_choice::ShareFigures f = share_least(shapes, dtypes, share).figures;
+      least = std::min(least, f.least(sets));
       if (least <= enough || !f.chains) break;
     }
     return least;
@@ -488,8 +451,8 @@ struct OnnxModel::Impl {
   struct ShareLeast {
     std::vector<Shape> shapes;
     std::vector<DType> dtypes;
-    std::int64_t share = 0, arena = 0, unspilled = 0, io = 0, window = 0;  // arena: the least; unspilled: the plan's
-    bool chains = false;
+    std::int64_t share = 0;
+    layout_choice::ShareFigures figures;
   };
   std::vector<ShareLeast> share_leasts;  // under chosen_mu; the last few asked for
 
@@ -512,11 +475,8 @@ struct OnnxModel::Impl {
     ShareLeast f{shapes,
                  dtypes,
                  share,
-                 least_run(p, 1) - pm.io_bytes - pm.weight_window_bytes,
-                 pm.arena_bytes,
-                 pm.io_bytes,
-                 pm.weight_window_bytes,
-                 has_chains(p)};
+                 {least_run(p, 1) - pm.io_bytes - pm.weight_window_bytes, pm.arena_bytes, pm.io_bytes,
+                  pm.weight_window_bytes, has_chains(p)}};
     std::lock_guard<std::mutex> lock(chosen_mu);
     for (const auto& g : share_leasts)
       if (g.share == share && g.shapes == shapes && g.dtypes == dtypes) return g;
@@ -581,28 +541,9 @@ struct OnnxModel::Impl {
     release_unused_primitives_when_idle();
   }
 
-  // The refusal names the predicted peak, the budget and what would fit: the least the run
-  // needs with its activations spilled, and, as the run's bytes grow with the input's voxels,
-  // about how many of them would fit.
+  // The refusal names the predicted peak, the budget and what would fit (layout_choice::refusal).
   std::string refusal(const Shape& shape, std::int64_t held, std::int64_t run, std::int64_t least) const {
-    // In the budget's own terms: a budget on the whole process counts what it holds outside the
-    // engine as held.
-    const std::int64_t outside = this->outside();
-    const std::string outside_part =
-        outside > 0 ? "the process outside the engine " + std::to_string(outside) + " + " : "";
-    std::string s = model.path + ": a run at input shape " + shape_to_string(shape) + " needs " +
-                    std::to_string(outside + held + run) + " bytes (" + outside_part + "model and plans " +
-                    std::to_string(held) + " + run " + std::to_string(run) + "), above the budget of " +
-                    std::to_string(outside + budget()) + " bytes" +
-                    (opts.mem_budget_source.empty() ? "" : " from " + opts.mem_budget_source);
-    if (least < run)
-      s += "; with its activations spilled to disk it would need " + std::to_string(outside + held + least);
-    const std::int64_t room = budget() - held;
-    if (room <= 0) return s + "; nothing would fit: the loaded model and plans alone fill the budget";
-    const double fraction = static_cast<double>(room) / static_cast<double>(least);
-    const double voxels = fraction * static_cast<double>(numel(shape));
-    return s + "; at most about " + std::to_string(static_cast<std::int64_t>(voxels)) + " input elements (" +
-           std::to_string(static_cast<int>(fraction * 100.0)) + " % of these) would fit: run it tiled or smaller";
+    return layout_choice::refusal({model.path, shape, outside(), budget(), opts.mem_budget_source, held, run, least});
   }
 
   std::vector<DType> declared_dtypes() const {
@@ -648,14 +589,14 @@ struct OnnxModel::Impl {
     SpillReport spilled;
     std::vector<double> seconds(opts.profile_steps ? p.steps().size() : 0, 0.0);
     std::unique_ptr<residency::SpillFile> file =
-        layout->spills() ? take_spill_file(layout->file_bytes * sets) : nullptr;
+        layout->spills() ? spill_files.take(opts.spill_dir, layout->file_bytes * sets) : nullptr;
     // A streamed forward builds its weight units' kernels as it goes (primitive_guard.h).
     std::optional<PrimitiveCreationScope> creating;
     if (ex) creating.emplace();
     auto out = p.run_batch(
         batch, ex, SpillRun{layout.get(), opts.spill_dir, file.get(), &spilled, seconds.empty() ? nullptr : &seconds});
     creating.reset();
-    keep_spill_file(std::move(file));
+    spill_files.keep(std::move(file));
     spilled.chain_window_share = p.window_share();
     {
       std::lock_guard<std::mutex> lock(spill_mu);
@@ -669,41 +610,8 @@ struct OnnxModel::Impl {
     return out;
   }
 
-  // A spill file outlives its run: the next run of the model takes it when it is large enough
-  // and in the same directory, so a wrapper's many runs (NeXtQSM's six VJPs) allocate and free
-  // one file, not one each (freeing it can take seconds: runtime/plan.h SpillRun::file). Runs in
-  // parallel (tile threads) take one each; one is kept, the largest. It goes with the model, or
-  // with the first run after that does not spill (a budget that fits again frees the disk).
-  std::mutex spill_file_mu;
-  std::unique_ptr<residency::SpillFile> idle_spill_file;
-  std::size_t spill_files_made = 0;  // under spill_file_mu (ModelInternals::spill_files_made)
-
-  std::unique_ptr<residency::SpillFile> take_spill_file(std::uint64_t bytes) {
-    std::unique_ptr<residency::SpillFile> f;
-    {
-      std::lock_guard<std::mutex> lock(spill_file_mu);
-      f.swap(idle_spill_file);
-    }
-    if (f && f->bytes() >= bytes && f->dir() == residency::SpillFile::resolve_dir(opts.spill_dir)) return f;
-    f.reset();  // freed before a larger one is allocated: the disk holds one at a time
-    f = std::make_unique<residency::SpillFile>(opts.spill_dir, bytes);
-    std::lock_guard<std::mutex> lock(spill_file_mu);
-    ++spill_files_made;
-    return f;
-  }
-
-  void keep_spill_file(std::unique_ptr<residency::SpillFile> f) {
-    std::unique_ptr<residency::SpillFile> dropped;  // freed outside the lock
-    std::lock_guard<std::mutex> lock(spill_file_mu);
-    if (!f) {
-      dropped.swap(idle_spill_file);
-    } else if (!idle_spill_file || idle_spill_file->bytes() < f->bytes()) {
-      dropped.swap(idle_spill_file);
-      idle_spill_file = std::move(f);
-    } else {
-      dropped = std::move(f);
-    }
-  }
+  // Spill files outlive their runs: a wrapper's many runs allocate one (runtime/spill_file_pool.h).
+  SpillFilePool spill_files;
 
   std::atomic<int> seen_created{0}, seen_run{0};
   std::atomic<std::int64_t> run_cap{0};  // limit_run_bytes
@@ -840,13 +748,11 @@ std::size_t ModelInternals::plans_built(const OnnxModel& m) {
 }
 
 std::size_t ModelInternals::spill_files_made(const OnnxModel& m) {
-  std::lock_guard<std::mutex> lock(m.impl_->spill_file_mu);
-  return m.impl_->spill_files_made;
+  return m.impl_->spill_files.files_made();
 }
 
 std::uint64_t ModelInternals::kept_spill_file_bytes(const OnnxModel& m) {
-  std::lock_guard<std::mutex> lock(m.impl_->spill_file_mu);
-  return m.impl_->idle_spill_file ? m.impl_->idle_spill_file->bytes() : 0;
+  return m.impl_->spill_files.kept_bytes();
 }
 
 PlanMemory OnnxModel::plan_memory(const std::vector<Shape>& input_shapes) {
@@ -887,12 +793,7 @@ std::int64_t OnnxModel::min_run_bytes(const std::vector<Shape>& input_shapes, st
 }
 
 void OnnxModel::release_spill_file() {
-  std::unique_ptr<residency::SpillFile> f;
-  {
-    std::lock_guard<std::mutex> lock(impl_->spill_file_mu);
-    f.swap(impl_->idle_spill_file);
-  }
-  if (f) residency::SpillFile::free_in_background(std::move(f));
+  impl_->spill_files.release();
 }
 
 void OnnxModel::limit_run_bytes(std::int64_t run_bytes) {
