@@ -717,19 +717,21 @@ void print_raw_table(const RawResults& r) {
       describe_grid(r.truth.chi).c_str(), po.b0_t, po.te_s.size(), po.te_s.front() * 1e3, po.te_s.back() * 1e3,
       po.peak_snr, r.truth.seconds);
   std::printf("  every chain, from the scan alone: %s -> inversion\n\n", stages_line(r.chains[0]).c_str());
-  std::printf("  %-28s %8s %6s %6s %6s %8s  %s\n", "inversion", "NRMSE %", "XSIM", "HFEN", "slope", "time s",
+  int w = 28;  // the label column: as wide as the longest label (labels are ASCII)
+  for (const Chain& c : r.chains) w = std::max(w, static_cast<int>(c.label.size()));
+  std::printf("  %-*s %8s %6s %6s %6s %8s  %s\n", w, "inversion", "NRMSE %", "XSIM", "HFEN", "slope", "time s",
               "peak memory, scan included: predicted / measured");
   for (const Chain& c : r.chains) {
     if (!c.ran) {
-      std::printf("  %-28s %8s %6s %6s %6s %8s  (not run: %s)\n", c.label.c_str(), "n/a", "n/a", "n/a", "n/a", "n/a",
+      std::printf("  %-*s %8s %6s %6s %6s %8s  (not run: %s)\n", w, c.label.c_str(), "n/a", "n/a", "n/a", "n/a", "n/a",
                   c.why.c_str());
     } else if (!c.scored.chi) {
-      std::printf("  %-28s %8s %6s %6s %6s %8.1f  %s / %s  (%s)\n", c.label.c_str(), "n/a", "n/a", "n/a", "n/a",
+      std::printf("  %-*s %8s %6s %6s %6s %8.1f  %s / %s  (%s)\n", w, c.label.c_str(), "n/a", "n/a", "n/a", "n/a",
                   c.seconds, mib(c.predicted).c_str(), mib(c.measured).c_str(), c.scored.why.c_str());
     } else {
       const ChiScore& s = *c.scored.chi;
-      std::printf("  %-28s %8.1f %6.3f %6.3f %6.2f %8.1f  %s / %s\n", c.label.c_str(), s.nrmse_demeaned, s.xsim, s.hfen,
-                  s.slope, c.seconds, mib(c.predicted).c_str(), mib(c.measured).c_str());
+      std::printf("  %-*s %8.1f %6.3f %6.3f %6.2f %8.1f  %s / %s\n", w, c.label.c_str(), s.nrmse_demeaned, s.xsim,
+                  s.hfen, s.slope, c.seconds, mib(c.predicted).c_str(), mib(c.measured).c_str());
     }
   }
   if (r.chains[0].local_nrmse)
