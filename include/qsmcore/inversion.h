@@ -54,6 +54,9 @@ struct InversionOptions {
   /// it). Far more accurate on a true local field, far less on one a background removal left
   /// residuals in; src/inversion/ilsqr.cpp has the figures.
   bool support = true;
+  /// TV-ADMM: the data term on the mask only (the field is unknown outside it, not 0); false is
+  /// Bilgic et al.'s closed form, which fits a field of 0 there (methods.md §6.3).
+  bool tv_masked_data = true;
   /// Zero voxels added to each axis before the FFT grid is rounded up to a fast size (even and
   /// 2,3,5,7-smooth along x, 2,3,5,7-smooth along y and z); −1: no padding at all, the FFTs run on
   /// the volume's own grid (periodic, as physics.h's tkd with Padding::None).

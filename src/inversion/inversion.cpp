@@ -182,8 +182,9 @@ std::int64_t predict_inversion_bytes(const Dims3& dims, const InversionOptions& 
     case InversionMethod::Tikhonov:
       peak = std::max(real + half, 2 * real);
       break;
-    case InversionMethod::TvAdmm:
-      peak = 5 * real + table + 2 * half;
+    case InversionMethod::TvAdmm:  // x, the split's 3 grids, the FFT, the kernel; the data term's
+      // half spectrum, or with the data term on the mask its y grid and the x-update's half spectrum
+      peak = (o.tv_masked_data ? 6 : 5) * real + table + 2 * half;
       break;
     case InversionMethod::Rts:  // LSMR's five half spectra beside the FFT; then the ADMM's arrays
       peak = std::max(real + table + 6 * half, 5 * real + table + 2 * half);
