@@ -397,6 +397,18 @@ void print_held_at(const Plan& p, const ArenaLayout& l, int at) {
     std::printf("  %-52s %-22s %12zu %12s\n", r.what.substr(0, 52).c_str(), r.shape.c_str(), r.bytes, r.span.c_str());
 }
 
+// The op with the algorithm its convolutions got (issue #50): Conv[winograd] or Conv[direct];
+// a conv chain's letter per layer from its kernel's name (w Winograd, d direct).
+std::string op_with_algorithm(const std::string& op, const std::string& impl) {
+  if (op == "Conv") return op + (impl.find("winograd") != std::string::npos ? "[winograd]" : "[direct]");
+  const auto open = impl.find(")[");
+  if (impl.rfind("qsm:conv_chain(", 0) == 0 && open != std::string::npos) {
+    const auto close = impl.find(']', open);
+    if (close != std::string::npos) return op + impl.substr(open + 1, close - open);
+  }
+  return op;
+}
+
 void print_steps(const Plan& p, const std::vector<std::size_t>& live) {
   // live = arena bytes in use while the step runs; the largest is where the peak is.
   std::printf("%-4s %-22s %-34s %-24s %12s %10s %10s\n", "#", "op", "kernel", "output", "bytes", "live", "scratch");
@@ -404,9 +416,10 @@ void print_steps(const Plan& p, const std::vector<std::size_t>& live) {
   for (const auto& st : p.steps()) {
     const auto& out = st.out.empty() || st.out[0] < 0 ? Plan::Value{} : p.values()[static_cast<std::size_t>(st.out[0])];
     const std::size_t scratch = st.kernel ? st.kernel->scratch_bytes() : st.scratch;
-    std::printf("%-4zu %-22s %-34s %-24s %12zu %10s %10s%s\n", i, st.op_type.c_str(), st.impl.substr(0, 34).c_str(),
-                shape_to_string(out.shape).c_str(), out.bytes, mib(static_cast<std::int64_t>(live[i])).c_str(),
-                mib(static_cast<std::int64_t>(scratch)).c_str(), out.layout.plain() ? "" : " (blocked)");
+    std::printf("%-4zu %-22s %-34s %-24s %12zu %10s %10s%s\n", i, op_with_algorithm(st.op_type, st.impl).c_str(),
+                st.impl.substr(0, 34).c_str(), shape_to_string(out.shape).c_str(), out.bytes,
+                mib(static_cast<std::int64_t>(live[i])).c_str(), mib(static_cast<std::int64_t>(scratch)).c_str(),
+                out.layout.plain() ? "" : " (blocked)");
     ++i;
   }
 }

@@ -7,6 +7,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
+#include <cstdint>
 #include <cstdio>
 #include <random>
 #include <vector>
@@ -166,6 +168,73 @@ TEST(WinogradConv3d, SameBitsOnOneAndTwoThreads) {
     ASSERT_TRUE(std::isfinite(y1[i])) << i;
     ASSERT_EQ(y1[i], y2[i]) << i;
   }
+}
+
+// A conv chain's depth slabs (kernels/onednn/conv_chain.cpp): output planes [z0, z0 + n) from
+// the input planes around them (the volume's pad at a face, the real neighbours inside), odd
+// and even n, a Sum addend, into a buffer of n planes; together they must equal the reference
+// conv of the whole volume plane for plane.
+TEST(WinogradConv3d, DepthWindowsMatchTheWholeVolume) {
+  const Case k{{1, 16, 24, 11, 7, 9}, true, {sum(), relu()}, 31};
+  const auto& s = k.s;
+  const std::size_t plane_in = static_cast<std::size_t>(s.h) * s.w * s.c,
+                    plane_out = static_cast<std::size_t>(s.h) * s.w * s.m;
+  const auto x = random_values(plane_in * s.d, k.seed);
+  const auto w = random_values(static_cast<std::size_t>(s.m) * s.c * 27, k.seed + 1, 0.05f);
+  const auto b = random_values(static_cast<std::size_t>(s.m), k.seed + 2, 0.5f);
+  const auto add = random_values(plane_out * s.d, k.seed + 3);
+  const auto want = reference(k, x, w, b, add);
+  const WinogradConv3d conv(s, w.data(), b.data(), k.post);
+  const auto xl = permute(x, s, s.c, false), addl = permute(add, s, s.m, false);
+  std::vector<float> y(plane_out * s.d, NAN);
+  std::vector<std::byte> scratch(conv.scratch_bytes(2) + 64);
+  auto* aligned = reinterpret_cast<std::byte*>((reinterpret_cast<std::uintptr_t>(scratch.data()) + 63) / 64 * 64);
+  qsmcore::ScopedThreads two(2);
+  for (const int z0 : {0, 3, 4, 9}) {  // slabs of 3, 1, 5, 2 planes: the first and the last at a face
+    const int n = z0 == 0 ? 3 : z0 == 3 ? 1 : z0 == 4 ? 5 : 2;
+    const int first = std::max(0, z0 - 1), last = std::min(s.d - 1, z0 + n);
+    const qsmcore::kernels::winograd::DepthWindow win{n, last - first + 1, z0 == 0 ? 1 : 0};
+    std::vector<float> out(addl.begin() + z0 * plane_out, addl.begin() + (z0 + n) * plane_out);
+    conv.run_window(xl.data() + first * plane_in, out.data(), out.data(), win, aligned, conv.scratch_bytes(2), 2);
+    std::copy(out.begin(), out.end(), y.begin() + z0 * plane_out);
+  }
+  const double e = relative_error(permute(y, s, s.m, true), want);
+  std::printf("  depth windows of 16→24 at 11×7×9: max|Δ| / range = %.2e\n", e);
+  EXPECT_LE(e, kTol);
+  // A window whose input cannot be the outputs' planes and halo is refused.
+  std::vector<float> out(plane_out * 2);
+  EXPECT_THROW(conv.run_window(xl.data(), nullptr, out.data(), {2, 5, 0}, aligned, conv.scratch_bytes(2), 2),
+               qsmcore::Error);
+}
+
+// A conv chain's layer over a split concat: the input channels in two buffers (16 + 8), read
+// side by side into one transform, against the reference conv of the whole 24 channels.
+TEST(WinogradConv3d, SplitInputsMatchTheirConcatenation) {
+  const Case k{{1, 24, 16, 7, 6, 9}, true, {relu()}, 37};
+  const auto& s = k.s;
+  const std::size_t vox = static_cast<std::size_t>(s.d) * s.h * s.w;
+  const auto x = random_values(vox * s.c, k.seed);
+  const auto w = random_values(static_cast<std::size_t>(s.m) * s.c * 27, k.seed + 1, 0.05f);
+  const auto b = random_values(static_cast<std::size_t>(s.m), k.seed + 2, 0.5f);
+  const auto want = reference(k, x, w, b, {});
+  const auto xl = permute(x, s, s.c, false);
+  std::vector<float> x1(vox * 16), x2(vox * 8);  // channels [0, 16) and [16, 24) of each voxel
+  for (std::size_t i = 0; i < vox; ++i) {
+    std::copy(xl.begin() + i * 24, xl.begin() + i * 24 + 16, x1.begin() + i * 16);
+    std::copy(xl.begin() + i * 24 + 16, xl.begin() + i * 24 + 24, x2.begin() + i * 8);
+  }
+  const WinogradConv3d conv(s, w.data(), b.data(), k.post);
+  std::vector<float> y(vox * s.m, NAN);
+  std::vector<std::byte> scratch(conv.scratch_bytes(2));
+  const WinogradConv3d::Input in[] = {{x1.data(), 16}, {x2.data(), 8}};
+  qsmcore::ScopedThreads two(2);
+  conv.run_window(in, nullptr, y.data(), {s.d, s.d, 1}, scratch.data(), scratch.size(), 2);
+  const double e = relative_error(permute(y, s, s.m, true), want);
+  std::printf("  split inputs 16 + 8 → 16 at 7×6×9: max|Δ| / range = %.2e\n", e);
+  EXPECT_LE(e, kTol);
+  const WinogradConv3d::Input short_in[] = {{x1.data(), 16}};
+  EXPECT_THROW(conv.run_window(short_in, nullptr, y.data(), {s.d, s.d, 1}, scratch.data(), scratch.size(), 2),
+               qsmcore::Error);
 }
 
 TEST(WinogradConv3d, ScratchIsBoundedAndAccounted) {

@@ -7,15 +7,25 @@
 // z0 … z1 − 1 read input planes s·z0 − pb … s·(z1 − 1) − pb + k − 1 alone, contiguous in
 // channels-last. The slab's conv has the whole volume's pads at the faces and reads real planes
 // inside. Always in slabs, budget or not, so a budgeted run makes the same calls.
+//
+// A 3×3×3 stride-1 conv (pad 1, groups 1) on channels-last activations runs on the native
+// Winograd F(2³, 3³) (kernels/winograd/) where choice.h predicts it faster (issue #50): same
+// layouts, the same fused post-ops, its transformed weights and per-thread scratch reported to
+// the plan like a primitive's.
+#include <algorithm>
 #include <array>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <string>
 
+#include "core/parallel.h"
 #include "graph/conv_geometry.h"
 #include "graph/passes/passes.h"
 #include "kernels/onednn/common.h"
 #include "kernels/slab_reader.h"
+#include "kernels/winograd/choice.h"
+#include "kernels/winograd/conv3d_winograd.h"
 #include "qsmcore/error.h"
 
 namespace qsmcore::kernels::onednn {
@@ -230,6 +240,63 @@ class ConvKernel final : public ConvLikeKernel {
   std::vector<std::pair<memory::desc, memory>> extra_weights_;
 };
 
+/// The native Winograd F(2³, 3³) in place of oneDNN's primitive: channels-last source and
+/// destination, a Sum addend copied into dst first (ConvLikeKernel::prepare) and added back by
+/// the output transform, as oneDNN's sum post-op reads dst.
+class WinogradConvKernel final : public ConvLikeKernel {
+ public:
+  WinogradConvKernel(const graph::TypedGraph& g, const graph::TNode& n, LayoutDecision& dec) {
+    const auto& x = value(g, n.in[0]);
+    const auto& w = value(g, n.in[1]);
+    const auto& y = value(g, n.out[0]);
+    const bool has_bias = n.in.size() > 2 && n.in[2] >= 0 && (n.post.empty() || n.post[0].sum_input != 2);
+    const float* bias = has_bias ? value(g, n.in[2]).constant->data<float>() : nullptr;
+    const winograd::Conv3dShape s{static_cast<int>(x.shape[0]), static_cast<int>(x.shape[1]),
+                                  static_cast<int>(y.shape[1]), static_cast<int>(x.shape[2]),
+                                  static_cast<int>(x.shape[3]), static_cast<int>(x.shape[4])};
+    for (const auto& p : n.post) sum_ = sum_ || p.kind == PostOp::Kind::Sum;
+    wg_ = std::make_unique<winograd::WinogradConv3d>(s, w.constant->data<float>(), bias, n.post);
+    threads_ = max_threads();
+    const auto ndhwc = [](const Shape& sh) {
+      return memory::desc(to_dims(sh), memory::data_type::f32, memory::format_tag::ndhwc);
+    };
+    bind_src_dst(n, ndhwc(x.shape), ndhwc(y.shape), x.shape, y.shape, dec);
+    scratch_bytes_ = wg_->scratch_bytes(threads_);
+    packed_bytes_ = wg_->packed_bytes();
+    impl_ = wg_->impl_name();
+  }
+
+  void run(std::span<const Tensor> inputs, std::span<Tensor> outputs, ExecContext& ctx) override {
+    QSM_ASSERT(ctx.scratch_bytes >= scratch_bytes_, "scratch block smaller than a kernel's scratchpad");
+    prepare(inputs, outputs);
+    float* y = outputs[0].data<float>();
+    wg_->run(inputs[0].data<float>(), sum_ ? y : nullptr, y, ctx.scratch, ctx.scratch_bytes,
+             std::min(threads_, max_threads()));
+  }
+
+ private:
+  std::unique_ptr<winograd::WinogradConv3d> wg_;
+  bool sum_ = false;
+  int threads_ = 1;
+};
+
+/// Whether node n (f32, constant weights and bias) is a conv Winograd computes, on activations
+/// kept channels-last, and the choice (QSM_CONV_ALGO, else the measured table) takes it.
+bool winograd_chosen(const graph::TypedGraph& g, const graph::TNode& n) {
+  const auto& x = value(g, n.in[0]);
+  const auto& w = value(g, n.in[1]);
+  if (x.shape.size() != 5 || activation_block() >= 0 || !w.constant) return false;
+  const auto geo = graph::conv_geometry(n.node, x.shape, w.shape);
+  std::vector<std::int64_t> pads(geo.pads_begin.begin(), geo.pads_begin.end());
+  pads.insert(pads.end(), geo.pads_end.begin(), geo.pads_end.end());
+  if (!winograd::winograd_fits(geo.kernel, geo.strides, geo.dilations, pads, geo.group)) return false;
+  const auto& y = value(g, n.out[0]);
+  if (y.shape.size() != 5 || y.shape[2] != x.shape[2] || y.shape[3] != x.shape[3] || y.shape[4] != x.shape[4])
+    return false;
+  const std::int64_t voxels = y.shape[2] * y.shape[3] * y.shape[4];
+  return winograd::choose_conv_algo(x.shape[1], y.shape[1], voxels) == winograd::ConvAlgo::Winograd;
+}
+
 }  // namespace
 
 std::unique_ptr<Kernel> make_conv(const graph::TypedGraph& g, const graph::TNode& n,
@@ -241,6 +308,7 @@ std::unique_ptr<Kernel> make_conv(const graph::TypedGraph& g, const graph::TNode
   }
   const auto rank = value(g, n.in[0]).shape.size();
   if (rank < 3 || rank > 5) return nullptr;
+  if (winograd_chosen(g, n)) return std::make_unique<WinogradConvKernel>(g, n, dec);
   return std::make_unique<ConvKernel>(g, n, producer, dec);
 }
 

@@ -12,6 +12,14 @@
 // planes are written (or added onto a residual's) where the conv then accumulates with a sum
 // post-op, so the conv's own output is never a whole volume. Under a budget that saves writing
 // it to the spill file and reading it back (xQSM at 1/4 of its peak: 19.5 → 10.7 GB written).
+//
+// A layer whose parts are all 3×3×3 with pad 1 runs on the native Winograd F(2³, 3³) where
+// choice.h picks it (issue #50), as one conv over all its parts (a split concat joined again in
+// the transform: one output transform instead of one per part). Each slab is a depth window
+// (output planes from the input planes around them, its depth pads those of the slab), which
+// Winograd's 2-plane tiles take as they are. Its transformed weights are made once for every slab
+// shape; its scratch shares the primitives' scratchpad block (one call runs at a time). The impl
+// name carries a letter per layer: w(inograd), d(irect).
 #include <omp.h>
 
 #include <algorithm>
@@ -20,9 +28,12 @@
 #include <map>
 #include <optional>
 
+#include "core/parallel.h"
 #include "graph/conv_geometry.h"
 #include "kernels/conv_chain_schedule.h"
 #include "kernels/onednn/common.h"
+#include "kernels/winograd/choice.h"
+#include "kernels/winograd/conv3d_winograd.h"
 #include "qsmcore/error.h"
 
 namespace qsmcore::kernels::onednn {
@@ -41,6 +52,7 @@ struct Part {
   bool has_bias = false;
   std::vector<PostOp> post;  // Sum (parts after the first) and activations (last part)
   std::int64_t kd = 1, kh = 1, kw = 1, ph0 = 0, ph1 = 0, pw0 = 0, pw1 = 0;
+  bool winograd_fits = false;  // 3×3×3, stride 1, dilation 1, pad 1, groups 1
 };
 
 struct Layer {
@@ -52,6 +64,9 @@ struct Layer {
   std::int64_t m = 0;          // output channels
   std::size_t plane = 0;       // floats per output plane (H·W·M)
   std::size_t window_off = 0;  // byte offset of the plane window in scratch
+  // Set where chosen: one Winograd conv over all the parts (their inputs side by side, a split
+  // concat joined again), in place of oneDNN's conv per part.
+  std::unique_ptr<winograd::WinogradConv3d> wg;
 };
 
 /// An up-sampling ConvTranspose (kernel = stride) feeding a first-layer part, or adding onto the
@@ -122,6 +137,9 @@ class ConvChainKernel final : public Kernel {
         p.post = c.post;
         p.kd = geo.kernel[0], p.kh = geo.kernel[1], p.kw = geo.kernel[2];
         p.ph0 = geo.pads_begin[1], p.ph1 = geo.pads_end[1], p.pw0 = geo.pads_begin[2], p.pw1 = geo.pads_end[2];
+        std::vector<std::int64_t> pads(geo.pads_begin.begin(), geo.pads_begin.end());
+        pads.insert(pads.end(), geo.pads_end.begin(), geo.pads_end.end());
+        p.winograd_fits = winograd::winograd_fits(geo.kernel, geo.strides, geo.dilations, pads, geo.group);
         l.parts.push_back(std::move(p));
       }
       l.addend_source = cl.addend_source;
@@ -129,6 +147,7 @@ class ConvChainKernel final : public Kernel {
       l.mask_fill = cl.mask_fill;
       if (cl.addend_source >= 0) add_upsampled_addend(l, *cs_.sources[static_cast<std::size_t>(cl.addend_source)].node);
     }
+    choose_algorithms();
     if (cs_.pool) {
       Pool pl;
       pl.alg = cs_.pool->node->node.op_type == "MaxPool" ? dnnl::algorithm::pooling_max
@@ -205,8 +224,13 @@ class ConvChainKernel final : public Kernel {
     inplace_ = cs_.shareable_input();
     // "+up": an up-sampling added onto the last layer is made inside; "+mask": Where masks too.
     const bool masked = std::any_of(layers_.begin(), layers_.end(), [](const Layer& l) { return l.mask_pos >= 0; });
+    std::string algos;  // per layer: w on Winograd, d on oneDNN's direct conv
+    for (const auto& l : layers_) {
+      algos += l.wg ? 'w' : 'd';
+    }
+    if (impl_.empty()) impl_ = wg_impl_;
     impl_ = "qsm:conv_chain(" + std::to_string(layers_.size()) + (layers_.back().addend_source >= 0 ? "+up" : "") +
-            (masked ? "+mask" : "") + ")+" + impl_;
+            (masked ? "+mask" : "") + ")[" + algos + "]+" + impl_;
   }
 
   std::size_t scratch_bytes() const override { return scratch_bytes_; }
@@ -304,6 +328,7 @@ class ConvChainKernel final : public Kernel {
               run_source(si, inputs, ctx, (abs_plane + z) / s0, 1, dst + static_cast<std::size_t>(z) * l.plane,
                          l.parts.front().addend_pos >= 0);
           }
+          std::vector<winograd::WinogradConv3d::Input> wg_in;
           for (std::size_t k = 0; k < l.parts.size(); ++k) {
             const Part& p = l.parts[k];
             const float* src;
@@ -321,6 +346,10 @@ class ConvChainKernel final : public Kernel {
             } else {
               src = window(j - 1) + static_cast<std::size_t>(src_plane) * layers_[j - 1].plane;
             }
+            if (l.wg) {  // gathered, then one call for all parts
+              wg_in.push_back({src, static_cast<int>(p.cin)});
+              continue;
+            }
             const Call& c = calls[k];
             std::unordered_map<int, memory> args;
             args.emplace(DNNL_ARG_SRC, memory(c.src, engine(), const_cast<float*>(src)));
@@ -334,6 +363,7 @@ class ConvChainKernel final : public Kernel {
             c.prim.execute(stream(), args);
             stream().wait();
           }
+          if (l.wg) run_winograd(l, wg_in, sl, dst, ctx);
           if (l.mask_pos >= 0) apply_mask(l, inputs, ctx, abs_plane, n_out, dst);
           if (streamed_out)
             out_stream->write(out, static_cast<std::size_t>(dst_plane) * l.plane * sizeof(float), slab_bytes);
@@ -446,7 +476,9 @@ class ConvChainKernel final : public Kernel {
     return memory::desc({1, layers_.back().m, planes / pool_->k[0], h_ / pool_->k[1], w_ / pool_->k[2]}, dt::f32,
                         tag::ndhwc);
   }
-  std::size_t windows() const { return cs_.windows(); }
+  std::size_t windows() const {
+    return cs_.windows();
+  }
 
   void prepare_pool(std::int64_t planes) {
     if (pool_->prims.count(planes)) return;
@@ -456,6 +488,76 @@ class ConvChainKernel final : public Kernel {
     dnnl::pooling_v2_forward::primitive_desc pd(d, make_attr({}), engine());
     prim_scratch_ = std::max(prim_scratch_, pd.scratchpad_desc().get_size());
     pool_->prims.emplace(planes, dnnl::pooling_v2_forward(pd));
+  }
+
+  // Per layer, Winograd or oneDNN's direct conv (choice.h: QSM_CONV_ALGO, else the measured
+  // table, for all its input channels: parts over a split concat are one Winograd conv).
+  void choose_algorithms() {
+    wg_threads_ = max_threads();
+    for (auto& l : layers_) {
+      std::int64_t c = 0;
+      bool fits = true;
+      for (const auto& p : l.parts) c += p.cin, fits = fits && p.winograd_fits;
+      std::vector<PostOp> post;
+      if (!fits || !joined_post_ops(l, post) ||
+          winograd::choose_conv_algo(c, l.m, d_ * h_ * w_) != winograd::ConvAlgo::Winograd)
+        continue;
+      // The parts' weights side by side along the input channels, their biases added.
+      std::vector<float> w(static_cast<std::size_t>(l.m * c * 27)), b(static_cast<std::size_t>(l.m), 0.0f);
+      bool has_bias = false;
+      std::int64_t c0 = 0;
+      for (const auto& p : l.parts) {
+        const float* pw = p.w->data<float>();
+        for (std::int64_t oc = 0; oc < l.m; ++oc)
+          std::copy(pw + oc * p.cin * 27, pw + (oc + 1) * p.cin * 27, w.begin() + (oc * c + c0) * 27);
+        if (p.has_bias)
+          for (std::int64_t oc = 0; oc < l.m; ++oc) b[static_cast<std::size_t>(oc)] += p.b->data<float>()[oc];
+        has_bias = has_bias || p.has_bias;
+        c0 += p.cin;
+      }
+      const winograd::Conv3dShape s{1,
+                                    static_cast<int>(c),
+                                    static_cast<int>(l.m),
+                                    static_cast<int>(d_),
+                                    static_cast<int>(h_),
+                                    static_cast<int>(w_)};
+      l.wg = std::make_unique<winograd::WinogradConv3d>(s, w.data(), has_bias ? b.data() : nullptr, std::move(post));
+      packed_bytes_ += l.wg->packed_bytes();
+      prim_scratch_ = std::max(prim_scratch_, l.wg->scratch_bytes(wg_threads_));
+      if (wg_impl_.empty()) wg_impl_ = l.wg->impl_name();
+    }
+  }
+
+  // The post-ops of a layer's parts as one conv's: a Sum where the first part adds onto planes
+  // already there (a residual, an up-sampling), then the last part's after its own Sum. False
+  // where the parts are not so (a part in between with more than its Sum).
+  static bool joined_post_ops(const Layer& l, std::vector<PostOp>& post) {
+    const auto is_sum = [](const PostOp& o) { return o.kind == PostOp::Kind::Sum; };
+    const auto& first = l.parts.front().post;
+    if (l.parts.size() == 1) {
+      post = first;
+      return true;
+    }
+    for (std::size_t k = 0; k + 1 < l.parts.size(); ++k)
+      if (!std::all_of(l.parts[k].post.begin(), l.parts[k].post.end(), is_sum)) return false;
+    for (std::size_t k = 1; k < l.parts.size(); ++k)
+      if (l.parts[k].post.empty() || !is_sum(l.parts[k].post.front())) return false;
+    if (first.size() > 1) return false;
+    post = first;
+    const auto& last = l.parts.back().post;
+    post.insert(post.end(), last.begin() + 1, last.end());
+    return true;
+  }
+
+  // The layer's Winograd conv on one slab: its parts' input planes, into dst (onto what is
+  // there where it has a Sum).
+  void run_winograd(const Layer& l, const std::vector<winograd::WinogradConv3d::Input>& in,
+                    const ChainSchedule::Slab& sl, float* dst, ExecContext& ctx) const {
+    const bool sum = std::any_of(l.parts.front().post.begin(), l.parts.front().post.end(),
+                                 [](const PostOp& o) { return o.kind == PostOp::Kind::Sum; });
+    const winograd::DepthWindow win{static_cast<int>(sl.n_out), static_cast<int>(sl.n_in), static_cast<int>(sl.pad_f)};
+    l.wg->run_window(in, sum ? dst : nullptr, dst, win, ctx.scratch + prim_scratch_off_, prim_scratch_,
+                     std::min(wg_threads_, max_threads()));
   }
 
   // One convolution per part for this slab shape; weights packed once per weights layout.
@@ -470,6 +572,12 @@ class ConvChainKernel final : public Kernel {
     std::vector<Call> cs;
     for (std::size_t pi = 0; pi < l.parts.size(); ++pi) {
       const Part& p = l.parts[pi];
+      if (l.wg) {  // a depth window: the input planes are the outputs' and their halo, less the pads
+        QSM_ASSERT(n_in == n_out + 2 - pad_f - pad_b && pad_f <= 1 && pad_b <= 1,
+                   "conv chain slab is not a Winograd depth window");
+        cs.push_back(Call{});
+        continue;
+      }
       const memory::desc src = nxc(p.cin, n_in), dst = nxc(l.m, n_out);
       const memory::desc w_any({l.m, p.cin, p.kd, p.kh, p.kw}, dt::f32, tag::any);
       const memory::desc b_md({l.m}, dt::f32, tag::a);
@@ -616,7 +724,8 @@ class ConvChainKernel final : public Kernel {
   std::int64_t in_planes_ = 0, out_planes_ = 0;  // most planes one slab reads of the input, writes of the output
   std::int64_t packed_bytes_ = 0;
   int inplace_ = -1;
-  std::string impl_;
+  int wg_threads_ = 1;  // the Winograd parts' scratch is sized for this many workers
+  std::string impl_, wg_impl_;
 };
 
 }  // namespace

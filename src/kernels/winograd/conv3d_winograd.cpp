@@ -106,8 +106,10 @@ struct WinogradConv3d::Impl {
   std::size_t m_bytes() const { return round64(static_cast<std::size_t>(kPoints) * tb * s.m * sizeof(float)); }
   std::size_t worker_bytes() const { return v_bytes() + m_bytes() + round64(mm_scratch); }
   void make_matmul(const AccountedArray<float>& u);
-  void run_worker(std::int64_t job0, std::int64_t job1, const float* x, const float* add, float* y,
-                  std::byte* scratch) const;
+  void run_worker(const TileGrid& g, std::span<const WinogradConv3d::Input> xs, std::int64_t job0, std::int64_t job1,
+                  const float* add, float* y, std::byte* scratch) const;
+  void run_grid(const TileGrid& g, int items, std::span<const WinogradConv3d::Input> xs, const float* add, float* y,
+                std::byte* scratch, std::size_t scratch_size, int threads) const;
 };
 
 /// The batched matmul [64, tb, c] · [64, c, m] → [64, tb, m], its weights packed from u.
@@ -142,7 +144,7 @@ WinogradConv3d::WinogradConv3d(const Conv3dShape& s, const float* weights, const
                                              ", c " + std::to_string(s.c) + ", m " + std::to_string(s.m) + ")");
   Impl& p = *impl_;
   p.s = s;
-  p.grid = TileGrid{s.c, s.m, s.d, s.h, s.w, (s.d + 1) / 2, (s.h + 1) / 2, (s.w + 1) / 2};
+  p.grid = TileGrid{s.c, s.m, s.d, s.h, s.w, (s.d + 1) / 2, (s.h + 1) / 2, (s.w + 1) / 2, s.d, 1};
   p.tb = tile_block > 0 ? tile_block : default_tile_block(s);
   p.bias.assign(static_cast<std::size_t>((s.m + kChunk - 1) / kChunk * kChunk), 0.0f);
   if (bias != nullptr) std::copy(bias, bias + s.m, p.bias.begin());
@@ -169,9 +171,9 @@ std::string WinogradConv3d::impl_name() const {
   return impl_->impl;
 }
 
-/// Jobs [job0, job1) (job = batch item · blocks + block) on this thread, in its scratch.
-void WinogradConv3d::Impl::run_worker(std::int64_t job0, std::int64_t job1, const float* x, const float* add, float* y,
-                                      std::byte* scratch) const {
+/// Jobs [job0, job1) (job = batch item · blocks + block) of grid g on this thread, in its scratch.
+void WinogradConv3d::Impl::run_worker(const TileGrid& g, std::span<const WinogradConv3d::Input> xs, std::int64_t job0,
+                                      std::int64_t job1, const float* add, float* y, std::byte* scratch) const {
   ScopedThreads one(1);  // the matmul stays on this thread: same blocking, whatever the count
   auto& eng = onednn::engine();
   dnnl::stream st(eng);
@@ -184,33 +186,76 @@ void WinogradConv3d::Impl::run_worker(std::int64_t job0, std::int64_t job1, cons
     const memory::desc smd({static_cast<memory::dim>(mm_scratch)}, memory::data_type::u8, memory::format_tag::a);
     args.emplace(DNNL_ARG_SCRATCHPAD, memory(smd, eng, scratch + v_bytes() + m_bytes()));
   }
-  const std::int64_t blocks = (grid.tiles() + tb - 1) / tb;
-  const std::int64_t in_item = static_cast<std::int64_t>(s.d) * s.h * s.w * s.c;
-  const std::int64_t out_item = static_cast<std::int64_t>(s.d) * s.h * s.w * s.m;
+  const std::int64_t blocks = (g.tiles() + tb - 1) / tb;
+  const std::int64_t in_voxels = static_cast<std::int64_t>(g.di) * g.h * g.w;
+  const std::int64_t out_item = static_cast<std::int64_t>(g.d) * g.h * g.w * g.m;
   for (std::int64_t j = job0; j < job1; ++j) {
     const std::int64_t item = j / blocks, t0 = j % blocks * tb;
-    const BlockArgs b{&grid, t0, static_cast<int>(std::min<std::int64_t>(tb, grid.tiles() - t0)), tb};
-    fns.input(b, x + item * in_item, v);
+    const int count = static_cast<int>(std::min<std::int64_t>(tb, g.tiles() - t0));
+    int c0 = 0;  // each input fills its own columns of V
+    for (const auto& in : xs) {
+      TileGrid gi = g;
+      gi.c = in.c;
+      fns.input(BlockArgs{&gi, t0, count, tb, g.c}, in.x + item * in_voxels * in.c, v + c0);
+      c0 += in.c;
+    }
     prim.execute(st, args);
     st.wait();
     const OutputArgs o{bias.data(), post, add != nullptr ? add + item * out_item : nullptr, y + item * out_item};
-    fns.output(b, mres, o);
+    fns.output(BlockArgs{&g, t0, count, tb, g.m}, mres, o);
   }
+}
+
+/// The jobs of grid g split evenly over the workers the scratch holds (at most `threads`): each
+/// block is computed whole by one worker, so the split changes nothing in the results.
+void WinogradConv3d::Impl::run_grid(const TileGrid& g, int items, std::span<const WinogradConv3d::Input> xs,
+                                    const float* add, float* y, std::byte* scratch, std::size_t scratch_size,
+                                    int threads) const {
+  const std::size_t per = worker_bytes();
+  QSM_ASSERT(scratch_size >= per, "Winograd conv: scratch smaller than scratch_bytes(1)");
+  const int workers =
+      static_cast<int>(std::min<std::size_t>(static_cast<std::size_t>(std::max(1, threads)), scratch_size / per));
+  bool sum = false;
+  for (const auto& op : post) sum = sum || op.kind == graph::PostOp::Kind::Sum;
+  if (sum && add == nullptr) throw Error(ErrorKind::InvalidInput, "Winograd conv: a Sum post-op without its addend");
+  const std::int64_t jobs = static_cast<std::int64_t>(items) * ((g.tiles() + tb - 1) / tb);
+  ScopedThreads team(workers);
+  parallel_for(workers, workers > 1, [&](std::int64_t w) {
+    run_worker(g, xs, jobs * w / workers, jobs * (w + 1) / workers, add, y, scratch + w * per);
+  });
 }
 
 void WinogradConv3d::run(const float* x, const float* add, float* y, std::byte* scratch, std::size_t scratch_size,
                          int threads) const {
+  const Input in{x, impl_->s.c};
+  impl_->run_grid(impl_->grid, impl_->s.n, {&in, 1}, add, y, scratch, scratch_size, threads);
+}
+
+void WinogradConv3d::run_window(const float* x, const float* add, float* y, const DepthWindow& win, std::byte* scratch,
+                                std::size_t scratch_size, int threads) const {
+  const Input in{x, impl_->s.c};
+  run_window({&in, 1}, add, y, win, scratch, scratch_size, threads);
+}
+
+void WinogradConv3d::run_window(std::span<const Input> xs, const float* add, float* y, const DepthWindow& win,
+                                std::byte* scratch, std::size_t scratch_size, int threads) const {
   const Impl& p = *impl_;
-  const int workers = std::max(1, threads);
-  QSM_ASSERT(scratch_size >= scratch_bytes(workers), "Winograd conv: scratch smaller than scratch_bytes()");
-  bool sum = false;
-  for (const auto& op : p.post) sum = sum || op.kind == graph::PostOp::Kind::Sum;
-  if (sum && add == nullptr) throw Error(ErrorKind::InvalidInput, "Winograd conv: a Sum post-op without its addend");
-  const std::int64_t jobs = static_cast<std::int64_t>(p.s.n) * ((p.grid.tiles() + p.tb - 1) / p.tb);
-  ScopedThreads team(workers);
-  parallel_for(workers, workers > 1, [&](std::int64_t w) {
-    p.run_worker(jobs * w / workers, jobs * (w + 1) / workers, x, add, y, scratch + w * p.worker_bytes());
-  });
+  int c = 0;
+  for (const auto& in : xs) c += in.c;
+  if (c != p.s.c)
+    throw Error(ErrorKind::InvalidInput,
+                "Winograd conv: inputs of " + std::to_string(c) + " channels in all for " + std::to_string(p.s.c));
+  if (win.d_out < 1 || win.d_in < 1 || win.pad_front < 0 || win.pad_front > 1 ||
+      win.d_in > win.d_out + 2 - win.pad_front)
+    throw Error(ErrorKind::InvalidInput, "Winograd conv: a depth window of " + std::to_string(win.d_out) +
+                                             " output planes cannot read " + std::to_string(win.d_in) +
+                                             " input planes with front pad " + std::to_string(win.pad_front));
+  TileGrid g = p.grid;
+  g.d = win.d_out;
+  g.td = (win.d_out + 1) / 2;
+  g.di = win.d_in;
+  g.pz = win.pad_front;
+  p.run_grid(g, 1, xs, add, y, scratch, scratch_size, threads);
 }
 
 void WinogradConv3d::run(const float* x, const float* add, float* y) const {

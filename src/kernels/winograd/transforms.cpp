@@ -59,8 +59,8 @@ QSM_WG_INLINE void tile_inputs(const TileGrid& g, const float* x, std::int64_t t
   int tz, ty, tx;
   tile_at(g, t, tz, ty, tx);
   for (int p = 0; p < kPoints; ++p) {
-    const int iz = 2 * tz - 1 + p / 16, iy = 2 * ty - 1 + p / 4 % 4, ix = 2 * tx - 1 + p % 4;
-    const bool in = iz >= 0 && iz < g.d && iy >= 0 && iy < g.h && ix >= 0 && ix < g.w;
+    const int iz = 2 * tz - g.pz + p / 16, iy = 2 * ty - 1 + p / 4 % 4, ix = 2 * tx - 1 + p % 4;
+    const bool in = iz >= 0 && iz < g.di && iy >= 0 && iy < g.h && ix >= 0 && ix < g.w;
     src[p] = in ? x + ((static_cast<std::int64_t>(iz) * g.h + iy) * g.w + ix) * g.c : nullptr;
   }
 }
@@ -114,7 +114,7 @@ QSM_WG_INLINE void input_chunk(const float* const* src, int c0, int cn, float* v
 
 QSM_WG_INLINE void input_body(const BlockArgs& b, const float* x, float* v) {
   const TileGrid& g = *b.g;
-  const std::size_t row = static_cast<std::size_t>(g.c), point = row * b.tb;
+  const std::size_t row = static_cast<std::size_t>(b.vrow > 0 ? b.vrow : g.c), point = row * b.tb;
   const float* src[kPoints];
   for (int i = 0; i < b.count; ++i) {
     tile_inputs(g, x, b.t0 + i, src);
@@ -122,8 +122,8 @@ QSM_WG_INLINE void input_body(const BlockArgs& b, const float* x, float* v) {
     for (; c0 + kChunk <= g.c; c0 += kChunk) input_chunk<true>(src, c0, kChunk, v + i * row + c0, point);
     if (c0 < g.c) input_chunk<false>(src, c0, g.c - c0, v + i * row + c0, point);
   }
-  for (int p = 0; p < kPoints; ++p)  // the rows of a last, partial block: zeros, never stored
-    std::memset(v + p * point + b.count * row, 0, (b.tb - b.count) * row * sizeof(float));
+  for (int p = 0; p < kPoints; ++p)  // this input's columns of a last, partial block: zeros, never stored
+    for (int i = b.count; i < b.tb; ++i) std::memset(v + p * point + i * row, 0, g.c * sizeof(float));
 }
 
 /// The 8 outputs of a tile, r[(z·2 + y)·2 + x], from its 64 products m[p]: along x and y a
