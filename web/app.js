@@ -671,6 +671,40 @@ async function download(which) {
   setTimeout(() => URL.revokeObjectURL(a.href), 10000);
 }
 
+// A tiled network's tile figures (docs/memory.md §4.5) from the registry JSON: the seed's
+// tile_bytes_per_voxel, measured in wasm32, and the native cost (native_tile_fixed_bytes +
+// native_tile_bytes_per_voxel · voxels from a medium patch up, below it the chord through
+// native_tile_small's [voxels, bytes] points: TileCost::bytes). "" for a network not run tiled.
+const TILE_CORE = 128, TILE_HALO = 8;  // TileConfig's defaults (qsmcore/tiling.h)
+function nativeTileBytes(s, v) {
+  const pts = s.native_tile_small || [];
+  if (pts.length && v < pts[pts.length - 1][0]) {
+    if (v <= pts[0][0]) return pts[0][1];
+    const i = pts.findIndex((p) => p[0] >= v);
+    const [a, ab] = pts[i - 1], [b, bb] = pts[i];
+    return bb <= ab ? ab : ab + Math.ceil(((bb - ab) * (v - a)) / (b - a));
+  }
+  return s.native_tile_fixed_bytes + s.native_tile_bytes_per_voxel * v;
+}
+// Tiles in flight for a wasm32 tiled run, as wasm_tiles_in_flight (qsmcore/tiling.h) decides them
+// and the tiled wrappers run them in the wasm build: min(pool, max(1, ⌊1.5e9 / tile⌋)), the tile
+// being the wasm32 figure × the padded patch's voxels, or the native cost where the wasm32 one is
+// not measured. The page budgets a tiled run of `s` with this; null when `s` has no tile figures.
+function wasmTilesInFlight(s, core, halo, pool) {
+  if (!s.tiled || s.native_tile_bytes_per_voxel == null) return null;
+  const d = Math.max(1, s.size_divisor, ...s.pad_multiple);
+  const p = Math.ceil((Math.max(core, 1) + 2 * halo) / d) * d;
+  const tile = s.tile_bytes_per_voxel != null ? s.tile_bytes_per_voxel * p ** 3 : nativeTileBytes(s, p ** 3);
+  return { patch: p, tile, inFlight: Math.min(Math.max(pool, 1), Math.max(1, Math.floor(1.5e9 / tile))) };
+}
+function tileNote(s) {
+  const w = wasmTilesInFlight(s, TILE_CORE, TILE_HALO, engineSettings().threads);
+  if (!w) return s.tiled ? " · tiled; tile cost not measured yet" : "";
+  const wasm = s.tile_bytes_per_voxel != null ? `${s.tile_bytes_per_voxel} B/voxel in wasm32` : "wasm32 not measured (native figure budgets)";
+  return ` · tiled: tile cost ${wasm}, native ${s.native_tile_bytes_per_voxel} B/voxel + ${fmtBytes(s.native_tile_fixed_bytes)}` +
+    `; a ${w.patch}³ patch (core ${TILE_CORE}, halo ${TILE_HALO}) ${fmtBytes(w.tile)}, ${w.inFlight} tile(s) in flight`;
+}
+
 // Networks the page can feed: a wrapper exists and it needs at most a field and a mask.
 function fillNetworks() {
   const sel = $("network");
@@ -686,9 +720,9 @@ function fillNetworks() {
   const note = () => {
     const s = registry.find((x) => x.id === sel.value);
     const f = s.files[0] || {};
-    $("network-note").textContent = f.shipped ? "shipped with qsmcore: works offline"
+    $("network-note").textContent = (f.shipped ? "shipped with qsmcore: works offline"
       : f.url ? `weights from ${new URL(f.url).host} (${fmtBytes(f.bytes)}), SHA-256 checked, cached in this browser`
-      : "weights not hosted: choose a local ONNX file";
+      : "weights not hosted: choose a local ONNX file") + tileNote(s);
   };
   sel.onchange = note;
   note();

@@ -70,11 +70,28 @@ struct NetworkMemory {
   friend bool operator==(const NetworkMemory&, const NetworkMemory&) = default;
 };
 
-/// The cost of one tile of a network qsmcore runs tiled (memory.md §2.2).
-struct TileCost {
-  std::uint64_t bytes_per_voxel = 0;  // per voxel of the padded patch
+/// One measured tile: a padded patch's voxels and the heap one tile in flight with it holds.
+struct TilePoint {
+  std::uint64_t voxels = 0;  // 0: unused entry
+  std::uint64_t bytes = 0;
+  friend bool operator==(const TilePoint&, const TilePoint&) = default;
+};
 
-  /// Heap of one tile in flight with this padded patch (saturating).
+/// The cost of one tile of a network qsmcore runs tiled (memory.md §2.2), fitted by `qsm measure
+/// --all` (fit_tile_cost, qsmcore/tiling.h). From a medium patch up it is affine in the patch's
+/// voxels: fixed_bytes + voxels · bytes_per_voxel, a line never below a measured point. Small
+/// patches do not follow that line: a buffer whose size does not follow the patch holds their
+/// peak, so their measured points are kept (`small`, up to and including the line's first
+/// patch) and a patch among them costs the chord between the two it lies between, the first
+/// point's bytes below it. The run's peak is convex in the patch's voxels (measured: its slope
+/// rises to the line's), so a chord lies above it: never an under-count.
+struct TileCost {
+  std::uint64_t fixed_bytes = 0;      // whatever the patch (0 for a figure given as a slope alone)
+  std::uint64_t bytes_per_voxel = 0;  // per voxel of the padded patch
+  std::array<TilePoint, 3> small{};   // increasing voxels; none: the line everywhere
+
+  /// Heap of one tile in flight with this padded patch (saturating): the line, or below the last
+  /// small point the chord through the small points.
   std::uint64_t bytes(std::array<std::size_t, 3> patch) const;
   friend bool operator==(const TileCost&, const TileCost&) = default;
 };
@@ -102,8 +119,19 @@ struct ModelSpec {
   // own spatial axes ((z, y, x) for HD-BET): size_divisor is not the whole truth (§1.4).
   std::array<std::uint32_t, 3> pad_multiple{1, 1, 1};
   bool tiled = false;  // qsmcore runs it through the generic tiler (models.md §4)
-  std::optional<std::uint64_t> tile_bytes_per_voxel{};  // absent until measured
-  std::optional<NetworkMemory> memory{};                // absent until measured
+  // Tile figures, tiled networks only, absent until measured (memory.md §4.5):
+  //  - tile_bytes_per_voxel, the seed's field with the seed's meaning: measured in wasm32, the
+  //    slope of the linear memory's high-water against patch voxels, one tile in flight
+  //    (src/models/measured_wasm_tiles.h); what wasm_tile_bytes/wasm_tiles_in_flight budget with;
+  //  - native_tile_bytes_per_voxel + native_tile_fixed_bytes (+ native_tile_small): the native
+  //    heap one more tile in flight adds (the run above the shared plan), affine in patch voxels
+  //    from a medium patch up (src/models/measured_memory.h); what tile_cost(), tile_bytes and
+  //    tile_concurrency use.
+  std::optional<std::uint64_t> tile_bytes_per_voxel{};
+  std::optional<std::uint64_t> native_tile_bytes_per_voxel{};
+  std::uint64_t native_tile_fixed_bytes = 0;
+  std::array<TilePoint, 3> native_tile_small{};  // TileCost::small
+  std::optional<NetworkMemory> memory{};         // absent until measured
 
   /// Available and every file has a URL and a hash (the reference code's test, stricter than
   /// its documentation's), or ships with qsmcore and has a hash.
@@ -119,7 +147,8 @@ struct ModelSpec {
   std::uint64_t resident_bytes() const;
   std::uint64_t inference_bytes(std::array<std::size_t, 3> shape) const;
   std::uint64_t peak_bytes(std::array<std::size_t, 3> shape, Heap heap) const;
-  /// nullopt for networks not run tiled; throws as above for a tiled one not measured yet.
+  /// The native tile cost (native_tile_*): nullopt for networks not run tiled; throws as above
+  /// for a tiled one not measured yet.
   std::optional<TileCost> tile_cost() const;
 
   /// The views point into static storage (or the caller's), so equality compares contents.

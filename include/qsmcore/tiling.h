@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <vector>
 
 #include "qsmcore/model_spec.h"
 
@@ -70,9 +71,19 @@ bool has_fixed_patch(const ModelSpec& spec);
 /// The spatial multiple a network's tile patch is rounded up to: its size_divisor and pad
 /// multiples, whichever is largest.
 std::size_t tile_divisor(const ModelSpec& spec);
-/// Bytes of one tile of `spec` in flight with this config: tile_cost() for its padded patch.
+/// Native bytes of one more tile of `spec` in flight with this config: tile_cost() (the native
+/// figures, native_tile_fixed_bytes + native_tile_bytes_per_voxel × voxels) for its padded patch.
 /// Throws Error{InvalidInput} for a network not run tiled, Error{NotFound} when not measured.
 std::uint64_t tile_bytes(const ModelSpec& spec, TileConfig cfg);
+/// The padded patches a tiled network's native tile cost is measured at (`qsm measure --all`):
+/// those of cores 16, 24, 32, 48 and 64 with halo 8, each once, as cubes.
+std::vector<std::array<std::size_t, 3>> tile_cost_patches(const ModelSpec& spec);
+/// The native tile cost from measured runs (voxels of a patch, the run's peak above the plan):
+/// the line through the points from the patch of core 32 (halo 8) up, slope rounded up and fixed
+/// part raised until no point lies above it; the points up to and including that patch as
+/// TileCost::small (at most 3). Throws Error{InvalidInput} with fewer than two distinct points
+/// on the line or more than three below it.
+TileCost fit_tile_cost(const ModelSpec& spec, std::vector<TilePoint> runs);
 /// Tiles that may run at once natively: min(threads, ⌊(budget − held) / tile_bytes⌋), where
 /// held = the resident model + the inference's fixed part (the plan, shared by the tiles) +
 /// `wrapper_bytes` (the caller's whole-volume buffers). budget 0 = unlimited (threads). Throws
@@ -82,8 +93,10 @@ std::size_t tile_concurrency(const ModelSpec& spec, TileConfig cfg, std::uint64_
 /// The tile cost as the seed defines it, measured in wasm32: the slope of the linear memory's
 /// high-water against a tile's padded patch voxels with one run in flight, per voxel, from the
 /// generated table src/models/measured_wasm_tiles.h (`qsm measure --all --wasm BUILD
-/// --wasm-tiles FILE`). nullopt for a network not run tiled or not measured so yet. JSON:
-/// `wasm_tile_bytes_per_voxel`, beside the native `tile_bytes_per_voxel` (memory.md §4.5).
+/// --wasm-tiles FILE`): ModelSpec::tile_bytes_per_voxel, the seed's field. nullopt for a network
+/// not run tiled or not measured so yet. JSON: `tile_bytes_per_voxel` (also
+/// `wasm_tile_bytes_per_voxel`), beside the native `native_tile_bytes_per_voxel` and
+/// `native_tile_fixed_bytes` (memory.md §4.5).
 std::optional<std::uint64_t> wasm_tile_bytes_per_voxel(const ModelSpec& spec);
 /// Bytes of one more tile in flight on wasm32 with this config: wasm_tile_bytes_per_voxel × the
 /// padded patch's voxels. Throws Error{InvalidInput} for a network not run tiled,

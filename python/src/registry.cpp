@@ -62,6 +62,13 @@ void bind_spec_class(py::module_& m) {
       .def_property_readonly("name", [](const ModelSpec& s) { return std::string(s.name); })
       .def_property_readonly("stage", [](const ModelSpec& s) { return std::string(to_string(s.stage)); })
       .def_property_readonly("tiled", [](const ModelSpec& s) { return s.tiled; })
+      .def_property_readonly(
+          "tile_bytes_per_voxel", [](const ModelSpec& s) { return s.tile_bytes_per_voxel; },
+          "The seed's tile cost, measured in wasm32 (slope of the heap against patch voxels); None if not.")
+      .def_property_readonly(
+          "native_tile_bytes_per_voxel", [](const ModelSpec& s) { return s.native_tile_bytes_per_voxel; },
+          "Native tile cost per patch voxel, from the patch of core 32 up (with native_tile_fixed_bytes).")
+      .def_property_readonly("native_tile_fixed_bytes", [](const ModelSpec& s) { return s.native_tile_fixed_bytes; })
       .def_property_readonly("size_divisor", [](const ModelSpec& s) { return s.size_divisor; })
       .def_property_readonly("pad_multiple", [](const ModelSpec& s) { return s.pad_multiple; })
       .def_property_readonly("is_available", &ModelSpec::is_available)

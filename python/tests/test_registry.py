@@ -26,11 +26,14 @@ def test_memory_figures_follow_the_measured_coefficients():
         assert spec.peak_bytes(shape) == mem["resident_bytes"] + spec.inference_bytes(shape)
     with pytest.raises(qsmcore.InvalidInputError, match="heap"):
         spec.peak_bytes((8, 8, 8), heap="gpu")
-    # Tiled: the padded patch ceil((core + 2 halo) / d) * d per axis, times the measured bytes/voxel.
+    # Tiled: the padded patch ceil((core + 2 halo) / d) * d per axis; from the patch of core 32 up,
+    # the native line: fixed + bytes/voxel times its voxels.
     d = max([spec.size_divisor] + list(spec.pad_multiple))
     patch = math.ceil((96 + 2 * 8) / d) * d
     assert spec.tiled
-    assert spec.tile_bytes(core=96, halo=8) == spec.to_dict()["tile_bytes_per_voxel"] * patch**3
+    t = spec.to_dict()
+    assert spec.tile_bytes(core=96, halo=8) == t["native_tile_fixed_bytes"] + t["native_tile_bytes_per_voxel"] * patch**3
+    assert spec.native_tile_bytes_per_voxel == t["native_tile_bytes_per_voxel"]
 
 
 def test_unknown_model_raises_lookup_error():

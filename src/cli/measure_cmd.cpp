@@ -182,6 +182,34 @@ void print_text(const std::string& what, const MemoryMeasurement& m) {
   }
 }
 
+// A tiled network's native tile cost (memory.md §4.5): the run peak above the plan (what one more
+// tile in flight adds, since tiles share one plan) at tile_cost_patches (cores 16 to 64, halo 8),
+// fitted by fit_tile_cost (the line from the patch of core 32 up, the smaller patches kept as
+// measured). Measured apart from the whole-volume sweep, whose shapes it would change.
+TileCost measure_native_tile(const ModelSpec& spec, const std::vector<std::string>& files, const MeasureArgs& a) {
+  MeasureOptions o = options(a);
+  o.shapes = tile_cost_patches(spec);
+  std::fprintf(stderr, "measuring %s's native tile cost ...\n", std::string(spec.id).c_str());
+  const MemoryMeasurement m = measure_network_memory(files, o);
+  std::vector<TilePoint> runs;
+  for (const auto& p : m.points) {
+    runs.push_back({p.voxels, static_cast<std::uint64_t>(std::max<std::int64_t>(p.run_peak_bytes, 0))});
+    std::printf("  tile patch %zu\u00b3: run peak %lld B\n", p.spatial[0], static_cast<long long>(p.run_peak_bytes));
+  }
+  const TileCost cost = fit_tile_cost(spec, runs);
+  std::printf("  native tile cost: %llu B + %llu B/voxel from the %zu\u00b3 patch up\n",
+              static_cast<unsigned long long>(cost.fixed_bytes), static_cast<unsigned long long>(cost.bytes_per_voxel),
+              tile_patch_size(TileConfig{32, 8}, tile_divisor(spec)));
+  for (const TilePoint& r : runs)
+    std::printf("    %llu voxels: %llu B measured, %llu B predicted (%+.2f %%)\n",
+                static_cast<unsigned long long>(r.voxels), static_cast<unsigned long long>(r.bytes),
+                static_cast<unsigned long long>(cost.bytes({static_cast<std::size_t>(r.voxels), 1, 1})),
+                100.0 * (static_cast<double>(cost.bytes({static_cast<std::size_t>(r.voxels), 1, 1})) /
+                             static_cast<double>(std::max<std::uint64_t>(r.bytes, 1)) -
+                         1.0));
+  return cost;
+}
+
 void measure_all(const MeasureArgs& a) {
   if (a.twins_dir.empty())
     throw Error(ErrorKind::InvalidInput, "--all needs --twins-dir DIR (tools/twins/make --full writes one)");
@@ -201,8 +229,9 @@ void measure_all(const MeasureArgs& a) {
     MeasureOptions o = options(a);
     if (o.shapes.empty()) o.shapes = default_measure_shapes(spec);
     std::fprintf(stderr, "measuring %s ...\n", std::string(spec.id).c_str());
-    MeasuredRow row{std::string(spec.id), spec.tiled, measure_network_memory(files, o)};
+    MeasuredRow row{std::string(spec.id), spec.tiled, measure_network_memory(files, o), std::nullopt};
     print_text(row.id, row.m);
+    if (spec.tiled) row.tile = measure_native_tile(spec, files, a);
     std::fflush(stdout);
     rows.push_back(std::move(row));
   }

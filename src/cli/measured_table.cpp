@@ -13,6 +13,21 @@ std::string u64(std::uint64_t v) {
   return std::to_string(v) + "ull";
 }
 
+// A tiled network's native tile cost: the fitted one, or the measurement's 64³ figure alone.
+TileCost tile_of(const MeasuredRow& r) {
+  return r.tile ? *r.tile : TileCost{.bytes_per_voxel = r.m.tile_bytes_per_voxel};
+}
+
+// A TileCost's initializer, its small patches only where it has some.
+std::string tile_initializer(const TileCost& t) {
+  std::string s = "TileCost{.fixed_bytes = " + u64(t.fixed_bytes) + ", .bytes_per_voxel = " + u64(t.bytes_per_voxel);
+  std::string small;
+  for (const TilePoint& p : t.small)
+    if (p.voxels > 0) small += std::string(small.empty() ? "" : ", ") + "{" + u64(p.voxels) + ", " + u64(p.bytes) + "}";
+  if (!small.empty()) s += ",\n              .small = {{" + small + "}}";
+  return s + "}";
+}
+
 // One network's entry of the table: its comment line and its initializer.
 std::string row_block(const MeasuredRow& r) {
   const NetworkMemory& n = r.m.memory;
@@ -24,7 +39,7 @@ std::string row_block(const MeasuredRow& r) {
          ", .load_peak_bytes = " + u64(n.load_peak_bytes) +
          ",\n                   .inference_fixed_bytes = " + u64(n.inference_fixed_bytes) +
          ", .inference_bytes_per_voxel = " + u64(n.inference_bytes_per_voxel) + "},\n     " +
-         (r.tiled ? u64(r.m.tile_bytes_per_voxel) : std::string("std::nullopt")) + "},\n";
+         (r.tiled ? tile_initializer(tile_of(r)) : std::string("std::nullopt")) + "},\n";
 }
 
 constexpr const char* kWasmNote = "; wasm32: ";
@@ -117,8 +132,12 @@ std::string measured_memory_header(const std::vector<MeasuredRow>& rows, const s
 // accounting layer's high-water, not RSS) of qsmcore's own runtime on the full-size twins.
 // resident/load peak come from loading the file(s) from nothing; inference_* is a least-squares
 // line through the plan + run peak above the resident model at 4 shapes (default_measure_shapes),
-// moved up so no measured point lies above it. tile_bytes_per_voxel (tiled networks only) is a
-// 64³ tile's run peak per voxel: tiles share one plan, so only the run repeats per tile.
+// moved up so no measured point lies above it. native_tile (tiled networks only) is the native
+// heap one more tile in flight adds: the run peak above the plan (tiles share one plan, so only
+// the run repeats per tile) at the padded patches of cores 16, 24, 32, 48 and 64 with halo 8
+// (tile_cost_patches), fitted by fit_tile_cost (qsmcore/tiling.h): a line from the patch of
+// core 32 up, fixed + per voxel, every point at or below it, and the smaller patches as measured
+// (.small: voxels, bytes); the seed's wasm32 tile_bytes_per_voxel is in measured_wasm_tiles.h.
 // wasm_fixed_bytes + voxels · wasm_bytes_per_voxel is the growth of the wasm32 linear memory's
 // size (HEAP8.buffer.byteLength) from the program's start over loading the file(s) and one run,
 // measured in the pthread build (2 threads, one Node process per shape, heap grown to what
@@ -141,7 +160,7 @@ namespace qsmcore::models_detail {
 struct MeasuredMemory {
   std::string_view id;
   std::optional<NetworkMemory> memory;
-  std::optional<std::uint64_t> tile_bytes_per_voxel;  // only for networks run tiled
+  std::optional<TileCost> native_tile;  // only for networks run tiled
 };
 
 )";
@@ -162,17 +181,19 @@ constexpr const MeasuredMemory* find_measured_memory(std::string_view id) {
 
 std::string measured_memory_markdown(const std::vector<MeasuredRow>& rows) {
   std::string s =
-      "| network | B/voxel | fixed MB | resident MB | load peak MB | load/resident | fit residual MB | tile B/voxel |\n"
-      "|---|---:|---:|---:|---:|---:|---:|---:|\n";
+      "| network | B/voxel | fixed MB | resident MB | load peak MB | load/resident | fit residual MB | tile B/voxel "
+      "| tile fixed B |\n"
+      "|---|---:|---:|---:|---:|---:|---:|---:|---:|\n";
   for (const auto& r : rows) {
     const NetworkMemory& n = r.m.memory;
     char line[512];
     std::snprintf(
-        line, sizeof line, "| %s | %llu | %.1f | %.1f | %.1f | %.3f | %.2f | %s |\n", r.id.c_str(),
+        line, sizeof line, "| %s | %llu | %.1f | %.1f | %.1f | %.3f | %.2f | %s | %s |\n", r.id.c_str(),
         static_cast<unsigned long long>(n.inference_bytes_per_voxel), n.inference_fixed_bytes / 1e6,
         n.resident_bytes / 1e6, n.load_peak_bytes / 1e6,
         n.resident_bytes ? static_cast<double>(n.load_peak_bytes) / static_cast<double>(n.resident_bytes) : 0.0,
-        r.m.fit_residual_bytes / 1e6, r.tiled ? std::to_string(r.m.tile_bytes_per_voxel).c_str() : "-");
+        r.m.fit_residual_bytes / 1e6, r.tiled ? std::to_string(tile_of(r).bytes_per_voxel).c_str() : "-",
+        r.tiled ? std::to_string(tile_of(r).fixed_bytes).c_str() : "-");
     s += line;
   }
   return s;
@@ -213,8 +234,9 @@ std::string measured_wasm_tiles_header(const std::map<std::string, WasmTileRow>&
          "// the slope of the wasm32 linear memory's high-water against the voxels of a tile's padded\n"
          "// patch, one run in flight, measured in the pthread build (one Node process per patch: load +\n"
          "// one run) at the patches of cores 32, 48 and 64 with halo 8, slope rounded up, and checked at\n"
-         "// a patch left out of the fit. A tiled network without a row has no wasm32 tile cost yet\n"
-         "// (wasm_tile_bytes_per_voxel is nullopt; wasm_tiles_in_flight then budgets with the native one).\n"
+         "// a patch left out of the fit. The registry attaches it as ModelSpec::tile_bytes_per_voxel. A\n"
+         "// tiled network without a row has no wasm32 tile cost yet (tile_bytes_per_voxel and\n"
+         "// wasm_tile_bytes_per_voxel are nullopt; wasm_tiles_in_flight then budgets with the native one).\n"
          "#pragma once\n#include <array>\n#include <cstdint>\n#include <string_view>\n\n"
          "namespace qsmcore::models_detail {\n\n"
          "struct MeasuredWasmTile {\n  std::string_view id;\n  std::uint64_t bytes_per_voxel;\n};\n\n"

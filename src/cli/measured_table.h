@@ -15,6 +15,9 @@ struct MeasuredRow {
   std::string id;
   bool tiled = false;
   MemoryMeasurement m;
+  // A tiled network's native tile cost, fitted from its runs at tile patches (measure_cmd.cpp);
+  // absent: m's 64³ figure (m.tile_bytes_per_voxel) as a slope alone.
+  std::optional<TileCost> tile;
 };
 
 /// The whole header file for these rows; `how` (the regenerating command and the conditions)

@@ -87,8 +87,10 @@ void print_details(const ModelSpec& spec) {
     const auto per_voxel = [](std::optional<std::uint64_t> v) {
       return v ? std::to_string(*v) + " B/voxel" : std::string("not measured yet");
     };
-    line("tile native", per_voxel(spec.tile_bytes_per_voxel));
-    line("tile wasm32", per_voxel(wasm_tile_bytes_per_voxel(spec)));
+    line("tile native", spec.native_tile_bytes_per_voxel ? per_voxel(spec.native_tile_bytes_per_voxel) + " + " +
+                                                               std::to_string(spec.native_tile_fixed_bytes) + " B"
+                                                         : per_voxel(std::nullopt));
+    line("tile wasm32", per_voxel(spec.tile_bytes_per_voxel));
   }
   line("folder var", "$" + model_dir_env_var(spec.id));
   for (const WeightFile& file : spec.files) {

@@ -5,8 +5,12 @@
 // accounting layer's high-water, not RSS) of qsmcore's own runtime on the full-size twins.
 // resident/load peak come from loading the file(s) from nothing; inference_* is a least-squares
 // line through the plan + run peak above the resident model at 4 shapes (default_measure_shapes),
-// moved up so no measured point lies above it. tile_bytes_per_voxel (tiled networks only) is a
-// 64³ tile's run peak per voxel: tiles share one plan, so only the run repeats per tile.
+// moved up so no measured point lies above it. native_tile (tiled networks only) is the native
+// heap one more tile in flight adds: the run peak above the plan (tiles share one plan, so only
+// the run repeats per tile) at the padded patches of cores 16, 24, 32, 48 and 64 with halo 8
+// (tile_cost_patches), fitted by fit_tile_cost (qsmcore/tiling.h): a line from the patch of
+// core 32 up, fixed + per voxel, every point at or below it, and the smaller patches as measured
+// (.small: voxels, bytes); the seed's wasm32 tile_bytes_per_voxel is in measured_wasm_tiles.h.
 // wasm_fixed_bytes + voxels · wasm_bytes_per_voxel is the growth of the wasm32 linear memory's
 // size (HEAP8.buffer.byteLength) from the program's start over loading the file(s) and one run,
 // measured in the pthread build (2 threads, one Node process per shape, heap grown to what
@@ -29,7 +33,7 @@ namespace qsmcore::models_detail {
 struct MeasuredMemory {
   std::string_view id;
   std::optional<NetworkMemory> memory;
-  std::optional<std::uint64_t> tile_bytes_per_voxel;  // only for networks run tiled
+  std::optional<TileCost> native_tile;  // only for networks run tiled
 };
 
 inline constexpr std::array<MeasuredMemory, 21> kMeasuredMemory{{
@@ -42,17 +46,20 @@ inline constexpr std::array<MeasuredMemory, 21> kMeasuredMemory{{
     {"xqsm", NetworkMemory{.resident_bytes = 64260ull, .load_peak_bytes = 64260ull,
                    .inference_fixed_bytes = 21905988ull, .inference_bytes_per_voxel = 441ull,
                    .wasm_fixed_bytes = 28573696ull, .wasm_bytes_per_voxel = 427ull},
-     442ull},
+     TileCost{.fixed_bytes = 0ull, .bytes_per_voxel = 441ull,
+              .small = {{{32768ull, 14463040ull}, {64000ull, 28223552ull}, {110592ull, 48746560ull}}}}},
     // qsmnet: 4 shape(s), fit residual 3585059 B, onednn, 2 thread(s); wasm32: 4 shape(s), fit residual 9679334 B, 2 thread(s)
     {"qsmnet", NetworkMemory{.resident_bytes = 60932ull, .load_peak_bytes = 60932ull,
                    .inference_fixed_bytes = 403344756ull, .inference_bytes_per_voxel = 255ull,
                    .wasm_fixed_bytes = 501743616ull, .wasm_bytes_per_voxel = 235ull},
-     245ull},
+     TileCost{.fixed_bytes = 0ull, .bytes_per_voxel = 238ull,
+              .small = {{{32768ull, 12857344ull}, {110592ull, 26276096ull}}}}},
     // qsmnet-plus: 4 shape(s), fit residual 3585059 B, onednn, 2 thread(s); wasm32: 4 shape(s), fit residual 6207037 B, 2 thread(s)
     {"qsmnet-plus", NetworkMemory{.resident_bytes = 60932ull, .load_peak_bytes = 60932ull,
                    .inference_fixed_bytes = 403344756ull, .inference_bytes_per_voxel = 255ull,
                    .wasm_fixed_bytes = 501350400ull, .wasm_bytes_per_voxel = 188ull},
-     245ull},
+     TileCost{.fixed_bytes = 0ull, .bytes_per_voxel = 238ull,
+              .small = {{{32768ull, 12857344ull}, {110592ull, 26276096ull}}}}},
     // qsmgan: 1 shape(s), fit residual 0 B, onednn, 2 thread(s); wasm32: 1 shape(s), fit residual 0 B, 2 thread(s)
     {"qsmgan", NetworkMemory{.resident_bytes = 22540ull, .load_peak_bytes = 22540ull,
                    .inference_fixed_bytes = 0ull, .inference_bytes_per_voxel = 212ull,
@@ -67,7 +74,8 @@ inline constexpr std::array<MeasuredMemory, 21> kMeasuredMemory{{
     {"ir2qsm", NetworkMemory{.resident_bytes = 100980ull, .load_peak_bytes = 100980ull,
                    .inference_fixed_bytes = 41229668ull, .inference_bytes_per_voxel = 165ull,
                    .wasm_fixed_bytes = 53870592ull, .wasm_bytes_per_voxel = 161ull},
-     166ull},
+     TileCost{.fixed_bytes = 12288ull, .bytes_per_voxel = 165ull,
+              .small = {{{32768ull, 5419008ull}, {64000ull, 10572288ull}, {110592ull, 18259968ull}}}}},
     // autoqsm: 1 shape(s), fit residual 0 B, onednn, 2 thread(s); wasm32: 1 shape(s), fit residual 0 B, 2 thread(s)
     {"autoqsm", NetworkMemory{.resident_bytes = 5524ull, .load_peak_bytes = 5524ull,
                    .inference_fixed_bytes = 0ull, .inference_bytes_per_voxel = 143ull,
@@ -137,7 +145,8 @@ inline constexpr std::array<MeasuredMemory, 21> kMeasuredMemory{{
     {"qsmcore-invnet", NetworkMemory{.resident_bytes = 1588ull, .load_peak_bytes = 1588ull,
                    .inference_fixed_bytes = 2411700ull, .inference_bytes_per_voxel = 135ull,
                    .wasm_fixed_bytes = 5373952ull, .wasm_bytes_per_voxel = 135ull},
-     136ull},
+     TileCost{.fixed_bytes = 0ull, .bytes_per_voxel = 135ull,
+              .small = {{{32768ull, 4425344ull}, {64000ull, 8631232ull}, {110592ull, 14905600ull}}}}},
 }};
 
 constexpr const MeasuredMemory* find_measured_memory(std::string_view id) {

@@ -6,8 +6,9 @@
 // the slope of the wasm32 linear memory's high-water against the voxels of a tile's padded
 // patch, one run in flight, measured in the pthread build (one Node process per patch: load +
 // one run) at the patches of cores 32, 48 and 64 with halo 8, slope rounded up, and checked at
-// a patch left out of the fit. A tiled network without a row has no wasm32 tile cost yet
-// (wasm_tile_bytes_per_voxel is nullopt; wasm_tiles_in_flight then budgets with the native one).
+// a patch left out of the fit. The registry attaches it as ModelSpec::tile_bytes_per_voxel. A
+// tiled network without a row has no wasm32 tile cost yet (tile_bytes_per_voxel and
+// wasm_tile_bytes_per_voxel are nullopt; wasm_tiles_in_flight then budgets with the native one).
 #pragma once
 #include <array>
 #include <cstdint>
@@ -20,9 +21,13 @@ struct MeasuredWasmTile {
   std::uint64_t bytes_per_voxel;
 };
 
-inline constexpr std::array<MeasuredWasmTile, 3> kMeasuredWasmTiles{{
+inline constexpr std::array<MeasuredWasmTile, 5> kMeasuredWasmTiles{{
     // xqsm: patches 48³ 64³ 80³, check 72³ +0.43 %, 2 thread(s)
     {"xqsm", 429ull},
+    // qsmnet: patches 48³ 64³ 80³, check 80x80x96 +0.45 %, 2 thread(s)
+    {"qsmnet", 216ull},
+    // qsmnet-plus: patches 48³ 64³ 80³, check 80x80x96 +0.46 %, 2 thread(s)
+    {"qsmnet-plus", 216ull},
     // ir2qsm: patches 48³ 64³ 80³, check 72³ +3.19 %, 2 thread(s)
     {"ir2qsm", 166ull},
     // qsmcore-invnet: patches 48³ 64³ 80³, check 72³ +1.20 %, 2 thread(s)

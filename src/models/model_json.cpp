@@ -54,12 +54,19 @@ void to_json(nlohmann::json& j, const ModelSpec& spec) {
   j["size_divisor"] = spec.size_divisor;
   j["pad_multiple"] = spec.pad_multiple;
   j["tiled"] = spec.tiled;
-  // The tile cost under both names (memory.md §4.5): the native figure the registry table holds,
-  // and the wasm32 one the seed's tile_bytes_per_voxel means.
+  // The tile figures (memory.md §4.5): the seed's tile_bytes_per_voxel with the seed's meaning
+  // (wasm32; also under wasm_tile_bytes_per_voxel), and the native affine cost under its own names.
   j["tile_bytes_per_voxel"] = spec.tile_bytes_per_voxel ? nlohmann::json(*spec.tile_bytes_per_voxel) : nlohmann::json();
-  j["native_tile_bytes_per_voxel"] = j["tile_bytes_per_voxel"];
-  const std::optional<std::uint64_t> wasm_tile = wasm_tile_bytes_per_voxel(spec);
-  j["wasm_tile_bytes_per_voxel"] = wasm_tile ? nlohmann::json(*wasm_tile) : nlohmann::json();
+  j["wasm_tile_bytes_per_voxel"] = j["tile_bytes_per_voxel"];
+  j["native_tile_bytes_per_voxel"] =
+      spec.native_tile_bytes_per_voxel ? nlohmann::json(*spec.native_tile_bytes_per_voxel) : nlohmann::json();
+  j["native_tile_fixed_bytes"] =
+      spec.native_tile_bytes_per_voxel ? nlohmann::json(spec.native_tile_fixed_bytes) : nlohmann::json();
+  // TileCost::small: [voxels, bytes] of the measured patches below the line's range.
+  nlohmann::json small = nlohmann::json::array();
+  for (const TilePoint& p : spec.native_tile_small)
+    if (p.voxels > 0) small.push_back({p.voxels, p.bytes});
+  j["native_tile_small"] = spec.native_tile_bytes_per_voxel ? small : nlohmann::json();
   j["memory"] = spec.memory ? nlohmann::json(*spec.memory) : nlohmann::json();
   j["available"] = spec.is_available();
 }

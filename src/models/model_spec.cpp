@@ -70,7 +70,20 @@ std::uint64_t voxel_count(std::array<std::size_t, 3> shape) {
 }
 
 std::uint64_t TileCost::bytes(std::array<std::size_t, 3> patch) const {
-  return saturating_mul(voxel_count(patch), bytes_per_voxel);
+  const std::uint64_t v = voxel_count(patch);
+  std::size_t n = 0;
+  while (n < small.size() && small[n].voxels > 0) ++n;
+  if (n == 0 || v >= small[n - 1].voxels)
+    return saturating_add(fixed_bytes, saturating_mul(v, bytes_per_voxel));
+  if (v <= small[0].voxels) return small[0].bytes;
+  std::size_t i = 1;
+  while (small[i].voxels < v) ++i;
+  // The chord from small[i - 1] to small[i], rounded up (all terms stay far below 2^64: the
+  // points are measured patches).
+  const TilePoint a = small[i - 1], b = small[i];
+  if (b.bytes <= a.bytes) return a.bytes;
+  const std::uint64_t run = b.voxels - a.voxels;
+  return a.bytes + ((b.bytes - a.bytes) * (v - a.voxels) + run - 1) / run;
 }
 
 bool ModelSpec::is_available() const {
@@ -111,9 +124,11 @@ std::uint64_t ModelSpec::peak_bytes(std::array<std::size_t, 3> shape, Heap heap)
 
 std::optional<TileCost> ModelSpec::tile_cost() const {
   if (!tiled) return std::nullopt;
-  if (!tile_bytes_per_voxel)
+  if (!native_tile_bytes_per_voxel)
     throw Error(ErrorKind::NotFound, "tile memory of '" + std::string(id) + "' not measured yet");
-  return TileCost{*tile_bytes_per_voxel};
+  return TileCost{.fixed_bytes = native_tile_fixed_bytes,
+                  .bytes_per_voxel = *native_tile_bytes_per_voxel,
+                  .small = native_tile_small};
 }
 
 bool operator==(const ModelSpec& a, const ModelSpec& b) {
@@ -122,7 +137,10 @@ bool operator==(const ModelSpec& a, const ModelSpec& b) {
          a.source == b.source && a.license == b.license && same_sequence(a.files, b.files) &&
          same_sequence(a.inputs, b.inputs) && same_sequence(a.outputs, b.outputs) &&
          a.size_divisor == b.size_divisor && a.pad_multiple == b.pad_multiple && a.tiled == b.tiled &&
-         a.tile_bytes_per_voxel == b.tile_bytes_per_voxel && a.memory == b.memory;
+         a.tile_bytes_per_voxel == b.tile_bytes_per_voxel &&
+         a.native_tile_bytes_per_voxel == b.native_tile_bytes_per_voxel &&
+         a.native_tile_fixed_bytes == b.native_tile_fixed_bytes && a.native_tile_small == b.native_tile_small &&
+         a.memory == b.memory;
 }
 
 }  // namespace qsmcore

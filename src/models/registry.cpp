@@ -5,6 +5,7 @@
 #include <array>
 
 #include "models/measured_memory.h"
+#include "models/measured_wasm_tiles.h"
 #include "qsmcore/error.h"
 #include "qsmcore/models.h"
 
@@ -110,15 +111,23 @@ constexpr WeightFile kInvnetFiles[] = {
 
 #undef QSM_HOSTED
 
-// Attaches the measured memory, if the measurement table has the network.
+// Attaches the measured memory, if the measurement table has the network, and a tiled network's
+// tile figures: the native tile cost from that table, and the seed's tile_bytes_per_voxel (wasm32)
+// from the wasm32 tile table.
 // (A loop, not find_measured_memory()'s pointer: GCC's -fsanitize=undefined instruments pointer
 // null checks, which then no longer evaluate at compile time.)
 constexpr ModelSpec measured(ModelSpec spec) {
   for (const auto& row : models_detail::kMeasuredMemory) {
     if (row.id != spec.id) continue;
     spec.memory = row.memory;
-    spec.tile_bytes_per_voxel = row.tile_bytes_per_voxel;
+    if (spec.tiled && row.native_tile) {
+      spec.native_tile_bytes_per_voxel = row.native_tile->bytes_per_voxel;
+      spec.native_tile_fixed_bytes = row.native_tile->fixed_bytes;
+      spec.native_tile_small = row.native_tile->small;
+    }
   }
+  for (const auto& row : models_detail::kMeasuredWasmTiles)
+    if (spec.tiled && row.id == spec.id) spec.tile_bytes_per_voxel = row.bytes_per_voxel;
   return spec;
 }
 

@@ -3,11 +3,11 @@
 #include "qsmcore/tiling.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <string>
 
 #include "core/saturating.h"
-#include "models/measured_wasm_tiles.h"
 #include "qsmcore/error.h"
 
 namespace qsmcore {
@@ -92,9 +92,9 @@ std::size_t tile_concurrency(const ModelSpec& spec, TileConfig cfg, std::uint64_
   if (fit >= 1) return static_cast<std::size_t>(std::min<std::uint64_t>(pool, fit));
   // Not one tile: find the largest patch edge (a multiple of the divisor) whose tile fits.
   const std::size_t d = tile_divisor(spec);
-  const std::uint64_t bpv = spec.tile_cost()->bytes_per_voxel;
+  const TileCost cost = *spec.tile_cost();
   std::size_t edge = 0;
-  while (bpv > 0 && saturating_mul(voxels_in_cube(edge + d), bpv) <= avail) edge += d;
+  while (cost.bytes_per_voxel > 0 && cost.bytes({edge + d, edge + d, edge + d}) <= avail) edge += d;
   const std::size_t p = tile_patch_size(cfg, d);
   throw Error(ErrorKind::OutOfBudget,
               "one " + cubed(p) + " tile of '" + std::string(spec.id) + "' needs " + std::to_string(per) +
@@ -103,11 +103,54 @@ std::size_t tile_concurrency(const ModelSpec& spec, TileConfig cfg, std::uint64_
                   (edge == 0 ? std::string("no tile fits: raise the budget") : largest_core_advice(edge, d, cfg.halo)));
 }
 
+std::vector<std::array<std::size_t, 3>> tile_cost_patches(const ModelSpec& spec) {
+  std::vector<std::array<std::size_t, 3>> out;
+  for (const std::size_t core : {16, 24, 32, 48, 64}) {
+    const std::size_t p = tile_patch_size(TileConfig{core, 8}, tile_divisor(spec));
+    if (out.empty() || out.back()[0] != p) out.push_back({p, p, p});
+  }
+  return out;
+}
+
+TileCost fit_tile_cost(const ModelSpec& spec, std::vector<TilePoint> runs) {
+  std::sort(runs.begin(), runs.end(), [](const TilePoint& a, const TilePoint& b) { return a.voxels < b.voxels; });
+  const std::uint64_t from = voxels_in_cube(tile_patch_size(TileConfig{32, 8}, tile_divisor(spec)));
+  std::vector<TilePoint> line;
+  TileCost cost;
+  std::size_t n_small = 0;
+  for (const TilePoint& r : runs) {
+    if (r.voxels >= from) line.push_back(r);
+    if (r.voxels > from) continue;
+    if (n_small == cost.small.size())
+      throw Error(ErrorKind::InvalidInput, "fit_tile_cost: more than 3 patches up to the line's first");
+    cost.small[n_small++] = r;
+  }
+  if (line.size() < 2 || line.front().voxels == line.back().voxels)
+    throw Error(ErrorKind::InvalidInput, "fit_tile_cost: the line needs two patches of core 32 (halo 8) or more");
+  // Least squares, then the envelope: the slope rounded up, the fixed part the least that leaves
+  // every point at or below the line (memory.md M2: an under-count is a failure).
+  double sx = 0, sy = 0, sxx = 0, sxy = 0;
+  for (const TilePoint& r : line) {
+    sx += static_cast<double>(r.voxels);
+    sy += static_cast<double>(r.bytes);
+  }
+  const double k = static_cast<double>(line.size()), mx = sx / k, my = sy / k;
+  for (const TilePoint& r : line) {
+    sxx += (static_cast<double>(r.voxels) - mx) * (static_cast<double>(r.voxels) - mx);
+    sxy += (static_cast<double>(r.voxels) - mx) * (static_cast<double>(r.bytes) - my);
+  }
+  const double slope = sxy / sxx;
+  cost.bytes_per_voxel = slope > 0 ? static_cast<std::uint64_t>(std::ceil(slope)) : 0;
+  for (const TilePoint& r : line) {
+    const std::uint64_t on_slope = saturating_mul(r.voxels, cost.bytes_per_voxel);
+    if (r.bytes > on_slope) cost.fixed_bytes = std::max(cost.fixed_bytes, r.bytes - on_slope);
+  }
+  return cost;
+}
+
 std::optional<std::uint64_t> wasm_tile_bytes_per_voxel(const ModelSpec& spec) {
   if (!spec.tiled) return std::nullopt;
-  for (const auto& row : models_detail::kMeasuredWasmTiles)
-    if (row.id == spec.id) return row.bytes_per_voxel;
-  return std::nullopt;
+  return spec.tile_bytes_per_voxel;
 }
 
 std::uint64_t wasm_tile_bytes(const ModelSpec& spec, TileConfig cfg) {
@@ -115,7 +158,7 @@ std::uint64_t wasm_tile_bytes(const ModelSpec& spec, TileConfig cfg) {
   const std::optional<std::uint64_t> bpv = wasm_tile_bytes_per_voxel(spec);
   if (!bpv) throw Error(ErrorKind::NotFound, "wasm32 tile cost of '" + std::string(spec.id) + "' not measured yet");
   const std::size_t p = tile_patch_size(cfg, tile_divisor(spec));
-  return TileCost{*bpv}.bytes({p, p, p});
+  return TileCost{.bytes_per_voxel = *bpv}.bytes({p, p, p});
 }
 
 std::size_t wasm_tiles_in_flight(const ModelSpec& spec, TileConfig cfg, std::size_t pool) {

@@ -86,7 +86,7 @@ Volume tkd_prior(Context& c, const Volume& field, const Volume& mask) {
 // one is asked for and the plans decide (spilling, or a refusal naming the least budget).
 std::int64_t registry_in_flight(const Context& c, const TileRequest& t, std::int64_t halo, std::int64_t caller_held) {
   const std::int64_t pool = c.pool();
-  if (!c.spec.memory || !c.spec.tile_bytes_per_voxel) return pool;
+  if (!c.spec.memory || !c.spec.native_tile_bytes_per_voxel) return pool;
   // An anisotropic core is budgeted as the cube of its largest edge (never fewer bytes).
   const TileConfig cfg{static_cast<std::size_t>(std::max({t.core[0], t.core[1], t.core[2]})),
                        static_cast<std::size_t>(halo)};

@@ -252,6 +252,7 @@ TEST(ModelSpecJson, HasTheReferenceFieldsAndNullForUnmeasured) {
   EXPECT_EQ(j.at("available"), true);
   EXPECT_EQ(j.at("memory").is_null(), !spec.memory.has_value());
   EXPECT_EQ(j.at("tile_bytes_per_voxel").is_null(), !spec.tile_bytes_per_voxel.has_value());
+  EXPECT_EQ(j.at("native_tile_bytes_per_voxel").is_null(), !spec.native_tile_bytes_per_voxel.has_value());
   EXPECT_EQ(nlohmann::json::parse(to_json_string(require_model("chi-sepnet"))).at("name"), "χ-sepnet");
 }
 
@@ -300,10 +301,11 @@ TEST(ModelMemory, TileCostOnlyForTiledNetworks) {
     SCOPED_TRACE(spec.id);
     if (!spec.tiled) {
       EXPECT_EQ(spec.tile_cost(), std::nullopt);
-    } else if (!spec.tile_bytes_per_voxel) {
+    } else if (!spec.native_tile_bytes_per_voxel) {
       EXPECT_THROW((void)spec.tile_cost(), Error);
     } else {
-      EXPECT_EQ(spec.tile_cost()->bytes_per_voxel, *spec.tile_bytes_per_voxel);
+      EXPECT_EQ(spec.tile_cost()->bytes_per_voxel, *spec.native_tile_bytes_per_voxel);
+      EXPECT_EQ(spec.tile_cost()->fixed_bytes, spec.native_tile_fixed_bytes);
     }
   }
 }
@@ -316,7 +318,9 @@ TEST(ModelMemory, FiguresFollowTheReferenceFormulas) {
                               .inference_bytes_per_voxel = 10,
                               .wasm_fixed_bytes = 2'000,
                               .wasm_bytes_per_voxel = 12};
-  spec.tile_bytes_per_voxel = 1100;
+  spec.native_tile_bytes_per_voxel = 1100;
+  spec.native_tile_fixed_bytes = 5'000;
+  spec.native_tile_small = {};  // no small patches: the line everywhere
   EXPECT_EQ(spec.resident_bytes(), 100u);
   EXPECT_EQ(spec.inference_bytes({64, 64, 64}), 1'000u + 262'144u * 10);
   EXPECT_EQ(spec.inference_bytes({2, 3, 4}), 1'000u + 24u * 10);  // only the voxel count matters
@@ -328,7 +332,8 @@ TEST(ModelMemory, FiguresFollowTheReferenceFormulas) {
   EXPECT_EQ(spec.peak_bytes({8, 8, 8}, Heap::Wasm32), 1'000'000u);
   EXPECT_EQ(spec.peak_bytes({64, 64, 64}, Heap::Wasm32), 2'000u + 262'144u * 12);
   ASSERT_TRUE(spec.tile_cost());
-  EXPECT_EQ(spec.tile_cost()->bytes({64, 64, 64}), 262'144u * 1100);
+  EXPECT_EQ(spec.tile_cost()->bytes({64, 64, 64}), 5'000u + 262'144u * 1100);  // affine in voxels
+  EXPECT_EQ(spec.tile_cost()->bytes({32, 32, 32}), 5'000u + 32'768u * 1100);
 }
 
 TEST(ModelMemory, ArithmeticSaturates) {
@@ -340,7 +345,7 @@ TEST(ModelMemory, ArithmeticSaturates) {
   spec.memory = NetworkMemory{1, 1, 1, 1'000, 1, 1'000};
   EXPECT_EQ(spec.inference_bytes({kHuge, kHuge, 1}), kMax);
   EXPECT_EQ(spec.peak_bytes({kHuge, kHuge, 1}, Heap::Native), kMax);
-  EXPECT_EQ(TileCost{3}.bytes({kHuge, kHuge, 1}), kMax);
+  EXPECT_EQ((TileCost{.fixed_bytes = 1, .bytes_per_voxel = 3}.bytes({kHuge, kHuge, 1})), kMax);
 }
 
 TEST(WeightLookupNames, PerModelVariableIsShellSafe) {

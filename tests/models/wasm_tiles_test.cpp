@@ -17,6 +17,7 @@ TEST(WasmTileCost, TableRowsAreRegisteredTiledNetworks) {
     EXPECT_TRUE(spec->tiled) << row.id;
     EXPECT_GT(row.bytes_per_voxel, 0u) << row.id;
     EXPECT_EQ(wasm_tile_bytes_per_voxel(*spec), row.bytes_per_voxel);
+    EXPECT_EQ(spec->tile_bytes_per_voxel, row.bytes_per_voxel);  // the seed's field carries it
   }
 }
 
@@ -32,7 +33,8 @@ TEST(WasmTileCost, BytesAndTilesInFlightFollowTheFormulas) {
     for (auto m : spec.pad_multiple) d = std::max<std::uint64_t>(d, m);
     const std::uint64_t p = (56 + 8 + d - 1) / d * d;
     const auto w = wasm_tile_bytes_per_voxel(spec);
-    const std::uint64_t per = (w ? *w : *spec.tile_bytes_per_voxel) * p * p * p;
+    const std::uint64_t per =
+        w ? *w * p * p * p : spec.native_tile_fixed_bytes + *spec.native_tile_bytes_per_voxel * p * p * p;
     if (w) {
       EXPECT_EQ(wasm_tile_bytes(spec, cfg), per) << spec.id;
     }

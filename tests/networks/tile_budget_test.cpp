@@ -33,7 +33,22 @@ std::int64_t host_in_flight(const ModelSpec& s, std::int64_t core, std::int64_t 
   std::int64_t d = s.size_divisor;
   for (auto m : s.pad_multiple) d = std::max<std::int64_t>(d, m);
   const std::int64_t p = (core + 2 * halo + d - 1) / d * d;
-  const auto per = static_cast<std::int64_t>(*s.tile_bytes_per_voxel) * p * p * p;
+  // The native tile cost (TileCost): the line, or below the last small point the chord.
+  const std::int64_t v = p * p * p;
+  std::int64_t per = static_cast<std::int64_t>(s.native_tile_fixed_bytes) +
+                     static_cast<std::int64_t>(*s.native_tile_bytes_per_voxel) * v;
+  std::vector<std::pair<std::int64_t, std::int64_t>> pts;
+  for (const TilePoint& t : s.native_tile_small)
+    if (t.voxels > 0) pts.emplace_back(static_cast<std::int64_t>(t.voxels), static_cast<std::int64_t>(t.bytes));
+  if (!pts.empty() && v < pts.back().first) {
+    per = pts.front().second;
+    for (std::size_t i = 1; i < pts.size() && v > pts.front().first; ++i)
+      if (v <= pts[i].first && v > pts[i - 1].first) {
+        const auto [a, ab] = pts[i - 1];
+        const auto [b, bb] = pts[i];
+        per = bb <= ab ? ab : ab + ((bb - ab) * (v - a) + (b - a) - 1) / (b - a);
+      }
+  }
   // The output (+ the TKD prior); the field is given in ppm, so it is read in place.
   const std::int64_t volumes = s.id == "qsmcore-invnet" ? 2 : 1;
   const std::int64_t held = static_cast<std::int64_t>(s.memory->resident_bytes + s.memory->inference_fixed_bytes) +
@@ -48,7 +63,7 @@ TEST_P(TiledNetwork, WrapperRunsTheTilesInFlightAHostComputes) {
   const std::string dir = qsmtest::data_dir("QSM_TWINS_DIR");
   QSM_REQUIRE_DATA(dir, "QSM_TWINS_DIR");
   const ModelSpec& spec = require_model(GetParam());
-  ASSERT_TRUE(spec.tiled && spec.memory && spec.tile_bytes_per_voxel) << "a tiled network without its figures";
+  ASSERT_TRUE(spec.tiled && spec.memory && spec.native_tile_bytes_per_voxel) << "a tiled network without its figures";
   std::vector<std::string> paths;
   for (const auto& f : spec.files) paths.push_back(dir + "/" + std::string(f.name));
   const Dims3 dims{41, 36, 38};
