@@ -57,25 +57,10 @@ AccountedArray<std::complex<float>> data_term(const Problem& p, const SpectrumAx
   return b;
 }
 
-// spectrum ← (B̂ + ρ·spectrum)/(D² + ρL̂), 0 where the denominator is (k = 0).
-void tv_x_update(const SpectrumAxes& axes, const float* dk, const std::complex<float>* b, double rho,
-                 std::complex<float>* spectrum) {
-  const std::int64_t hx = axes.half_nx(), ny = axes.grid()[1];
-  for_spectrum_planes(axes, [&](std::int64_t k) {
-    const std::int64_t base = k * axes.plane();
-    for (std::int64_t j = 0; j < ny; ++j)
-      for (std::int64_t i = 0; i < hx; ++i) {
-        const std::int64_t q = base + i + hx * j;
-        const double den = static_cast<double>(dk[q]) * dk[q] + rho * axes.laplacian(i, j, k);
-        const float inv = den > 0.0 ? static_cast<float>(1.0 / den) : 0.0f;
-        spectrum[q] = (b[q] + static_cast<float>(rho) * spectrum[q]) * inv;
-      }
-  });
-}
-
-// spectrum ← (A + ρ·spectrum)/(μD² + ρL̂), 0 at k = 0; A = μD·F(v − u_v) on entry, X on return.
-void tv_x_update_split(const SpectrumAxes& axes, const float* dk, std::complex<float>* a, double mu, double rho,
-                       std::complex<float>* spectrum) {
+// spectrum ← (B̂ + ρ·spectrum)/(μD² + ρL̂), 0 where the denominator is (k = 0); the closed form
+// has μ = 1. With `keep`, the new spectrum is also written there (it may be b itself).
+void tv_x_update(const SpectrumAxes& axes, const float* dk, const std::complex<float>* b, double mu, double rho,
+                 std::complex<float>* spectrum, std::complex<float>* keep = nullptr) {
   const std::int64_t hx = axes.half_nx(), ny = axes.grid()[1];
   for_spectrum_planes(axes, [&](std::int64_t k) {
     const std::int64_t base = k * axes.plane();
@@ -84,8 +69,8 @@ void tv_x_update_split(const SpectrumAxes& axes, const float* dk, std::complex<f
         const std::int64_t q = base + i + hx * j;
         const double den = mu * dk[q] * dk[q] + rho * axes.laplacian(i, j, k);
         const float inv = den > 0.0 ? static_cast<float>(1.0 / den) : 0.0f;
-        a[q] = (a[q] + static_cast<float>(rho) * spectrum[q]) * inv;
-        spectrum[q] = a[q];
+        spectrum[q] = (b[q] + static_cast<float>(rho) * spectrum[q]) * inv;
+        if (keep != nullptr) keep[q] = spectrum[q];
       }
   });
 }
@@ -119,7 +104,7 @@ Solution tv_admm_masked_data(const Problem& p, double lambda, double rho, double
     parallel_for(axes.count(), true, [&](std::int64_t q) { a[q] = (mu * dk[q]) * sp[q]; });
     split_divergence(g, voxel, split, re);
     fft.forward();
-    tv_x_update_split(axes, dk.data(), a.data(), mu, rho, sp);
+    tv_x_update(axes, dk.data(), a.data(), mu, rho, sp, a.data());
     fft.inverse();
     const SplitSums sums = update_split(g, voxel, re, out.chi.data(), split, false, split.t);
     // y ← F⁻¹DFx + u_v = F⁻¹DFx + y − v(y).
@@ -161,7 +146,7 @@ Solution tv_admm(const Problem& p) {
   for (int it = 1; it <= max_it; ++it) {
     split_divergence(p.grid, voxel, split, fft.real());
     fft.forward();
-    tv_x_update(axes, dk.data(), b.data(), rho, fft.spectrum());
+    tv_x_update(axes, dk.data(), b.data(), 1.0, rho, fft.spectrum());
     fft.inverse();
     const SplitSums sums = update_split(p.grid, voxel, fft.real(), out.chi.data(), split, false, split.t);
     out.iterations = it;

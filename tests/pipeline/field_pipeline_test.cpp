@@ -45,6 +45,26 @@ Case make_case(const Dims3& dims, std::int64_t echoes, double snr = 100.0) {
   return c;
 }
 
+// The atlas head's raw scan at 2 mm (91×109×91: scalp, skull and air around the head, peak SNR
+// 100), with its truth.
+Case atlas_case() {
+  PhantomOptions po;
+  po.anatomy = Anatomy::Atlas;
+  po.dims = {91, 109, 91};
+  po.voxel_mm = {2.0, 2.0, 2.0};
+  po.extracerebral = true;
+  po.air_outside = true;
+  po.peak_snr = 100.0;
+  po.seed = 5;
+  Case c;
+  c.truth = make_head_phantom(po);
+  ScanOverrides ov;
+  ov.te_s = po.te_s;
+  ov.b0_t = po.b0_t;
+  c.scan = make_scan(c.truth.magnitude.clone(), c.truth.phase.clone(), ov, "atlas phantom");
+  return c;
+}
+
 FieldPipelineOptions with_true_mask(const Case& c) {
   FieldPipelineOptions o;
   o.mask_source = MaskSource::Given;
@@ -168,20 +188,7 @@ TEST(FieldPipeline, ItsTkdIsTkdOfItsLocalFieldReferencedToTheMask) {
 // measures 51.7 and 63.3 %) with 5 points of room: what they guard is that the chain does not fall
 // apart (a mask that took in a cavity of bone and air once gave 289 % at 1 mm).
 TEST(FieldPipeline, TheAtlasHeadsRawScanWithItsOwnMaskAndWithTheTrueOne) {
-  PhantomOptions po;
-  po.anatomy = Anatomy::Atlas;
-  po.dims = {91, 109, 91};
-  po.voxel_mm = {2.0, 2.0, 2.0};
-  po.extracerebral = true;
-  po.air_outside = true;
-  po.peak_snr = 100.0;
-  po.seed = 5;
-  Case c;
-  c.truth = make_head_phantom(po);
-  ScanOverrides ov;
-  ov.te_s = po.te_s;
-  ov.b0_t = po.b0_t;
-  c.scan = make_scan(c.truth.magnitude.clone(), c.truth.phase.clone(), ov, "atlas phantom");
+  const Case c = atlas_case();
   FieldPipelineOptions own;
   own.engine.mem_budget = 0;
   const FieldPipelineResult a = run_field_pipeline(c.scan, own);
@@ -203,20 +210,7 @@ TEST(FieldPipeline, TheAtlasHeadsRawScanWithItsOwnMaskAndWithTheTrueOne) {
 // field of 0 outside it: on a pipeline's local field, whose error sits at the brain's edge, the
 // masked term's χ is nearer the truth (at 1 mm, bench/chi_pipeline.sh: 42.0 against 49.2 %).
 TEST(FieldPipeline, TvWithItsDataTermOnTheMaskBeatsTheClosedFormOnTheAtlasScan) {
-  PhantomOptions po;
-  po.anatomy = Anatomy::Atlas;
-  po.dims = {91, 109, 91};
-  po.voxel_mm = {2.0, 2.0, 2.0};
-  po.extracerebral = true;
-  po.air_outside = true;
-  po.peak_snr = 100.0;
-  po.seed = 5;
-  Case c;
-  c.truth = make_head_phantom(po);
-  ScanOverrides ov;
-  ov.te_s = po.te_s;
-  ov.b0_t = po.b0_t;
-  c.scan = make_scan(c.truth.magnitude.clone(), c.truth.phase.clone(), ov, "atlas phantom");
+  const Case c = atlas_case();
   FieldPipelineOptions o;
   o.engine.mem_budget = 0;
   o.invert = true;
