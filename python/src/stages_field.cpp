@@ -107,6 +107,7 @@ qsmcore::InversionOptions inversion_options(const py::dict& kw) {
   o.lsmr_iterations = arg<int>(kw, "lsmr_iterations");
   o.tikhonov_prior = tikhonov_prior(arg<std::string>(kw, "tikhonov_prior"));
   o.laplacian_weights = arg<bool>(kw, "laplacian_weights");
+  o.tv_masked_data = arg<bool>(kw, "masked_data");
   o.pad = arg<int>(kw, "pad");
   return o;
 }
