@@ -57,6 +57,10 @@ struct InversionOptions {
   /// TV-ADMM: the data term on the mask only (the field is unknown outside it, not 0); false is
   /// Bilgic et al.'s closed form, which fits a field of 0 there (methods.md §6.3).
   bool tv_masked_data = true;
+  /// TV-ADMM with tv_masked_data: the voxels (6-connected) the data term's mask is eroded by; χ
+  /// stays on the whole mask. The pipeline sets 2 (its local field is least right at the brain's
+  /// edge); 0 here, for a local field that is right up to the edge (methods.md §6.3).
+  int data_erode = 0;
   /// Zero voxels added to each axis before the FFT grid is rounded up to a fast size (even and
   /// 2,3,5,7-smooth along x, 2,3,5,7-smooth along y and z); −1: no padding at all, the FFTs run on
   /// the volume's own grid (periodic, as physics.h's tkd with Padding::None).

@@ -71,6 +71,8 @@ void check_options(const InversionOptions& o) {
   check_number(o.rho, 0.0, 1e12, "rho");
   check_number(o.mu, 0.0, 1e12, "mu");
   check_number(o.tolerance, 0.0, 0.999, "the tolerance");
+  if (o.data_erode < 0 || o.data_erode > 64)
+    invalid("the data term's erosion must be in [0, 64] voxels, got " + std::to_string(o.data_erode));
   if (o.max_iterations < 0 || o.max_iterations > 100000)
     invalid("max iterations must be in [0, 100000], got " + std::to_string(o.max_iterations));
   if (o.lsmr_iterations < 0 || o.lsmr_iterations > 10000)
@@ -184,7 +186,8 @@ std::int64_t predict_inversion_bytes(const Dims3& dims, const InversionOptions& 
       break;
     case InversionMethod::TvAdmm:  // x, the split's 3 grids, the FFT, the kernel; the data term's
       // half spectrum, or with the data term on the mask its y grid and the x-update's half spectrum
-      peak = (o.tv_masked_data ? 6 : 5) * real + table + 2 * half;
+      peak = (o.tv_masked_data ? 6 : 5) * real + table + 2 * half +
+             (o.tv_masked_data && o.data_erode > 0 ? dims[0] * dims[1] * dims[2] : 0);  // W as bytes
       break;
     case InversionMethod::Rts:  // LSMR's five half spectra beside the FFT; then the ADMM's arrays
       peak = std::max(real + table + 6 * half, 5 * real + table + 2 * half);

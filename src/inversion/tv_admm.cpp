@@ -7,10 +7,10 @@
 //
 // With the data term on the mask (InversionOptions::tv_masked_data, the default) the problem is
 //   min ½‖M(F⁻¹DFx − f)‖² + λ‖∇x‖₁:
-// the field is data inside the mask only, not 0 outside it (the closed form above fits a field of
-// 0 there, which pulls χ at the brain's edge). It is split once more, v = F⁻¹DFx with the scaled
-// dual u_v and penalty μ, as FANSI's weighted linear TV does (Milovic et al. 2018,
-// doi:10.1002/mrm.27073):
+// the field is data inside the mask only (or inside it eroded by data_erode voxels, W: a
+// pipeline's local field is least right at the brain's edge, methods.md §6.3), not 0 outside it (the closed form above
+// fits a field of 0 there, which pulls χ at the brain's edge). It is split once more, v = F⁻¹DFx with the scaled dual
+// u_v and penalty μ, as FANSI's weighted linear TV does (Milovic et al. 2018, doi:10.1002/mrm.27073):
 //   x = F⁻¹[(μD·F(v − u_v) + ρ·F∇ᵀ(z − u)) / (μD² + ρL̂)]
 //   v = (M f + μ(F⁻¹DFx + u_v)) / (M + μ),  u_v ← u_v + F⁻¹DFx − v
 // v and u_v are kept as one array, y = F⁻¹DFx + u_v(previous): v = (Mf + μy)/(M + μ) and
@@ -19,6 +19,7 @@
 // NRMSE at 50 iterations (methods.md §6.3).
 #include <cmath>
 
+#include "core/mask_bytes.h"
 #include "inversion/gradient_split.h"
 #include "inversion/kspace.h"
 #include "inversion/methods.h"
@@ -40,9 +41,27 @@ void for_volume_grid(const Dims3& g, const Dims3& d, F&& f) {
   });
 }
 
+// The data term's mask W: M, or M eroded by InversionOptions::data_erode voxels (then as bytes).
+struct DataMask {
+  const Problem& p;
+  masking::MaskBytes eroded;  // empty when W = M
+  bool operator()(std::int64_t vi) const {
+    return mask_inside(p.mask.data()[vi]) && (eroded.size() == 0 || eroded[static_cast<std::size_t>(vi)] != 0);
+  }
+};
+
+DataMask data_mask(const Problem& p) {
+  DataMask w{p, {}};
+  if (p.options.data_erode > 0) {
+    w.eroded = masking::to_bytes(p.mask, "TV-ADMM: the mask");
+    masking::erode(w.eroded, p.mask.dims(), p.options.data_erode);
+  }
+  return w;
+}
+
 // v at grid voxel q (volume voxel vi, −1 in the padding) for y there.
-inline float data_split_v(const Problem& p, std::int64_t vi, float y, float mu) {
-  if (vi < 0 || !mask_inside(p.mask.data()[vi])) return y;  // M = 0: v = y
+inline float data_split_v(const Problem& p, const DataMask& w, std::int64_t vi, float y, float mu) {
+  if (vi < 0 || !w(vi)) return y;  // W = 0: v = y
   return (static_cast<float>(p.field.data()[vi]) + mu * y) / (1.0f + mu);
 }
 
@@ -78,6 +97,7 @@ void tv_x_update(const SpectrumAxes& axes, const float* dk, const std::complex<f
 // TV-ADMM with the data term on the mask (the header comment's second form).
 Solution tv_admm_masked_data(const Problem& p, double lambda, double rho, double tol, int max_it) {
   const auto mu = static_cast<float>(kTvDataMu);
+  const DataMask w = data_mask(p);  // first: erosion's second byte a voxel goes before the FFT's buffers
   const Vec3& voxel = p.field.voxel_mm();
   const Dims3& g = p.grid;
   const Dims3& d = p.field.dims();
@@ -85,10 +105,9 @@ Solution tv_admm_masked_data(const Problem& p, double lambda, double rho, double
   physics::RealFft3<float> fft(g, max_threads());
   AccountedArray<float> dk = dipole_table(axes);
   const auto n = static_cast<std::size_t>(fft.real_count());
-  AccountedArray<float> y(n);  // F⁻¹DFx + u_v; starts at M f (v = f in the mask, u_v = 0)
+  AccountedArray<float> y(n);  // F⁻¹DFx + u_v; starts at W f (v = f where W, u_v = 0)
   for_volume_grid(g, d, [&](std::int64_t q, std::int64_t vi) {
-    y[static_cast<std::size_t>(q)] =
-        vi >= 0 && mask_inside(p.mask.data()[vi]) ? static_cast<float>(p.field.data()[vi]) : 0.0f;
+    y[static_cast<std::size_t>(q)] = vi >= 0 && w(vi) ? static_cast<float>(p.field.data()[vi]) : 0.0f;
   });
   AccountedArray<std::complex<float>> a(static_cast<std::size_t>(axes.count()));
   Solution out;
@@ -98,7 +117,7 @@ Solution tv_admm_masked_data(const Problem& p, double lambda, double rho, double
   for (int it = 1; it <= max_it; ++it) {
     // A = μD·F(v − u_v), v − u_v = 2v − y.
     for_volume_grid(g, d,
-                    [&](std::int64_t q, std::int64_t vi) { re[q] = 2.0f * data_split_v(p, vi, y[q], mu) - y[q]; });
+                    [&](std::int64_t q, std::int64_t vi) { re[q] = 2.0f * data_split_v(p, w, vi, y[q], mu) - y[q]; });
     fft.forward();
     std::complex<float>* sp = fft.spectrum();  // made by the first forward()
     parallel_for(axes.count(), true, [&](std::int64_t q) { a[q] = (mu * dk[q]) * sp[q]; });
@@ -111,7 +130,7 @@ Solution tv_admm_masked_data(const Problem& p, double lambda, double rho, double
     parallel_for(axes.count(), true, [&](std::int64_t q) { sp[q] = dk[q] * a[q]; });
     fft.inverse();
     for_volume_grid(g, d,
-                    [&](std::int64_t q, std::int64_t vi) { y[q] = re[q] + y[q] - data_split_v(p, vi, y[q], mu); });
+                    [&](std::int64_t q, std::int64_t vi) { y[q] = re[q] + y[q] - data_split_v(p, w, vi, y[q], mu); });
     out.iterations = it;
     out.final_change = sums.norm2 > 0.0 ? std::sqrt(sums.change2 / sums.norm2) : 0.0;
     p.progress(static_cast<double>(it) / max_it);

@@ -32,6 +32,12 @@ BfrOptions default_bfr_options() {
   return b;
 }
 
+InversionOptions pipeline_inversion_defaults() {
+  InversionOptions o;
+  o.data_erode = 2;
+  return o;
+}
+
 ConsistencyOptions pipeline_consistency_defaults() {
   ConsistencyOptions c;
   c.lambda = 3e-3;
@@ -477,6 +483,8 @@ void inversion_stage(const Scan& scan, const FieldPipelineOptions& o, const Prog
     io.progress = pr.stage(0.8, 1.0, "inversion");
     InversionResult x = invert_dipole(r.local_field_ppm, r.local_mask, scan.b0_dir, io);
     r.chi_ppm = std::move(x.chi);
+    if (io.method == InversionMethod::TvAdmm && io.tv_masked_data && io.data_erode > 0)
+      rec.figures.emplace_back("data term eroded, voxels", io.data_erode);
     if (x.iterations > 0) {
       rec.figures.emplace_back("iterations", x.iterations);
       rec.figures.emplace_back("final relative change", x.final_change);
