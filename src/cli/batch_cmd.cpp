@@ -27,6 +27,7 @@
 #include "cli/cli_util.h"
 #include "cli/commands.h"
 #include "cli/pipeline_cmd.h"
+#include "cli/staged_outputs.h"
 #include "io/atomic_file.h"
 #include "qsmcore/error.h"
 #include "qsmcore/models.h"
@@ -331,8 +332,25 @@ std::size_t array_task_index(const char* text, std::size_t tasks, const std::str
   return k;
 }
 
+// What tasks killed here left behind in the subjects' folders: a task killed after its outputs
+// were all in place (the subject counts as done, so no run stages there again) may leave a
+// temporary of this host's dead process; a run that starts in the folder removes its own kind.
+void remove_stale_subject_temporaries(const batch::BatchPlan& p) {
+  for (const batch::SubjectPlan& s : p.subjects) {
+    std::vector<std::string> folders;
+    for (const std::string& f : {s.out, s.report, s.preview})
+      if (!f.empty()) folders.push_back(p.is_pipeline() && f == s.out ? f : fs::path(f).parent_path().string());
+    std::sort(folders.begin(), folders.end());
+    folders.erase(std::unique(folders.begin(), folders.end()), folders.end());
+    for (const std::string& folder : folders)
+      if (fs::is_directory(folder)) remove_stale_staging(folder);
+    if (!s.fingerprint.empty()) io::remove_stale_temporaries(batch::fingerprint_path(s), ".tmp");
+  }
+}
+
 void run_local_cmd(const std::string& dir, int jobs_at_once, const std::string& budget) {
   const batch::BatchPlan p = batch::read_plan(dir);
+  remove_stale_subject_temporaries(p);
   batch::Jobs jobs = batch::read_jobs(p.out_dir);
   batch::LocalOptions o;
   o.jobs = jobs_at_once;

@@ -217,6 +217,34 @@ TEST(StaleTemporaries, TheNextRunRemovesThoseOfDeadWritersOfThisHostOnly) {
   for (const auto& n : kept) EXPECT_TRUE(fs::exists(out / n)) << n << ": a live or another host's one was removed";
 }
 
+// A task killed after its subject's outputs were all in place leaves the subject done and may
+// leave a temporary there that no later task stages over (CI saw one, 2026-12-06): `batch run`
+// removes what dead writers of this host left in the subjects' folders, done or not.
+TEST(StaleTemporaries, ABatchRunRemovesThemFromDoneSubjects) {
+  Inputs& in = inputs();
+  const fs::path tsv = in.work / "stale-batch.tsv";
+  write_text(tsv, "id\tin\tmask\tb0\ns1\t" + (in.ph / "local_field.nii.gz").string() + "\t" +
+                      (in.ph / "mask.nii.gz").string() + "\t3\n");
+  const fs::path dir = in.work / "stale-batch";
+  ASSERT_EQ(run_qsm({"batch", "plan", tsv.string(), "--model", "qsmcore-invnet", "--out", dir.string(), "--threads",
+                     "2", "--seconds-per-voxel", "1e-6"},
+                    {}, in.work / "stale-plan")
+                .code,
+            0);
+  ASSERT_EQ(run_qsm({"batch", "run", dir.string(), "--local"}, {}, in.work / "stale-run").code, 0);
+  const fs::path subject = dir / "subjects" / "s1";
+  ASSERT_EQ(temporaries(subject), 0u);
+  const std::string dead = std::to_string(dead_pid()), live = std::to_string(::getpid());
+  const std::string left = ".report.json.qsm-" + dead + "-0-" + host_tag() + ".tmp.json";
+  const std::string held = ".report.json.qsm-" + live + "-0-" + host_tag() + ".tmp.json";
+  write_text(subject / left, "left by a killed task");
+  write_text(subject / held, "a live writer's");
+  ASSERT_EQ(run_qsm({"batch", "run", dir.string(), "--local"}, {}, in.work / "stale-rerun").code, 0);
+  EXPECT_FALSE(fs::exists(subject / left)) << "a dead writer's temporary stayed in a done subject's folder";
+  EXPECT_TRUE(fs::exists(subject / held)) << "a live writer's temporary was removed";
+  fs::remove(subject / held);
+}
+
 TEST(StaleTemporaries, AnAtomicWriteRemovesTemporariesNoWriterHolds) {
   Scratch s;
   const fs::path target = s / "batch.json";
