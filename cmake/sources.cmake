@@ -23,6 +23,7 @@ file(GLOB_RECURSE QSM_SOURCES CONFIGURE_DEPENDS
   ${CMAKE_SOURCE_DIR}/src/networks/*.cpp
   ${CMAKE_SOURCE_DIR}/src/tiling/*.cpp
   ${CMAKE_SOURCE_DIR}/src/residency/*.cpp
+  ${CMAKE_SOURCE_DIR}/src/spill/*.cpp
   ${CMAKE_SOURCE_DIR}/src/system/*.cpp
   ${CMAKE_SOURCE_DIR}/src/batch/*.cpp)
 

@@ -36,9 +36,9 @@ cd "$root"
 declare -A srcs libs
 srcs[onnx_reader]="${reader[*]}"
 srcs[graph_plan]="${reader[*]} $(ls src/graph/*.cpp src/graph/ops/*.cpp src/graph/passes/*.cpp | grep -v 'src/graph/graph.cpp' | tr '\n' ' ')
-  src/kernels/reference_kernel.cpp src/kernels/post_ops.cpp src/runtime/plan.cpp src/runtime/plan_layout.cpp src/runtime/arena_pieces.cpp
-  src/runtime/spill_transfers.cpp src/runtime/spill_direct_operand.cpp src/memory/offset_planner.cpp src/memory/spill_planner.cpp src/memory/arena_piece.cpp
-  src/residency/spill_file.cpp src/residency/prefetch_worker.cpp
+  src/kernels/reference_kernel.cpp src/kernels/post_ops.cpp src/runtime/plan.cpp src/runtime/plan_layout.cpp src/memory/arena_pieces.cpp
+  src/spill/transfers.cpp src/spill/direct_operand.cpp src/memory/offset_planner.cpp src/spill/planner.cpp src/memory/arena_piece.cpp
+  src/spill/file.cpp src/residency/prefetch_worker.cpp
   src/system/process_defaults.cpp src/system/process_limits.cpp"
 srcs[nifti_reader]="${common[*]} src/io/nifti.cpp src/io/atomic_file.cpp"
 libs[nifti_reader]="-lnifti2 -lznz -lz -lm"

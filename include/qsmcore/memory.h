@@ -86,7 +86,7 @@ class Buffer {
   void reset();
 
   // Parking (issue #16): a large block's pages go back to the OS while its bytes wait in a file
-  // (networks/parking.h), and the block keeps its address, so whoever holds a pointer into it
+  // (spill/parking.h), and the block keeps its address, so whoever holds a pointer into it
   // finds the same bytes once they are read back. Const: the bytes are the same before and after.
   /// Whether it can: only a block mapped on its own (native builds, at least 128 KiB), whose
   /// pages are its alone. wasm32's heap never shrinks, so nothing parks there.

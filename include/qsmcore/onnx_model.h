@@ -166,10 +166,10 @@ struct KernelThreads {
 /// its tiles on several; a server may share one model between requests), as follows.
 ///
 /// - May run concurrently with any call below and with each other: run, run_batch,
-///   plan_memory, min_run_bytes, engine_budget, outside_share, limit_run_bytes, clear_plans,
-///   set_threads, release_spill_file, last_spill, spill_since_load, last_profile,
-///   residency_report_json, kernel_threads, and the const accessors path, inputs and outputs
-///   (fixed at load).
+///   plan_memory, min_run_bytes, engine_budget, outside_share, clear_plans, set_threads,
+///   last_spill, last_profile, residency_report_json, kernel_threads, the const accessors path,
+///   inputs and outputs (fixed at load), and the network wrappers' budget calls
+///   (src/runtime/model_budget.h: limit_run_bytes, release_spill_file, spill_since_load).
 /// - A run holds its plan, its residency executor and its arena layout until it returns:
 ///   clear_plans, set_threads, or plan_memory / min_run_bytes building a plan for other shapes
 ///   (under a streaming residency policy the model keeps one plan at a time and replaces it)
@@ -236,20 +236,8 @@ class OnnxModel {
   /// `enough`: a caller that only asks whether a run fits in this many bytes gets the first
   /// least at or below it (finer slabs are then not planned).
   std::int64_t min_run_bytes(const std::vector<Shape>& input_shapes, std::int64_t enough = 0);
-  /// Caps what each later run may take above the model (as plan_memory's run_bytes), on top of
-  /// mem_budget: a network wrapper that budgets the whole run gives each graph its share.
-  /// 0 = no cap.
-  void limit_run_bytes(std::int64_t run_bytes);
-  /// A model keeps the spill file of its last spilled run for the next one (allocating and
-  /// freeing it each run cost NeXtQSM's six VJPs seconds apiece). This frees it now, in the
-  /// background: on a disk mounted with `discard` freeing trims every block of it (2.7 s for
-  /// 9.1 GB here), which then overlaps what the caller does next, such as writing its outputs.
-  void release_spill_file();
   /// What the last run's spill tier did (all zero when it did not spill).
   SpillReport last_spill() const;
-  /// What the spill tier did over every run since load: bytes and seconds summed, the largest
-  /// file and the finest share (an unrolled network's wrapper runs one graph many times).
-  SpillReport spill_since_load() const;
   /// Where the last run's kernel time went, by op type and implementation, most first (empty
   /// unless ModelOptions::profile_steps).
   std::vector<StepTime> last_profile() const;
@@ -268,6 +256,7 @@ class OnnxModel {
 
  private:
   friend struct ModelInternals;  // the engine's own tools (src/runtime/model_internals.h)
+  friend struct ModelBudget;     // the network wrappers' budget calls (src/runtime/model_budget.h)
   explicit OnnxModel(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };

@@ -82,7 +82,7 @@ class Volume {
     return {data() + t * voxels(), static_cast<std::size_t>(voxels())};
   }
 
-  /// Its bytes' block (to park while graphs run: networks/parking.h).
+  /// Its bytes' block (to park while graphs run: spill/parking.h).
   const Buffer& storage() const { return storage_; }
 
   std::int64_t index(std::int64_t i, std::int64_t j, std::int64_t k) const {

@@ -83,7 +83,7 @@ struct OnnxRunArgs {
   std::string report;      // JSON file ("" = none)
   bool layerwise = false;  // no depth-slab conv chains
   // Activation spill file's directory: "" = the first disk-backed one of $TMPDIR, /tmp, /var/tmp;
-  // a memory-backed folder (tmpfs, ramfs) is refused (residency/spill_file.h).
+  // a memory-backed folder (tmpfs, ramfs) is refused (spill/file.h).
   std::string spill_dir;
   bool no_spill = false;  // refuse over budget instead of spilling
   bool profile = false;   // print where the last run's kernel time went

@@ -28,7 +28,7 @@
 #include "qsmcore/networks.h"
 #include "qsmcore/physics.h"
 #include "qsmcore/residency.h"
-#include "residency/spill_file.h"
+#include "spill/spill.h"
 
 namespace qsmcore::cli {
 namespace {

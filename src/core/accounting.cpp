@@ -453,7 +453,7 @@ bool Buffer::park_guard() {
 void Buffer::touched_while_parked() const {
   throw Error(ErrorKind::Internal, "a parked block (" + std::to_string(size_) +
                                        " bytes) was touched before it was read back: a parking protocol mistake "
-                                       "(networks/parking.h: Parked::back() before the step that reads it)");
+                                       "(spill/parking.h: Parked::back() before the step that reads it)");
 }
 
 void Buffer::park_pages() const {

@@ -9,6 +9,7 @@
 #include "qsmcore/error.h"
 #include "qsmcore/memory.h"
 #include "qsmcore/process_limits.h"
+#include "runtime/model_budget.h"
 #include "tiling/tiles.h"
 
 namespace qsmcore::networks {
@@ -358,7 +359,7 @@ void Context::fit_by_spilling(const Reservation& r, const std::vector<std::size_
     c = c == 0 ? room + own_window : std::min(c, room + own_window);
   }
   for (std::size_t i = 0; i < models_.size(); ++i)
-    if (cap[i] > 0) models_[i].limit_run_bytes(cap[i]);
+    if (cap[i] > 0) ModelBudget::limit_run_bytes(models_[i], cap[i]);
   f.run_peak = spilled_peak;
 }
 
@@ -457,7 +458,7 @@ void Context::finish() {
   for (const auto& m : models_) run.residency_reports.push_back(m.residency_report_json());
   // Every run of each graph (NeXtQSM's VJP runs six times), not only its last.
   for (const auto& m : models_) {
-    const SpillReport sr = m.spill_since_load();
+    const SpillReport sr = ModelBudget::spill_since_load(m);
     run.spill_written_bytes += static_cast<std::int64_t>(sr.written);
     run.spill_read_bytes += static_cast<std::int64_t>(sr.read);
     run.spill_direct_bytes += static_cast<std::int64_t>(sr.direct);
@@ -474,7 +475,7 @@ void Context::finish() {
   run.parked_between_bytes = away_written_;
   run.parked_bytes += away_written_;
   // The graphs have run: their spill files are freed while the caller writes the outputs.
-  for (auto& m : models_) m.release_spill_file();
+  for (auto& m : models_) ModelBudget::release_spill_file(m);
   if (parking_) parking_->release_file();
 }
 

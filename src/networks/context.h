@@ -11,11 +11,11 @@
 #include <string>
 #include <vector>
 
-#include "networks/parking.h"
 #include "networks/reserve_solver.h"
 #include "qsmcore/networks.h"
 #include "qsmcore/onnx_model.h"
 #include "qsmcore/tensor.h"
+#include "spill/spill.h"
 
 namespace qsmcore::networks {
 
@@ -53,7 +53,7 @@ class Context {
     // run may make its output only between graph runs; tiles fill it while others run): the
     // room a refusal sizes its suggested tile in. 0: wrapper_fixed.
     std::int64_t wrapper_fixed_tiled = 0;
-    // Parking (networks/parking.h): a wrapper that reads no input volume while a graph runs
+    // Parking (spill/parking.h): a wrapper that reads no input volume while a graph runs
     // lets them wait in the spill directory then (NetworkOptions::park_inputs), and blocks of
     // its own that it holds across graph runs (part of wrapper_fixed; their sizes here,
     // registered with park_while_running once made), when that is what fits the budget.

@@ -44,7 +44,7 @@ class DipoleOp {
   /// Frees the FFT's buffers and D² until the next apply (an unrolled network's graph runs
   /// while they are not needed: NeXtQSM's budget counts them between its runs only).
   void release();
-  /// D's kernel's block, held from construction (to park while a graph runs: networks/parking.h).
+  /// D's kernel's block, held from construction (to park while a graph runs: spill/parking.h).
   const Buffer& kernel_storage() const { return kernel_.storage(); }
 
  private:

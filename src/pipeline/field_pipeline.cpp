@@ -8,7 +8,6 @@
 #include <cmath>
 
 #include "core/parallel.h"
-#include "networks/parking.h"
 #include "pipeline/network_inversion.h"
 #include "pipeline/stage_costs.h"
 #include "qsmcore/error.h"
@@ -19,6 +18,7 @@
 #include "qsmcore/pipeline.h"
 #include "qsmcore/relaxometry.h"
 
+#include "spill/spill.h"
 namespace qsmcore {
 
 // PDF: on the atlas head's raw scan (bench/field_pipeline.sh, 181×217×181 × 4 echoes, 7 T) the
@@ -116,7 +116,7 @@ std::int64_t hd_bet_peak(const pipeline::StageSize& size, const FieldPipelineOpt
 // The mask stage (#49 item 6, echoes parked under a budget). With HD-BET, the stage holds the
 // magnitude's root-sum-of-squares and the network's run, while the scan's echoes (16 bytes per
 // voxel and echo) wait for the field map. Where the network's whole run does not fit beside them
-// but does without them, the echoes are parked in a file for the run (networks/parking.h: exact,
+// but does without them, the echoes are parked in a file for the run (spill/parking.h: exact,
 // the same bytes back at the same addresses) rather than the network spilling or tiling — one
 // write and one read of the echoes is less I/O than the activations' round trips. Where even that
 // does not fit, the network fits itself to the room the budget leaves (or the run is refused).

@@ -19,7 +19,7 @@
 namespace qsmcore::layout_choice {
 
 /// The bytes a run may take above `held`: what `budget` (0: none) leaves, and `cap` (a wrapper's
-/// OnnxModel::limit_run_bytes; 0: none), whichever is less.
+/// ModelBudget::limit_run_bytes; 0: none), whichever is less.
 std::int64_t run_room(std::int64_t budget, std::int64_t held, std::int64_t cap);
 
 /// A run of `sets` on a plan's own layout (nothing spilled).

@@ -3,7 +3,7 @@
 // (runtime/plan_cache.h). The thread-safety contract is in qsmcore/onnx_model.h; its locks are:
 // the plan cache's own (its entries), build_mu (one plan built or weighed dry at a time, and
 // opts.threads), run_mu (one streamed forward at a time), chosen_mu (the figures and the layout
-// choice kept between calls), the spill-file pool's (runtime/spill_file_pool.h) and spill_mu (the
+// choice kept between calls), the spill-file pool's (spill/file_pool.h) and spill_mu (the
 // reports). None is taken while another is held except the cache's (briefly, innermost), chosen_mu's
 // and the pool's (innermost, nothing called under them) and the process-wide primitive guard's
 // (runtime/primitive_guard.h: under build_mu or run_mu, innermost), so they cannot deadlock.
@@ -23,15 +23,15 @@
 #include "kernels/pack_cache.h"
 #include "onnx/reader.h"
 #include "qsmcore/error.h"
-#include "residency/spill_file.h"
 #include "runtime/layout_choice.h"
+#include "runtime/model_budget.h"
 #include "runtime/model_internals.h"
 #include "runtime/plan.h"
 #include "runtime/plan_cache.h"
 #include "runtime/primitive_guard.h"
 #include "runtime/residency_executor.h"
-#include "runtime/spill_file_pool.h"
 #include "runtime/weight_reader.h"
+#include "spill/spill.h"
 
 namespace qsmcore {
 
@@ -610,7 +610,7 @@ struct OnnxModel::Impl {
     return out;
   }
 
-  // Spill files outlive their runs: a wrapper's many runs allocate one (runtime/spill_file_pool.h).
+  // Spill files outlive their runs: a wrapper's many runs allocate one (spill/file_pool.h).
   SpillFilePool spill_files;
 
   std::atomic<int> seen_created{0}, seen_run{0};
@@ -792,12 +792,12 @@ std::int64_t OnnxModel::min_run_bytes(const std::vector<Shape>& input_shapes, st
   return impl_->least_of_all(input_shapes, impl_->declared_dtypes(), 1, enough);
 }
 
-void OnnxModel::release_spill_file() {
-  impl_->spill_files.release();
+void ModelBudget::release_spill_file(OnnxModel& m) {
+  m.impl_->spill_files.release();
 }
 
-void OnnxModel::limit_run_bytes(std::int64_t run_bytes) {
-  impl_->run_cap = std::max<std::int64_t>(run_bytes, 0);
+void ModelBudget::limit_run_bytes(OnnxModel& m, std::int64_t run_bytes) {
+  m.impl_->run_cap = std::max<std::int64_t>(run_bytes, 0);
 }
 
 std::vector<StepTime> OnnxModel::last_profile() const {
@@ -810,9 +810,9 @@ SpillReport OnnxModel::last_spill() const {
   return impl_->last_spill;
 }
 
-SpillReport OnnxModel::spill_since_load() const {
-  std::lock_guard<std::mutex> lock(impl_->spill_mu);
-  return impl_->spill_totals;
+SpillReport ModelBudget::spill_since_load(const OnnxModel& m) {
+  std::lock_guard<std::mutex> lock(m.impl_->spill_mu);
+  return m.impl_->spill_totals;
 }
 
 void OnnxModel::clear_plans() {

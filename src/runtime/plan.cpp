@@ -7,11 +7,11 @@
 #include <map>
 
 #include "core/parallel.h"
+#include "memory/arena_pieces.h"
 #include "memory/offset_planner.h"
 #include "qsmcore/error.h"
 #include "qsmcore/process_limits.h"
-#include "runtime/arena_pieces.h"
-#include "runtime/spill_transfers.h"
+#include "spill/spill.h"
 
 namespace qsmcore {
 namespace {
@@ -530,7 +530,18 @@ std::vector<std::vector<Tensor>> Plan::run_batch(const std::vector<std::vector<T
     throw;
   }
   if (units) units->finish_forward(true);
-  if (io && spill.stats) *spill.stats = io->stats();
+  if (io && spill.stats) {
+    const SpillStats s = io->stats();
+    SpillReport& r = *spill.stats;
+    r = SpillReport{};
+    r.file_bytes = s.file_bytes;
+    r.written = s.written;
+    r.read = s.read;
+    r.direct = s.direct;
+    r.io_seconds = s.io_seconds;
+    r.wait_seconds = s.wait_seconds;
+    r.dir = s.dir;
+  }
   std::vector<std::vector<Tensor>> result;
   for (auto& set : sets) result.push_back(std::move(set.outs));
   return result;

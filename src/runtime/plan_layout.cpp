@@ -1,12 +1,12 @@
 // Arena layouts of a Plan: offsets by liveness for the whole-life layout, and the spilled
-// layouts of activation residency (memory/spill_planner.h) for arenas under a limit.
+// layouts of activation residency (spill/planner.h) for arenas under a limit.
 #include <algorithm>
 #include <limits>
 
 #include "memory/arena_piece.h"
 #include "qsmcore/error.h"
-#include "residency/spill_file.h"
 #include "runtime/plan.h"
+#include "spill/spill.h"
 
 namespace qsmcore {
 namespace {

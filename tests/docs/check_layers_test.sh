@@ -5,7 +5,8 @@
 #   1. core including a runtime header (an include its row does not allow, with file:line);
 #   2. physics including qsmcore/onnx_model.h (a public header counted as runtime, its implementer);
 #   3. the table letting core use runtime (a row naming a folder below it: a cycle);
-#   4. a public header the script's map does not know.
+#   4. a public header the script's map does not know;
+#   5. an internal header of a folder used through one header (spill/: spill/spill.h).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 check="$root/tools/check_layers.sh"
@@ -72,8 +73,16 @@ fresh_copy
 printf '#pragma once\n' >"$tmp/tree/include/qsmcore/unmapped.h"
 expect_failure "unmapped public header" "^include/qsmcore/unmapped\.h: not in tools/check_layers\.py's PUBLIC_HEADERS"
 
+# 5. A folder used through one header: its other headers are internal to it.
+fresh_copy
+f="$tmp/tree/src/networks/context.cpp"
+echo '#include "spill/planner.h"' >>"$f"
+n="$(wc -l <"$f")"
+expect_failure "networks includes an internal header of spill" \
+  "^src/networks/context\.cpp:$n: #include \"spill/planner\.h\": \`spill\` is used through spill/spill\.h only"
+
 if [ "$failures" -ne 0 ]; then
   echo "$failures case(s) failed"
   exit 1
 fi
-echo "check_layers catches all 4 cases"
+echo "check_layers catches all 5 cases"

@@ -12,13 +12,12 @@
 #include <vector>
 
 #include "faults/faults_support.h"
-#include "networks/parking.h"
 #include "qsmcore/error.h"
 #include "qsmcore/memory.h"
 #include "qsmcore/models.h"
 #include "qsmcore/networks.h"
 #include "qsmcore/phantom.h"
-#include "residency/spill_file.h"
+#include "spill/spill.h"
 #include "support/test_data.h"
 
 namespace {

@@ -23,7 +23,7 @@
 #include "qsmcore/models.h"
 #include "qsmcore/networks.h"
 #include "qsmcore/phantom.h"
-#include "residency/spill_file.h"
+#include "spill/spill.h"
 
 namespace {
 

@@ -10,10 +10,10 @@
 #include <cstring>
 #include <string>
 
-#include "networks/parking.h"
 #include "qsmcore/error.h"
 #include "qsmcore/memory.h"
 #include "qsmcore/volume.h"
+#include "spill/spill.h"
 
 using namespace qsmcore;
 

@@ -1,9 +1,7 @@
-// Parking (issue #16, networks/parking.h): buffers no graph reads wait in the spill directory
+// Parking (issue #16, spill/parking.h): buffers no graph reads wait in the spill directory
 // while a graph runs. The block's pages go back to the OS and its accounted bytes with them, the
 // same bytes come back at the same address, and a budgeted run that parks is the unbudgeted run
 // bit for bit, with a lower least than without.
-#include "networks/parking.h"
-
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -15,6 +13,7 @@
 #include "qsmcore/models.h"
 #include "qsmcore/networks.h"
 #include "qsmcore/phantom.h"
+#include "spill/spill.h"
 #include "support/same_outputs.h"
 #include "support/test_data.h"
 

@@ -11,7 +11,7 @@
 #include <numeric>
 #include <vector>
 
-#include "residency/spill_file.h"
+#include "spill/spill.h"
 
 namespace {
 

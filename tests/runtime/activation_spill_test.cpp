@@ -22,6 +22,7 @@
 #include "qsmcore/memory.h"
 #include "qsmcore/onnx_model.h"
 #include "qsmcore/residency.h"
+#include "runtime/model_budget.h"
 #include "runtime/model_internals.h"
 #include "runtime/plan.h"
 
@@ -74,7 +75,7 @@ TEST_P(ActivationSpill, SpilledRunsAreBitwiseTheUnbudgetedRunWithinTheCap) {
     const qsmcore::PlanMemory pm = m.plan_memory(shapes_of(c), cap);
     EXPECT_LE(pm.run_peak_bytes(), cap);
     EXPECT_GT(pm.spill_read_bytes, 0);
-    m.limit_run_bytes(cap);
+    qsmcore::ModelBudget::limit_run_bytes(m, cap);
     const std::int64_t before = qsmcore::memory_current();
     qsmcore::reset_memory_peak();
     const auto out = m.run(in);
@@ -90,11 +91,12 @@ TEST_P(ActivationSpill, SpilledRunsAreBitwiseTheUnbudgetedRunWithinTheCap) {
     planned_read += static_cast<std::uint64_t>(pm.spill_read_bytes);
   }
   // A wrapper running the graph many times (NeXtQSM's six VJPs) reports every run's transfers.
-  const qsmcore::SpillReport since_load = m.spill_since_load();
+  const qsmcore::SpillReport since_load = qsmcore::ModelBudget::spill_since_load(m);
   EXPECT_EQ(since_load.written, planned_written);
   EXPECT_EQ(since_load.read, planned_read);
   // Below the least there is nothing to try: refused before the run allocates.
-  m.limit_run_bytes(least - std::min<std::int64_t>(64 * 1024, least / 2));  // LPCNN's least is 52 KiB
+  qsmcore::ModelBudget::limit_run_bytes(
+      m, least - std::min<std::int64_t>(64 * 1024, least / 2));  // LPCNN's least is 52 KiB
   const std::int64_t before = qsmcore::memory_current();
   qsmcore::reset_memory_peak();
   EXPECT_THROW(m.run(in), qsmcore::Error);
@@ -175,7 +177,7 @@ TEST_P(StreamedConvChain, TheLeastGoesBelowAChainsOwnOperandsAndTheRunIsBitForBi
     EXPECT_GT(streamed_avg_pools, 0u) << "no average pooling streams its full-resolution input";
   }
   const std::int64_t cap = m.min_run_bytes(shapes_of(*c));
-  m.limit_run_bytes(cap);
+  qsmcore::ModelBudget::limit_run_bytes(m, cap);
   const std::int64_t before = qsmcore::memory_current();
   qsmcore::reset_memory_peak();
   const auto out = m.run(in);
@@ -217,7 +219,7 @@ TEST(FinerSlabs, ABudgetBelowTheDefaultSlabsLeastRunsOnFinerSlabsBitForBit) {
     const qsmcore::Plan& fine = qsmcore::plan_for(m, shapes, share);
     EXPECT_LT(fine.min_arena_bytes(), coarse.min_arena_bytes()) << "share " << share;
   }
-  m.limit_run_bytes(least);
+  qsmcore::ModelBudget::limit_run_bytes(m, least);
   const std::int64_t before = qsmcore::memory_current();
   qsmcore::reset_memory_peak();
   const auto out = m.run(in);
@@ -227,7 +229,7 @@ TEST(FinerSlabs, ABudgetBelowTheDefaultSlabsLeastRunsOnFinerSlabsBitForBit) {
   EXPECT_GT(m.last_spill().read, 0u);
   // At the default slabs' least the run is the same bits, on whichever slabs (finer ones
   // streaming directly are preferred to the default ones through the page cache).
-  m.limit_run_bytes(coarse_least);
+  qsmcore::ModelBudget::limit_run_bytes(m, coarse_least);
   qsmtest::expect_bitwise(m.run(in), ref, "xqsm at the default slabs' least");
   EXPECT_GE(m.last_spill().chain_window_share, 6);
   // Where the default slabs fit streaming directly, they serve, and a run there plans no finer
@@ -237,7 +239,7 @@ TEST(FinerSlabs, ABudgetBelowTheDefaultSlabsLeastRunsOnFinerSlabsBitForBit) {
                                     pm.io_bytes + pm.weight_window_bytes;
   EXPECT_GT(direct_least, coarse_least) << "direct streaming holds no io blocks";
   auto fresh = qsmcore::OnnxModel::load(dir + "/xqsm.onnx", options());
-  fresh.limit_run_bytes(direct_least);
+  qsmcore::ModelBudget::limit_run_bytes(fresh, direct_least);
   EXPECT_EQ(fresh.min_run_bytes(shapes, direct_least), coarse_least);
   qsmtest::expect_bitwise(fresh.run(in), ref, "xqsm at the default slabs' direct least, fresh");
   EXPECT_EQ(fresh.last_spill().chain_window_share, 6);
@@ -320,7 +322,7 @@ TEST(SpillChoice, ARunInTheRoomOfTheLastBuildsNoPlanNorSpillFile) {
   EXPECT_EQ(qsmcore::ModelInternals::plans_built(m), weighed) << "a least or default figures asked again built plans";
   EXPECT_EQ(again.run_peak_bytes(), unbudgeted.run_peak_bytes());
   EXPECT_EQ(again.weight_window_bytes, unbudgeted.weight_window_bytes);
-  m.limit_run_bytes(least);
+  qsmcore::ModelBudget::limit_run_bytes(m, least);
   qsmtest::expect_bitwise(m.run(in), ref, "xqsm at its least, streamed weights");
   EXPECT_GT(m.last_spill().chain_window_share, 6);
   EXPECT_EQ(qsmcore::ModelInternals::spill_files_made(m), 1u);
@@ -332,14 +334,14 @@ TEST(SpillChoice, ARunInTheRoomOfTheLastBuildsNoPlanNorSpillFile) {
     EXPECT_EQ(qsmcore::ModelInternals::plans_built(m), first) << "a run in the room of the last built plans";
     EXPECT_EQ(qsmcore::ModelInternals::spill_files_made(m), 1u) << "a run in the room of the last made a spill file";
   }
-  m.limit_run_bytes(0);
+  qsmcore::ModelBudget::limit_run_bytes(m, 0);
   qsmtest::expect_bitwise(m.run(in), ref, "unbudgeted, streamed weights");
   EXPECT_EQ(m.last_spill().written, 0u);
   EXPECT_EQ(qsmcore::ModelInternals::kept_spill_file_bytes(m), 0u) << "a run that did not spill kept the file";
-  m.limit_run_bytes(least);
+  qsmcore::ModelBudget::limit_run_bytes(m, least);
   qsmtest::expect_bitwise(m.run(in), ref, "at its least again");
   EXPECT_EQ(qsmcore::ModelInternals::spill_files_made(m), 2u);
-  m.release_spill_file();  // what a network's wrapper does once its graphs have run
+  qsmcore::ModelBudget::release_spill_file(m);  // what a network's wrapper does once its graphs have run
   EXPECT_EQ(qsmcore::ModelInternals::kept_spill_file_bytes(m), 0u);
   qsmtest::expect_bitwise(m.run(in), ref, "at its least after the file was freed");
   EXPECT_EQ(qsmcore::ModelInternals::spill_files_made(m), 3u);
@@ -402,7 +404,7 @@ TEST(SpillChoice, ARunTakesTheLayoutOfLeastTransferCostItWeighs) {
                  << (lean_cap ? "taking direct streaming"
                               : "where direct streaming fits but the page cache is cheaper");
   for (const std::int64_t cap : {*lean_cap, *direct_cap}) {
-    m.limit_run_bytes(cap);
+    qsmcore::ModelBudget::limit_run_bytes(m, cap);
     const std::int64_t before = qsmcore::memory_current();
     qsmcore::reset_memory_peak();
     qsmtest::expect_bitwise(m.run(in), ref, "xqsm at " + std::to_string(cap));
@@ -573,7 +575,7 @@ TEST(ActivationSpillBatch, EachSetOfABatchSpillsIntoItsOwnRegion) {
   const std::int64_t per_set = (least + full.run_peak_bytes()) / 2;
   const qsmcore::PlanMemory pm = m.plan_memory({shape}, per_set);
   ASSERT_GT(pm.spill_read_bytes, 0);
-  m.limit_run_bytes(2 * per_set);
+  qsmcore::ModelBudget::limit_run_bytes(m, 2 * per_set);
   const auto out = m.run_batch(batch);
   ASSERT_EQ(out.size(), 2u);
   qsmtest::expect_bitwise(out[0], ref[0], "batch set 0");
@@ -626,7 +628,7 @@ TEST(StreamedElementwise, ReluGreaterAndWhereStreamAndTheRunIsBitForBit) {
   EXPECT_GT(streamed_masks, 0) << "no chain streams its mask";
   for (const auto& st : plan.steps()) EXPECT_NE(st.op_type, "Relu") << "a Relu did not fuse into its convolution";
   const std::int64_t cap = m.min_run_bytes(shapes_of(c));
-  m.limit_run_bytes(cap);
+  qsmcore::ModelBudget::limit_run_bytes(m, cap);
   const std::int64_t before = qsmcore::memory_current();
   qsmcore::reset_memory_peak();
   const auto out = m.run(in);
@@ -658,7 +660,7 @@ TEST(StreamedElementwise, AReluOfItsOwnStreams) {
     relus += plan.steps()[s].op_type == "Relu" && !layout->streamed[s].empty();
   EXPECT_EQ(relus, 1);
   const std::int64_t cap = m.min_run_bytes({shape});
-  m.limit_run_bytes(cap);
+  qsmcore::ModelBudget::limit_run_bytes(m, cap);
   qsmtest::expect_bitwise(m.run(in), ref, "relu streamed");
   EXPECT_GT(m.last_spill().written, 0u);
 }

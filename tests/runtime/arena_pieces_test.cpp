@@ -13,6 +13,7 @@
 #include "qsmcore/error.h"
 #include "qsmcore/memory.h"
 #include "qsmcore/onnx_model.h"
+#include "runtime/model_budget.h"
 
 namespace {
 
@@ -79,7 +80,7 @@ void expect_pieced_run_is_bitwise(const std::string& file, const qsmcore::Shape&
   const std::int64_t cap = (least + pm.run_peak_bytes()) / 2;
   const qsmcore::PlanMemory spilled = m.plan_memory({shape}, cap);
   ASSERT_GT(spilled.spill_read_bytes, 0);
-  m.limit_run_bytes(cap);
+  qsmcore::ModelBudget::limit_run_bytes(m, cap);
   qsmcore::reset_memory_peak();
   qsmtest::expect_bitwise(m.run(in), ref, file + " spilled, in pieces");
   EXPECT_LE(qsmcore::memory_peak() - before, cap);

@@ -11,9 +11,8 @@
 #include <cstring>
 #include <vector>
 
-#include "residency/spill_file.h"
-#include "runtime/arena_pieces.h"
-#include "runtime/spill_transfers.h"
+#include "memory/arena_pieces.h"
+#include "spill/spill.h"
 
 namespace qsmcore {
 namespace {
@@ -123,7 +122,7 @@ void round_trip(const Case& c) {
   // Read again: the second pass starts from the front, where nothing was read ahead.
   EXPECT_EQ(misread(*ctx.in_stream(0), a, c.read_slab, 0), 0u);
   io.finish();
-  const SpillReport r = io.stats();
+  const SpillStats r = io.stats();
   EXPECT_EQ(r.written, kA + kB);
   EXPECT_GE(r.read, 2 * kA + kB);
   // Every slab fits its io block: where the directory takes direct I/O, all of them went so.

@@ -1,11 +1,11 @@
 // Parking (parking.h).
-#include "networks/parking.h"
+#include "spill/parking.h"
 
 #include <algorithm>
 #include <exception>
 
 #include "qsmcore/error.h"
-#include "residency/spill_file.h"
+#include "spill/file.h"
 
 namespace qsmcore::networks {
 

@@ -1,4 +1,4 @@
-#include "runtime/arena_pieces.h"
+#include "memory/arena_pieces.h"
 
 #include <algorithm>
 

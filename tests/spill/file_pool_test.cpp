@@ -1,14 +1,14 @@
-// The spill-file pool (runtime/spill_file_pool.h) on real files in a temporary folder: a kept file
+// The spill-file pool (spill/file_pool.h) on real files in a temporary folder: a kept file
 // large enough is reused (the same file, no new one counted), one too small or elsewhere is
 // replaced, the larger of two is kept, a run that spills nothing frees the kept one, and
 // release() frees it.
-#include "runtime/spill_file_pool.h"
-
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <string>
+
+#include "spill/spill.h"
 
 namespace {
 

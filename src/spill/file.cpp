@@ -1,4 +1,4 @@
-#include "residency/spill_file.h"
+#include "spill/file.h"
 
 #include <fcntl.h>
 #include <unistd.h>

@@ -1,4 +1,4 @@
-#include "memory/spill_planner.h"
+#include "spill/planner.h"
 
 #include <algorithm>
 

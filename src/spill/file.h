@@ -62,7 +62,7 @@ class SpillFile {
   void read_direct(void* dst, std::uint64_t bytes, std::uint64_t offset) const;
   void write_direct(const void* src, std::uint64_t bytes, std::uint64_t offset) const;
   /// The io block a streamed operand with `staging` bytes of staging moves its direct I/O
-  /// through (runtime/spill_direct_operand.h): the staging's blocks, one block more for a
+  /// through (spill/direct_operand.h): the staging's blocks, one block more for a
   /// slab starting inside one, and one to align it. 0 where there is no direct I/O (wasm32).
   static std::size_t stream_io_bytes(std::size_t staging);
   /// The descriptor, for tests that look at what of the file is in the page cache (mincore).

@@ -12,12 +12,22 @@
 #include <string>
 #include <vector>
 
+#include "kernels/kernel.h"
+#include "memory/arena_pieces.h"
 #include "residency/prefetch_worker.h"
-#include "residency/spill_file.h"
-#include "runtime/arena_pieces.h"
-#include "runtime/plan.h"
+#include "spill/arena_layout.h"
+#include "spill/file.h"
 
 namespace qsmcore {
+
+/// What one run's transfers did: bytes of the file, written and read (of those, `direct`:
+/// streamed by direct I/O) and seconds of I/O and of waiting for it. The run reports them
+/// as its SpillReport (qsmcore/onnx_model.h).
+struct SpillStats {
+  std::uint64_t file_bytes = 0, written = 0, read = 0, direct = 0;
+  double io_seconds = 0, wait_seconds = 0;
+  std::string dir;
+};
 
 class SpillTransfers {
  public:
@@ -33,12 +43,12 @@ class SpillTransfers {
   /// Points ctx's streamed operands at the file for step `step` of set `set` (staging in that
   /// set's arena), or clears them when the step streams nothing (settling the last step's).
   /// The kernel's reads and writes are synchronous, overlapped by read-ahead and write-behind
-  /// of one slab (runtime/spill_direct_operand.h where the file takes direct I/O, else through
+  /// of one slab (spill/direct_operand.h where the file takes direct I/O, else through
   /// the page cache): what it waits for counts as a wait. The operands of the set bound before
   /// are settled first.
   void bind(std::size_t step, std::size_t set, const ArenaPieces& arena, std::size_t n_in, std::size_t n_out,
             kernels::ExecContext& ctx);
-  SpillReport stats() const;
+  SpillStats stats() const;
 
  private:
   class FileOperand;
@@ -54,7 +64,7 @@ class SpillTransfers {
   const residency::SpillFile& file_;
   std::vector<std::string> pending_;
   mutable std::mutex mu_;  // the figures below: the worker adds I/O, the runner adds waits
-  mutable SpillReport stats_;
+  mutable SpillStats stats_;
   mutable std::atomic<std::uint64_t> next_key_{0};  // the stream worker's keys
   // Last: stopped (and joined) before the members above go. Whole transfers and a kernel's
   // streamed slabs have a worker each: a slab read ahead does not queue behind a whole buffer.

@@ -1,11 +1,11 @@
-// The activation spill planner in isolation (memory/spill_planner.h), on hand-made buffer
+// The activation spill planner in isolation (spill/planner.h), on hand-made buffer
 // lifetimes whose best answers are known: what it spills, where values come back, what moves.
-#include "memory/spill_planner.h"
-
 #include <gtest/gtest.h>
 
 #include <set>
 #include <utility>
+
+#include "spill/spill.h"
 
 using qsmcore::memory::Lifetime;
 using qsmcore::memory::plan_all_spilled;

@@ -1,4 +1,4 @@
-#include "runtime/spill_direct_operand.h"
+#include "spill/direct_operand.h"
 
 #include <algorithm>
 #include <chrono>

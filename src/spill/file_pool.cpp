@@ -1,5 +1,5 @@
-// SpillFilePool (runtime/spill_file_pool.h): the kept spill file of one model's runs.
-#include "runtime/spill_file_pool.h"
+// SpillFilePool (spill/file_pool.h): the kept spill file of one model's runs.
+#include "spill/file_pool.h"
 
 namespace qsmcore {
 

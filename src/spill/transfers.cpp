@@ -1,9 +1,9 @@
-#include "runtime/spill_transfers.h"
+#include "spill/transfers.h"
 
 #include <chrono>
 
 #include "qsmcore/error.h"
-#include "runtime/spill_direct_operand.h"
+#include "spill/direct_operand.h"
 
 namespace qsmcore {
 namespace {
@@ -172,7 +172,7 @@ void SpillTransfers::settle_operands() {
   for (const DirectOperand* d : direct_) d->settle();
 }
 
-SpillReport SpillTransfers::stats() const {
+SpillStats SpillTransfers::stats() const {
   std::lock_guard<std::mutex> lock(mu_);
   return stats_;
 }

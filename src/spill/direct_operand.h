@@ -13,7 +13,7 @@
 //   kernel computes the next; the partial block at its end stays in the io block and goes out
 //   in front of the next slab (kernels write in order), or, at the end of the step, alone
 //   (read, completed and written back). Regions of the file start on blocks and end on them
-//   (memory/spill_planner.cpp), so the padding after an operand's last byte is its own.
+//   (spill/planner.cpp), so the padding after an operand's last byte is its own.
 // What the runner waits for counts as I/O and as a wait; what the worker does beside the
 // kernel as I/O only.
 #pragma once
@@ -21,7 +21,7 @@
 #include <mutex>
 #include <string>
 
-#include "runtime/spill_transfers.h"
+#include "spill/transfers.h"
 
 namespace qsmcore {
 

@@ -13,7 +13,7 @@
 #include <mutex>
 #include <string>
 
-#include "residency/spill_file.h"
+#include "spill/file.h"
 
 namespace qsmcore {
 
