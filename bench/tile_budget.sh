@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # A host's estimate of a tiled run's peak from the registry's figures only, against what
-# `qsm run --tile` measures (memory.md §4.4, issue #54). One table: network, tile config, tiles in
-# flight, the estimate, the measured accounted peak (the run's report, memory.measured_peak_bytes:
-# the engine's high-water above what the process held before the network), measured / estimate.
+# `qsm run --tile` measures (memory.md §4.4, issue #54). One table: network, heap, tile config,
+# tiles in flight, the estimate, the measured accounted peak (the run's report,
+# memory.measured_peak_bytes: the engine's high-water above what the process held before the
+# network), estimate / measured (issue #54: within [1, 1.05], +5 %/−0 %), and the per-tile growth.
 #
 #   bench/tile_budget.sh [WEIGHTS_DIR]
 #
@@ -11,21 +12,30 @@
 # network whose file is missing is listed as skipped. qsmcore-invnet ships with qsmcore. The
 # registry's figures were measured on the full-size twins, so reduced twins give meaningless
 # ratios. SIZE (default 96) is the phantom's edge, THREADS (default 2) the threads, CONFIGS the
-# tile configs (default "32,8 48,8 64,4"), QSM the qsm binary (default build/qsm).
+# tile configs (default "32,8 48,8 64,4"), QSM the qsm binary (default build/qsm), WASM=0 leaves
+# out the wasm32 rows, WASM_DIR the wasm build (default build-wasm/mt).
 #
-# The estimate (memory.md §4.3-4.4), from `qsm models show ID --json` alone:
-#   n = min(THREADS, tiles) in flight (no budget), p = ceil((core + 2 halo) / d) d,
-#   estimate = resident + inference_fixed + tiled_wrapper_bytes(voxels) + n · tile_bytes(p)
+# The estimate is tiled_peak_bytes (qsmcore/tiling.h, memory.md §4.3-4.4) written out from
+# `qsm models show ID --json` alone, the function the tiled wrappers reserve the same terms with:
+#   n = min(THREADS, tiles) in flight (tile_concurrency with no budget), p = ceil((core + 2 halo) / d) d,
+#   estimate = resident + inference_fixed + max(tiled_wrapper_bytes + n · tile_bytes(p), tiled_prepare_bytes)
 # with tile_bytes(p) = native_tile_fixed_bytes + native_tile_bytes_per_voxel · p³, or below the
-# last of native_tile_small's [voxels, bytes] points the chord between them (TileCost::bytes).
-# Per-tile growth: the same run with THREADS + 1 threads (one more tile in flight, one thread per
-# graph run in both when THREADS >= 2) minus the first; tile_bytes / growth must lie in
-# [1, 1.05] (issue #54: +5 %/−0 %).
-# (tiled_wrapper_bytes = 8 B a voxel for the output and qsmcore-invnet's TKD prior, + 4 KiB; the
-# phantom's field is in ppm, so the wrapper reads it in place), and for qsmcore-invnet at least the TKD step before the tiles (the field, its
-# ppm copy's masked copy, FFT buffer, spectrum and kernel: 5 volumes of f64 beside the prior and
-# the field). The wasm32 rows need the wasm build's `qsm-node.js` and are not run here (see the
-# report of issue #54).
+# last of native_tile_small's [voxels, bytes] points the chord between them (TileCost::bytes);
+# tiled_wrapper_bytes = 8 B a voxel for the output and qsmcore-invnet's TKD prior, + 4 KiB (the
+# phantom's field is in ppm: read in place); tiled_prepare_bytes (qsmcore-invnet only, its TKD
+# prior before the tiles) = 3 f64 volumes (the copy TKD is given, the prior, the FFT's real
+# buffer) + 24 B on each of (x/2 + 1)·y·z (the half spectrum, complex f64, and the kernel, f64)
+# + 4 KiB. Per-tile growth: the same run with THREADS + 1 threads (one more tile in flight, one
+# thread per graph run in both when THREADS >= 2) minus the first; tile_bytes / growth must lie
+# in [1, 1.05].
+#
+# wasm32 rows: the Node build (WASM_DIR/qsm-node.js, run by tools/wasm/qsm.js) has the `onnx`
+# commands only (no NIfTI reader in wasm32), so no `qsm run --tile` there; its tiled runs are the
+# web page's (qsm_web_run, whose tile plan predicts with tiled_peak_bytes). What is measured here
+# is the part that differs between the heaps: one tile's graph run, `onnx run` at the padded
+# patch on 1 thread (a tile's run on a 2-thread pool with 2 tiles in flight), its accounted peak
+# (load + plan + run) against resident + inference_fixed + tile_bytes(p), the native figures
+# tiled_peak_bytes counts a tile with; the wrapper's buffers are the same code on both heaps.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 QSM=${QSM:-build/qsm}
@@ -33,42 +43,20 @@ weights=${1:-.cache/twins-full}
 size=${SIZE:-96}
 threads=${THREADS:-2}
 configs=${CONFIGS:-"32,8 48,8 64,4"}
+wasm_dir=${WASM_DIR:-build-wasm/mt}
+wasm=${WASM:-1}
+[ -f "$wasm_dir/qsm-node.js" ] || wasm=0
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 "$QSM" phantom --out "$work/ph" --size "$size" --b0 3 >/dev/null
 
-ids=$("$QSM" models --json | python3 -c 'import json,sys; print(" ".join(m["id"] for m in json.load(sys.stdin) if m["tiled"]))')
-printf '| network | tile (core,halo) | patch | in flight | estimate MB | measured MB | measured / estimate | growth per tile MB | tile_bytes MB | tile_bytes / growth |\n'
-printf '|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n'
-for id in $ids; do
-  spec="$work/$id.json"
-  "$QSM" models show "$id" --json >"$spec"
-  if [ "$id" != qsmcore-invnet ] && [ ! -f "$weights/$id.onnx" ]; then
-    printf '| %s | - | - | - | - | - | skipped: no %s |\n' "$id" "$weights/$id.onnx"
-    continue
-  fi
-  for cfg in $configs; do
-    report="$work/$id-$cfg.json"
-    for t in "$threads" $((threads + 1)); do
-      QSM_MODEL_DIR="$weights" "$QSM" run "$id" --in "$work/ph/local_field.nii.gz" --mask "$work/ph/mask.nii.gz" \
-        --tile "$cfg" --threads "$t" --mem-budget none --no-verify --quiet \
-        --out "$work/out.nii.gz" --report "$work/$id-$cfg-$t.json" >/dev/null
-    done
-    cp "$work/$id-$cfg-$threads.json" "$report"
-    python3 - "$spec" "$report" "$cfg" "$size" "$threads" "$work/$id-$cfg-$((threads + 1)).json" <<'EOF'
+# The host's arithmetic, from the registry's JSON alone (tiled_peak_bytes, TileCost::bytes).
+cat >"$work/host.py" <<'EOF'
 import json, math, sys
-spec, report = (json.load(open(p)) for p in sys.argv[1:3])
-core, halo = (int(v) for v in sys.argv[3].split(","))
-size, threads = int(sys.argv[4]), int(sys.argv[5])
-mem = spec["memory"]
-d = max([spec["size_divisor"]] + spec["pad_multiple"])
-p = math.ceil((core + 2 * halo) / d) * d
-voxels = size**3
-n = min(threads, report["tiles"])  # a host counts the tiles whose core holds a mask voxel
-assert report["tiles_in_flight"] == n, f"qsmcore ran {report['tiles_in_flight']} tiles in flight, the host expects {n}"
-volumes = 2 if spec["id"] == "qsmcore-invnet" else 1  # the field is in ppm: read in place
-wrapper = volumes * 8 * voxels + 4096
-def tile_bytes(v):
+def patch(spec, core, halo):
+    d = max([spec["size_divisor"]] + spec["pad_multiple"])
+    return math.ceil((core + 2 * halo) / d) * d
+def tile_bytes(spec, v):
     pts = spec["native_tile_small"] or []
     if pts and v < pts[-1][0]:
         if v <= pts[0][0]:
@@ -76,15 +64,72 @@ def tile_bytes(v):
         (a, ab), (b, bb) = next((pts[i - 1], pts[i]) for i in range(1, len(pts)) if pts[i][0] >= v)
         return ab if bb <= ab else ab + -(-(bb - ab) * (v - a) // (b - a))
     return spec["native_tile_fixed_bytes"] + spec["native_tile_bytes_per_voxel"] * v
-estimate = mem["resident_bytes"] + mem["inference_fixed_bytes"] + wrapper + n * tile_bytes(p**3)
-if spec["id"] == "qsmcore-invnet":
-    estimate = max(estimate, mem["resident_bytes"] + (5 + 2) * 8 * voxels)
+def tiled_peak(spec, p, dims, n, field_copy=False):
+    mem = spec["memory"]
+    voxels = dims[0] * dims[1] * dims[2]
+    invnet = spec["id"] == "qsmcore-invnet"
+    wrapper = (1 + field_copy + invnet) * 8 * voxels + 4096
+    prepare = 0
+    if invnet:
+        prepare = (3 + field_copy) * 8 * voxels + 24 * (dims[0] // 2 + 1) * dims[1] * dims[2] + 4096
+    held = mem["resident_bytes"] + mem["inference_fixed_bytes"]
+    return max(mem["load_peak_bytes"], held + max(wrapper + n * tile_bytes(spec, p**3), prepare))
+EOF
+
+ids=$("$QSM" models --json | python3 -c 'import json,sys; print(" ".join(m["id"] for m in json.load(sys.stdin) if m["tiled"]))')
+printf '| network | heap | tile (core,halo) | patch | in flight | estimate MB | measured MB | estimate / measured | growth per tile MB | tile_bytes MB | tile_bytes / growth |\n'
+printf '|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n'
+for id in $ids; do
+  spec="$work/$id.json"
+  "$QSM" models show "$id" --json >"$spec"
+  if [ "$id" != qsmcore-invnet ] && [ ! -f "$weights/$id.onnx" ]; then
+    printf '| %s | - | - | - | - | - | - | skipped: no %s |\n' "$id" "$weights/$id.onnx"
+    continue
+  fi
+  for cfg in $configs; do
+    for t in "$threads" $((threads + 1)); do
+      QSM_MODEL_DIR="$weights" "$QSM" run "$id" --in "$work/ph/local_field.nii.gz" --mask "$work/ph/mask.nii.gz" \
+        --tile "$cfg" --threads "$t" --mem-budget none --no-verify --quiet \
+        --out "$work/out.nii.gz" --report "$work/$id-$cfg-$t.json" >/dev/null
+    done
+    python3 - "$work/host.py" "$spec" "$work/$id-$cfg-$threads.json" "$cfg" "$size" "$threads" \
+      "$work/$id-$cfg-$((threads + 1)).json" <<'EOF'
+import json, sys
+exec(open(sys.argv[1]).read())
+spec, report, more = (json.load(open(p)) for p in (sys.argv[2], sys.argv[3], sys.argv[7]))
+core, halo = (int(v) for v in sys.argv[4].split(","))
+size, threads = int(sys.argv[5]), int(sys.argv[6])
+p = patch(spec, core, halo)
+n = min(threads, report["tiles"])  # a host counts the tiles whose core holds a mask voxel
+assert report["tiles_in_flight"] == n, f"qsmcore ran {report['tiles_in_flight']} tiles in flight, the host expects {n}"
+estimate = tiled_peak(spec, p, (size, size, size), n)
 measured = report["memory"]["measured_peak_bytes"]
-more = json.load(open(sys.argv[6]))
 growth = more["memory"]["measured_peak_bytes"] - measured if more["tiles_in_flight"] == n + 1 else None
-tb = tile_bytes(p**3)
+tb = tile_bytes(spec, p**3)
 g = f"{growth / 1e6:.2f} | {tb / 1e6:.2f} | {tb / growth:.3f}" if growth else f"- | {tb / 1e6:.2f} | - (fewer tiles)"
-print(f"| {spec['id']} | {core},{halo} | {p}³ | {n} | {estimate / 1e6:.1f} | {measured / 1e6:.1f} | {measured / estimate:.3f} | {g} |")
+print(f"| {spec['id']} | native | {core},{halo} | {p}³ | {n} | {estimate / 1e6:.1f} | {measured / 1e6:.1f} | {estimate / measured:.3f} | {g} |")
+EOF
+    [ "$wasm" = 1 ] || continue
+    # wasm32: one tile's graph run at the padded patch (see the header).
+    p=$(python3 -c 'import sys; exec(open(sys.argv[1]).read()); import json; c,h=map(int,sys.argv[3].split(",")); print(patch(json.load(open(sys.argv[2])),c,h))' "$work/host.py" "$spec" "$cfg")
+    channels=1
+    [ "$id" = qsmcore-invnet ] && channels=3
+    /usr/bin/python3 -c 'import numpy as np,sys; c,p=int(sys.argv[2]),int(sys.argv[3]); np.save(sys.argv[1], (np.random.RandomState(1).rand(1,c,p,p,p).astype(np.float32)-0.5)*0.02)' \
+      "$work/x.npy" "$channels" "$p"
+    model="$weights/$id.onnx"
+    [ -f "$model" ] || model="models/$id.onnx"  # qsmcore-invnet ships in models/
+    input=$("$QSM" onnx info "$model" | awk '/^inputs:/{getline; sub(/^ +/,""); sub(/:.*/,""); print; exit}')
+    NODE_PATH=${NODE_PATH:-/usr/share/nodejs} node tools/wasm/qsm.js onnx run "$model" --in "$input=$work/x.npy" \
+      --out "$work/wo" --threads 1 --mem-budget none --report "$work/w.json" >/dev/null 2>&1
+    python3 - "$work/host.py" "$spec" "$work/w.json" "$cfg" "$p" <<'EOF'
+import json, sys
+exec(open(sys.argv[1]).read())
+spec, report = json.load(open(sys.argv[2])), json.load(open(sys.argv[3]))
+p = int(sys.argv[5])
+mem = spec["memory"]
+estimate = mem["resident_bytes"] + mem["inference_fixed_bytes"] + tile_bytes(spec, p**3)
+measured = report["measured_peak_bytes"]
+print(f"| {spec['id']} | wasm32, one tile's run | {sys.argv[4]} | {p}³ | 1 | {estimate / 1e6:.1f} | {measured / 1e6:.1f} | {estimate / measured:.3f} | - | - | - |")
 EOF
   done
 done

@@ -112,11 +112,30 @@ std::size_t wasm_tiles_in_flight(const ModelSpec& spec, TileConfig cfg, std::siz
 /// 8 bytes a voxel each, + 4 KiB. The `wrapper_bytes` a host passes to tile_concurrency.
 /// Throws Error{InvalidInput} for a network not run tiled.
 std::uint64_t tiled_wrapper_bytes(const ModelSpec& spec, std::uint64_t voxels, bool field_copy = true);
+/// What a tiled network's wrapper holds at most before its first tile runs, for an input volume
+/// of `volume` (x, y, z) voxels (memory.md §4.4). qsmcore-invnet makes its TKD prior there: the
+/// field's ppm copy where `field_copy`, the copy of the field TKD is given, the masked copy that
+/// becomes the prior, the FFT's real buffer (f64 volumes) and its half spectrum (complex f64)
+/// with the dipole kernel (f64), (x/2 + 1)·y·z values each, on the unpadded volume, + 4 KiB.
+/// The other tiled networks do nothing there beyond tiled_wrapper_bytes: 0. Throws
+/// Error{InvalidInput} for a network not run tiled.
+std::uint64_t tiled_prepare_bytes(const ModelSpec& spec, std::array<std::size_t, 3> volume, bool field_copy = true);
+/// A tiled run's whole peak natively, from the registry's figures alone (memory.md §4.4): the
+/// resident model + the inference's fixed part (the plan the tiles share) + the larger of the
+/// wrapper's step before the tiles (tiled_prepare_bytes) and the tiles' phase
+/// (tiled_wrapper_bytes + in_flight × tile_bytes). `in_flight`: the tiles run at once
+/// (tile_concurrency's answer, at most the tiles whose core holds a mask voxel). The tiled
+/// wrappers reserve the same terms; bench/tile_budget.sh and tests/tile_growth check it against
+/// a run's accounted peak (+5 %/−0 %). Throws as tile_bytes does.
+std::uint64_t tiled_peak_bytes(const ModelSpec& spec, TileConfig cfg, std::array<std::size_t, 3> volume,
+                               std::size_t in_flight, bool field_copy = true);
 
 // One budget (memory.md §4.4): the tiled wrappers (src/networks/field_nets.cpp) ask for the
 // tiles in flight these functions give, natively tile_concurrency(spec, cfg, room, threads,
 // tiled_wrapper_bytes(spec, voxels)) with room = the run's budget above what the caller holds,
 // on wasm32 wasm_tiles_in_flight(spec, cfg, threads); the run's own plans may lower that, never
-// raise it. So a host that budgets with the registry's figures runs what qsmcore runs.
+// raise it. So a host that budgets with the registry's figures runs what qsmcore runs, and
+// tiled_peak_bytes with that count is its estimate of the run's peak (the wrappers reserve the
+// same terms).
 
 }  // namespace qsmcore

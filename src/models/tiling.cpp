@@ -174,4 +174,30 @@ std::uint64_t tiled_wrapper_bytes(const ModelSpec& spec, std::uint64_t voxels, b
   return saturating_add(saturating_mul(saturating_mul(volumes, 8), voxels), 4096);
 }
 
+std::uint64_t tiled_prepare_bytes(const ModelSpec& spec, std::array<std::size_t, 3> volume, bool field_copy) {
+  if (!spec.tiled) throw Error(ErrorKind::InvalidInput, "'" + std::string(spec.id) + "' is not run tiled");
+  if (spec.id != "qsmcore-invnet") return 0;
+  // field_nets.cpp's TKD prior (physics tkd(), unpadded): at its inverse FFT the wrapper holds
+  // the ppm copy it reads (field_copy), the copy tkd() is given, the masked copy that becomes
+  // the prior and the FFT's real buffer, f64 volumes; the half spectrum (complex f64) and the
+  // kernel (f64) on (x/2 + 1)·y·z. Measured at 96³ with 32³ patches (bench/tile_budget.sh): the
+  // run's peak was this + 1.36 MB of plans.
+  const std::uint64_t voxels = saturating_mul(saturating_mul(volume[0], volume[1]), volume[2]);
+  const std::uint64_t half = saturating_mul(saturating_mul(volume[0] / 2 + 1, volume[1]), volume[2]);
+  const std::uint64_t volumes = 3 + (field_copy ? 1 : 0);
+  return saturating_add(saturating_add(saturating_mul(volumes * 8, voxels), saturating_mul(24, half)), 4096);
+}
+
+std::uint64_t tiled_peak_bytes(const ModelSpec& spec, TileConfig cfg, std::array<std::size_t, 3> volume,
+                               std::size_t in_flight, bool field_copy) {
+  const std::uint64_t per = tile_bytes(spec, cfg);
+  const NetworkMemory& m = *spec.memory;  // tile_bytes threw if it were absent
+  const std::uint64_t voxels = saturating_mul(saturating_mul(volume[0], volume[1]), volume[2]);
+  const std::uint64_t tiles = saturating_add(tiled_wrapper_bytes(spec, voxels, field_copy),
+                                             saturating_mul(std::max<std::size_t>(in_flight, 1), per));
+  const std::uint64_t held = saturating_add(m.resident_bytes, m.inference_fixed_bytes);
+  return std::max(m.load_peak_bytes,
+                  saturating_add(held, std::max(tiles, tiled_prepare_bytes(spec, volume, field_copy))));
+}
+
 }  // namespace qsmcore

@@ -137,10 +137,17 @@ void run_field_net(Context& c, const FieldRecipe& r) {
   res.shapes = {{{1, r.tkd_prior ? 3 : 1, patch.size[0], patch.size[1], patch.size[2]}}};
   // The field in ppm when it is a copy; with the TKD prior also the prior. Before any graph
   // runs, TKD makes the prior from a copy of the field with its masked copy, FFT buffer,
-  // spectrum and kernel (≤ 5 volumes of f64 beside the prior).
+  // spectrum and kernel: tiled_prepare_bytes in all (tiling.h, what a host adds up too), less
+  // what wrapper_fixed counts (the copy, the prior; for tiles also the output, made after it).
   const std::int64_t volume_bytes = grid.voxels() * 8;
   res.wrapper_fixed = FieldPpm::own_bytes(c.in) + (r.tkd_prior ? 1 : 0) * volume_bytes + 4096;
-  const std::int64_t tkd_bytes = (r.tkd_prior ? 5 : 0) * volume_bytes;
+  const std::int64_t prepare_bytes = r.tkd_prior
+                                         ? static_cast<std::int64_t>(tiled_prepare_bytes(
+                                               c.spec,
+                                               {static_cast<std::size_t>(dims[0]), static_cast<std::size_t>(dims[1]),
+                                                static_cast<std::size_t>(dims[2])},
+                                               FieldPpm::own_bytes(c.in) > 0))
+                                         : 0;
   const std::int64_t channels = r.tkd_prior ? 3 : 1;
   res.wrapper_per_tile = channels * patch.voxels() * 4 + 4096;
   // The output volume: beside the tiles in flight, or, for one whole-volume run, made once the
@@ -148,10 +155,10 @@ void run_field_net(Context& c, const FieldRecipe& r) {
   const bool whole = tiles.size() == 1;
   res.wrapper_fixed_tiled = res.wrapper_fixed + volume_bytes;
   if (whole) {
-    res.wrapper_between = std::max(tkd_bytes, volume_bytes + patch.voxels() * 4 + 4096);
+    res.wrapper_between = std::max(prepare_bytes - res.wrapper_fixed, volume_bytes + patch.voxels() * 4 + 4096);
   } else {
     res.wrapper_fixed = res.wrapper_fixed_tiled;
-    res.wrapper_between = tkd_bytes;
+    res.wrapper_between = std::max<std::int64_t>(prepare_bytes - res.wrapper_fixed, 0);
   }
   // Nothing reads the field, the prior or the tiles' output volume while a graph runs.
   res.parks = true;

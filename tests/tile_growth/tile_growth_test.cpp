@@ -25,6 +25,7 @@
 #include "qsmcore/networks.h"
 #include "qsmcore/tiling.h"
 #include "support/test_data.h"
+#include "tile_growth/twin_figures.h"
 
 using namespace qsmcore;
 
@@ -42,25 +43,6 @@ Volume filled(const Dims3& d, double lo, double hi, unsigned seed) {
 bool within_band(std::int64_t growth, std::uint64_t predicted) {
   return growth > 0 && predicted >= static_cast<std::uint64_t>(growth) &&
          predicted * 100 <= static_cast<std::uint64_t>(growth) * 105;
-}
-
-// `spec` with the native tile cost of the twin `paths`, measured as the generator does
-// (tile_cost_patches, fit_tile_cost), at 1 thread: a tile's graph run gets one thread when the
-// tiles in flight share the threads.
-ModelSpec with_twin_tile_cost(const ModelSpec& spec, const std::vector<std::string>& paths) {
-  MeasureOptions mo;
-  mo.threads = 1;
-  mo.shapes = tile_cost_patches(spec);
-  const MemoryMeasurement m = measure_network_memory(paths, mo);
-  std::vector<TilePoint> runs;
-  for (const auto& p : m.points) runs.push_back({p.voxels, static_cast<std::uint64_t>(p.run_peak_bytes)});
-  const TileCost cost = fit_tile_cost(spec, runs);
-  ModelSpec twin = spec;
-  twin.memory = m.memory;
-  twin.native_tile_bytes_per_voxel = cost.bytes_per_voxel;
-  twin.native_tile_fixed_bytes = cost.fixed_bytes;
-  twin.native_tile_small = cost.small;
-  return twin;
 }
 
 // `spec` with every native tile figure times `scale`, rounded away from 1.
@@ -100,7 +82,7 @@ TEST_P(TiledNetwork, EachTileInFlightAddsTileBytes) {
   const ModelSpec& registered = require_model(GetParam());
   std::vector<std::string> paths;
   for (const auto& f : registered.files) paths.push_back(dir + "/" + std::string(f.name));
-  const ModelSpec spec = with_twin_tile_cost(registered, paths);
+  const ModelSpec spec = qsmtest::with_twin_tile_cost(registered, paths);
   ASSERT_GT(*spec.native_tile_bytes_per_voxel, 0u);
 
   for (const TileConfig cfg : {TileConfig{16, 8}, TileConfig{24, 8}, TileConfig{40, 8}}) {
