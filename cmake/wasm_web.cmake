@@ -3,7 +3,7 @@
 # writes into MEMFS, or File/Blob objects it mounts with WORKERFS (streamed weights, read on demand
 # with FileReaderSync), never through NODERAWFS. No main (--no-entry): the Worker calls in; in the
 # pthread variant the Worker's own thread runs the calls and may block, which a Worker may do.
-set(QSM_WEB_EXPORTS _malloc,_free,_qsm_web_registry,_qsm_web_demo,_qsm_web_run,_qsm_web_pipeline,_qsm_web_output_data,_qsm_web_output_size,_qsm_web_heap_bytes,_qsm_bench_onnx,_qsm_bench_again,_qsm_bench_accounted_peak,_qsm_bench_output_data,_qsm_bench_output_size)
+set(QSM_WEB_EXPORTS _malloc,_free,_qsm_web_registry,_qsm_web_demo,_qsm_web_run,_qsm_web_tile_plan,_qsm_web_pipeline,_qsm_web_output_data,_qsm_web_output_size,_qsm_web_heap_bytes,_qsm_bench_onnx,_qsm_bench_again,_qsm_bench_accounted_peak,_qsm_bench_output_data,_qsm_bench_output_size)
 set(QSM_WEB_LINK
   -sMODULARIZE=1 -sEXPORT_NAME=createQsm -sENVIRONMENT=web,worker --no-entry
   -sALLOW_MEMORY_GROWTH=1 -sMAXIMUM_MEMORY=4GB -sTOTAL_STACK=8MB -sFORCE_FILESYSTEM=1 -lworkerfs.js

@@ -29,8 +29,11 @@ let last = null;  // the last result: {dims, voxel, affine, chi: Float32Array, r
 // `niftis` (the maps' NIfTI bytes by name).
 // `call` posts a message to the worker as the page's buttons do (the tests send what the UI
 // cannot: arrays whose length is not their dims').
-window.qsmPage = { variant, reply: null, chiNifti: null, events: [], predicted: null, niftis: null,
-                   shownVolumes: () => shownVolumes(), call: (message) => call(message) };
+// Tiled runs: `plan`, the last tile plan the page showed (qsm_web_tile_plan's reply); the
+// counters `workerCalls` (runs posted to the worker) and `volumesRead` (NIfTI volumes read whole)
+// show that a refused plan neither ran nor read anything.
+window.qsmPage = { variant, reply: null, chiNifti: null, events: [], predicted: null, niftis: null, plan: null,
+                   workerCalls: 0, volumesRead: 0, shownVolumes: () => shownVolumes(), call: (message) => call(message) };
 
 // ---- small helpers -------------------------------------------------------------------------
 
@@ -151,6 +154,7 @@ async function chosenWeights(spec, inputId = "onnx-file") {
 // A 3-D NIfTI file as float32 (scaling applied), with its grid. A 4-D or 5-D file (echoes,
 // frames) is refused by name: taking its first volume would run on one echo without saying so.
 async function readNifti(file) {
+  window.qsmPage.volumesRead++;
   const buffer = await gunzipIfNeeded(await file.arrayBuffer());
   const name = file.name.replace(/\.gz$/i, "");
   const img = await NVImage.new(buffer, name.endsWith(".nii") ? name : name + ".nii");
@@ -235,6 +239,10 @@ function onWorker(msg) {
     progress(0, "Ready");
     $("run-demo").disabled = $("run-user").disabled = $("run-pipeline").disabled = false;
     setState("ready");
+  } else if (msg.type === "plan") {
+    const resolve = planWaiting.get(msg.id);
+    planWaiting.delete(msg.id);
+    if (resolve) resolve(msg.reply);
   } else if (msg.type === "progress") {
     progress(msg.fraction, msg.stage);
   } else if (msg.type === "predicted" && msg.stages) {
@@ -246,7 +254,8 @@ function onWorker(msg) {
            [PREDICTED_HEAP_LABEL, fmtBytes(msg.predicted_heap_bytes)], ["budget", fmtBytes(msg.budget_bytes)]]);
   } else if (msg.type === "predicted") {
     if (pending) pending.predicted = msg;
-    facts([["predicted peak (engine)", fmtBytes(msg.predicted_peak_bytes)],
+    const tiles = msg.tiles > 1 ? [["tiles (the run's plans)", `${msg.tiles} tiles, ${msg.tiles_in_flight} in flight`]] : [];
+    facts([...tiles, ["predicted peak (engine)", fmtBytes(msg.predicted_peak_bytes)],
            [PREDICTED_HEAP_LABEL, fmtBytes(msg.predicted_heap_bytes)], ["budget", fmtBytes(msg.budget_bytes)]]);
   } else if (msg.type === "log") {
     console.log(msg.text);
@@ -260,6 +269,7 @@ function onWorker(msg) {
 }
 function call(message, transfer) {
   window.qsmPage.events = [];
+  window.qsmPage.workerCalls++;
   return new Promise((resolve, reject) => {
     pending = { resolve, reject, predicted: null };
     worker.postMessage(message, transfer || []);
@@ -292,6 +302,14 @@ function memoryFacts(reply) {
           ["budget", fmtBytes(reply.budget_bytes)]];
 }
 
+// A tiled run as the engine ran it, beside its tile plan; nothing for a whole-volume run.
+function tileFacts(reply, plan) {
+  if (!plan) return [];
+  return [["tiles (run)", `${reply.tiles} tiles, ${reply.tiles_in_flight} in flight (tile plan: ${plan.tiles_in_flight}; ` +
+                          `the run's own prediction: ${reply.predicted_tiles_in_flight})`],
+          ["predicted peak (tile plan, registry figures)", fmtBytes(plan.predicted_peak_bytes)]];
+}
+
 // What the heap holds once the call returned: in use (the engine's freed blocks kept for the next
 // run are free, not in use), and of that the engine's accounted bytes.
 function inUseFacts(reply) {
@@ -314,7 +332,10 @@ async function guarded(body) {
     const r = err.reply || {};
     say((r.kind === "OutOfBudget" ? "Refused before allocating: " : "Error: ") + err.message, "error");
     progress(0, r.kind === "OutOfBudget" ? "Refused" : "Failed");
-    if (r.heap_bytes) {
+    if (r.plan) {
+      facts([["tile plan: heap at the peak", fmtBytes(r.plan.predicted_heap_bytes)], ["budget", fmtBytes(r.plan.budget_bytes)],
+             ["wasm heap high-water (HEAP8.buffer.byteLength)", fmtBytes(r.heap_bytes)]]);
+    } else if (r.heap_bytes) {
       facts(r.stages_peak_bytes != null ? pipelineMemoryFacts(r) : r.predicted_peak_bytes ? memoryFacts(r)
         : [["budget", fmtBytes(r.budget_bytes)], ["wasm heap high-water (HEAP8.buffer.byteLength)", fmtBytes(r.heap8_bytes || r.heap_bytes)]]);
     }
@@ -325,6 +346,128 @@ async function guarded(body) {
     $("run-demo").disabled = $("run-user").disabled = $("run-pipeline").disabled = false;
   }
 }
+
+// ---- tiles: the control, and the engine's tile plan before a tiled run -----------------------
+
+// The field's unit as the run takes it: a phase network takes wrapped phase in radians (as
+// `qsm run` assumes for it).
+const unitFor = (spec) => (spec.needs.field_kind === "wrapped phase" ? "rad" : $("unit").value);
+
+// The tile request of the "Your data" card, as `qsm run --tile CORE,HALO`: {core, halo} when tiles
+// are on for a tiled network, else null (the whole volume).
+function tileRequest(spec) {
+  if (!spec || !spec.tiled || $("tile-mode").value !== "on") return null;
+  const core = Number($("tile-core").value), halo = Number($("tile-halo").value);
+  if (!Number.isInteger(core) || core < 1) throw new Error(`tile core "${$("tile-core").value}": a whole number of voxels, 1 or more`);
+  if (!Number.isInteger(halo) || halo < 0) throw new Error(`tile halo "${$("tile-halo").value}": a whole number of voxels, 0 or more`);
+  return { core, halo };
+}
+
+// The grid of a NIfTI-1 or NIfTI-2 file from its header alone (gzip undone only as far as the
+// header), so that a run can be planned, and refused, before the volume is read.
+async function niftiDims(file) {
+  const magic = new Uint8Array(await file.slice(0, 2).arrayBuffer());
+  let stream = file.stream();
+  if (magic[0] === 0x1f && magic[1] === 0x8b) stream = stream.pipeThrough(new DecompressionStream("gzip"));
+  const reader = stream.getReader();
+  const head = new Uint8Array(540);
+  let n = 0;
+  while (n < head.length) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    const k = Math.min(value.length, head.length - n);
+    head.set(value.subarray(0, k), n);
+    n += k;
+  }
+  reader.cancel().catch(() => {});
+  const v = new DataView(head.buffer);
+  for (const little of [true, false]) {
+    const size = n >= 4 ? v.getInt32(0, little) : 0;
+    // dim[0] is the number of dimensions; dims past it are 1. NIfTI-1: int16 dim[8] at 40; NIfTI-2: int64 at 16.
+    const dim = size === 348 && n >= 348 ? (i) => v.getInt16(40 + 2 * i, little)
+      : size === 540 && n >= 540 ? (i) => Number(v.getBigInt64(16 + 8 * i, little)) : null;
+    if (!dim) continue;
+    const nd = dim(0);
+    return { dims: [1, 2, 3].map((i) => (i <= nd ? Math.max(1, dim(i)) : 1)) };
+  }
+  throw new Error(`${file.name}: no NIfTI-1 or NIfTI-2 header`);
+}
+
+// Plans go to the Worker beside runs, each answered by its id.
+let planIds = 0;
+const planWaiting = new Map();
+function askPlan(request) {
+  const id = ++planIds;
+  return new Promise((resolve) => {
+    planWaiting.set(id, resolve);
+    worker.postMessage({ cmd: "plan", id, request });
+  });
+}
+
+// The engine's plan for `spec` tiled with `tile` on `fieldFile`'s grid under the page's budget
+// and threads: tiles, tiles in flight (wasm_tiles_in_flight), the predicted peak. Shown at once.
+async function tilePlan(spec, fieldFile, tile) {
+  const { dims } = await niftiDims(fieldFile);
+  const e = engineSettings();
+  const plan = await askPlan({ network: spec.id, dims, tile, threads: e.threads, budget_bytes: e.budget_bytes,
+                               mask: Boolean($("mask-file").files[0]), unit: unitFor(spec) });
+  window.qsmPage.plan = plan;
+  showPlan(plan);
+  return plan;
+}
+
+function showPlan(p, note) {
+  const box = $("tile-plan");
+  box.hidden = false;
+  const verdict = (text, kind) => Object.assign(document.createElement("div"), { className: "verdict " + kind, textContent: text });
+  if (!p || p.error) {
+    box.replaceChildren(verdict(p ? `No tile plan: ${p.error}` : note, p ? "bad" : ""));
+    return;
+  }
+  const core = p.core.every((c) => c === p.core[0]) ? String(p.core[0]) : p.core.join("×");
+  const lowered = p.tiles_in_flight < Math.min(p.wasm_tiles_in_flight, p.tiles) ? ", fewer for the budget" : "";
+  const rows = [
+    ["tile plan", `the engine's, before the volume is read (${p.dims.join("×")})`],
+    ["tiles", `${p.tiles} of ${p.patch.join("×")} (core ${core}, halo ${p.halo}; a tile with no mask voxel is skipped)`],
+    ["tiles in flight", `${p.tiles_in_flight} (wasm_tiles_in_flight: ${p.wasm_tiles_in_flight} for ${p.pool} thread(s)${lowered})`],
+    ["one tile", `${fmtBytes(p.tile_bytes)} (${p.tile_figure}, what the tiles in flight are decided with); native ${fmtBytes(p.native_tile_bytes)}`],
+    ["predicted peak", `${fmtBytes(p.predicted_peak_bytes)} with ${p.tiles_in_flight} in flight (the registry's figures: model, whole-volume buffers, tiles)`],
+    ["heap at the peak", `${fmtBytes(p.predicted_heap_bytes)} (in use ${fmtBytes(p.heap_in_use_bytes)}, input volumes ${fmtBytes(p.inputs_bytes)})`],
+    ["budget", fmtBytes(p.budget_bytes)],
+  ];
+  const table = document.createElement("table");
+  for (const [k, val] of rows) {
+    const tr = table.insertRow();
+    tr.insertCell().textContent = k;
+    tr.insertCell().textContent = val;
+  }
+  box.replaceChildren(table, p.fits ? verdict(`Fits the budget: ${p.tiles_in_flight} tile(s) in flight.`, "ok")
+    : verdict(`Over the budget: a run is refused before the volume is read. ${p.refusal}`, "bad"));
+}
+
+// The plan again whenever what it depends on changes (network, tiles, files, threads, budget).
+let planTimer = null;
+function planSoon() {
+  showTileControls();
+  clearTimeout(planTimer);
+  planTimer = setTimeout(() => refreshPlan().catch((e) => showPlan({ error: e.message })), 150);
+}
+function showTileControls() {
+  const spec = registry.find((x) => x.id === $("network").value);
+  $("tile-controls").hidden = !(spec && spec.tiled);
+  $("tile-core").disabled = $("tile-halo").disabled = $("tile-mode").value !== "on";
+  return spec;
+}
+async function refreshPlan() {
+  const spec = showTileControls();
+  const tile = tileRequest(spec);
+  if (!tile) { $("tile-plan").hidden = true; return; }
+  const field = $("field-file").files[0];
+  if (!field) { showPlan(null, "Choose a field NIfTI: the tile plan needs its grid."); return; }
+  await tilePlan(spec, field, tile);
+}
+for (const id of ["tile-mode", "tile-core", "tile-halo", "field-file", "mask-file", "unit", "threads", "budget"])
+  $(id).addEventListener("change", planSoon);
 
 // ---- the two actions ------------------------------------------------------------------------
 
@@ -355,9 +498,21 @@ async function runUser() {
     const fieldFile = $("field-file").files[0];
     if (!fieldFile) throw new Error("choose a field NIfTI first");
     const spec = registry.find((s) => s.id === $("network").value);
+    // A tiled run: the engine's tile plan from the header first; over the budget nothing is read.
+    const tile = tileRequest(spec);
+    let plan = null;
+    if (tile) {
+      progress(0, `tile plan for ${fieldFile.name}`);
+      plan = await tilePlan(spec, fieldFile, tile);
+      if (plan.error) throw Object.assign(new Error("tile plan: " + plan.error), { reply: { ...plan, plan } });
+      if (!plan.fits)
+        throw Object.assign(new Error(`${fieldFile.name} was not read: ${plan.refusal}`), { reply: { ...plan, kind: "OutOfBudget", plan } });
+    }
     progress(0, `reading ${fieldFile.name}`);
     const tRead = performance.now();
     const field = await readNifti(fieldFile);
+    if (plan && field.dims.join() !== plan.dims.join())
+      throw new Error(`${fieldFile.name} is ${field.dims.join("×")}, its header said ${plan.dims.join("×")}`);
     let mask = null;
     if ($("mask-file").files[0]) {
       mask = await readNifti($("mask-file").files[0]);
@@ -366,18 +521,18 @@ async function runUser() {
     const model = await chosenWeights(spec);
     const readSeconds = (performance.now() - tRead) / 1000;
     const msg = { cmd: "run", network: spec.id, model, field: field.data, mask: mask ? mask.data : null, dims: field.dims,
-                  // A phase network takes wrapped phase in radians (as `qsm run` assumes for it).
-                  voxel_mm: field.voxel, affine: field.affine, unit: spec.needs.field_kind === "wrapped phase" ? "rad" : $("unit").value,
+                  voxel_mm: field.voxel, affine: field.affine, unit: unitFor(spec), tile,
                   b0: Number($("b0").value) || null, te: Number($("te").value) || null, ...engineSettings() };
     const t0 = performance.now();
     const { reply, outputs } = await call(msg);
     reply.read_seconds = readSeconds;
     reply.worker_seconds = (performance.now() - t0) / 1000;
+    reply.plan = plan;
     const chi = outputs.chi || Object.values(outputs)[0];
     if (!chi) throw new Error(`${spec.id} returned no volume`);
     facts([["network", `${spec.name} (${model.sha.slice(0, 12)}…)`],
            ["time", `network ${reply.network_seconds.toFixed(2)} s, whole run ${((performance.now() - t0) / 1000).toFixed(2)} s`],
-           ...memoryFacts(reply)]);
+           ...tileFacts(reply, plan), ...memoryFacts(reply)]);
     await finishRun(reply, chi, field.dims, field.voxel, field.affine, fieldFile.name, field.data, "input field");
     say(`Done: ${spec.name} on ${fieldFile.name}.${reply.warnings && reply.warnings.length ? "\n" + reply.warnings.join("\n") : ""}`, "ok");
   });
@@ -671,38 +826,14 @@ async function download(which) {
   setTimeout(() => URL.revokeObjectURL(a.href), 10000);
 }
 
-// A tiled network's tile figures (docs/memory.md §4.5) from the registry JSON: the seed's
-// tile_bytes_per_voxel, measured in wasm32, and the native cost (native_tile_fixed_bytes +
-// native_tile_bytes_per_voxel · voxels from a medium patch up, below it the chord through
-// native_tile_small's [voxels, bytes] points: TileCost::bytes). "" for a network not run tiled.
-const TILE_CORE = 128, TILE_HALO = 8;  // TileConfig's defaults (qsmcore/tiling.h)
-function nativeTileBytes(s, v) {
-  const pts = s.native_tile_small || [];
-  if (pts.length && v < pts[pts.length - 1][0]) {
-    if (v <= pts[0][0]) return pts[0][1];
-    const i = pts.findIndex((p) => p[0] >= v);
-    const [a, ab] = pts[i - 1], [b, bb] = pts[i];
-    return bb <= ab ? ab : ab + Math.ceil(((bb - ab) * (v - a)) / (b - a));
-  }
-  return s.native_tile_fixed_bytes + s.native_tile_bytes_per_voxel * v;
-}
-// Tiles in flight for a wasm32 tiled run, as wasm_tiles_in_flight (qsmcore/tiling.h) decides them
-// and the tiled wrappers run them in the wasm build: min(pool, max(1, ⌊1.5e9 / tile⌋)), the tile
-// being the wasm32 figure × the padded patch's voxels, or the native cost where the wasm32 one is
-// not measured. The page budgets a tiled run of `s` with this; null when `s` has no tile figures.
-function wasmTilesInFlight(s, core, halo, pool) {
-  if (!s.tiled || s.native_tile_bytes_per_voxel == null) return null;
-  const d = Math.max(1, s.size_divisor, ...s.pad_multiple);
-  const p = Math.ceil((Math.max(core, 1) + 2 * halo) / d) * d;
-  const tile = s.tile_bytes_per_voxel != null ? s.tile_bytes_per_voxel * p ** 3 : nativeTileBytes(s, p ** 3);
-  return { patch: p, tile, inFlight: Math.min(Math.max(pool, 1), Math.max(1, Math.floor(1.5e9 / tile))) };
-}
+// A tiled network's registry figures (docs/memory.md §4.5), shown as they are. What they mean for a
+// run, the tiles in flight and the peak, is the engine's tile plan (qsm_web_tile_plan, below):
+// the page computes no budget of its own.
 function tileNote(s) {
-  const w = wasmTilesInFlight(s, TILE_CORE, TILE_HALO, engineSettings().threads);
-  if (!w) return s.tiled ? " · tiled; tile cost not measured yet" : "";
+  if (!s.tiled) return "";
+  if (s.native_tile_bytes_per_voxel == null) return " · tiled; tile cost not measured yet";
   const wasm = s.tile_bytes_per_voxel != null ? `${s.tile_bytes_per_voxel} B/voxel in wasm32` : "wasm32 not measured (native figure budgets)";
-  return ` · tiled: tile cost ${wasm}, native ${s.native_tile_bytes_per_voxel} B/voxel + ${fmtBytes(s.native_tile_fixed_bytes)}` +
-    `; a ${w.patch}³ patch (core ${TILE_CORE}, halo ${TILE_HALO}) ${fmtBytes(w.tile)}, ${w.inFlight} tile(s) in flight`;
+  return ` · tiled: tile cost ${wasm}, native ${s.native_tile_bytes_per_voxel} B/voxel + ${fmtBytes(s.native_tile_fixed_bytes)}`;
 }
 
 // Networks the page can feed: a wrapper exists and it needs at most a field and a mask.
@@ -724,8 +855,9 @@ function fillNetworks() {
       : f.url ? `weights from ${new URL(f.url).host} (${fmtBytes(f.bytes)}), SHA-256 checked, cached in this browser`
       : "weights not hosted: choose a local ONNX file") + tileNote(s);
   };
-  sel.onchange = note;
+  sel.onchange = () => { note(); planSoon(); };
   note();
+  planSoon();
 }
 
 // The pipeline's network inversions: the registry's networks on the local field that

@@ -1,8 +1,9 @@
 // The Web Worker that owns the qsmcore module (qsm-web, src/wasm/web_api.cpp and
-// web_pipeline.cpp). The page posts {cmd: "init" | "demo" | "run" | "pipeline"}; the worker
-// answers with events: "ready" (the registry, and the networks the pipeline may invert with),
-// "progress", "predicted" (the run's predicted peak, before it runs), "done" (reply + float32
-// outputs, or the pipeline's NIfTI files) or "error". Runs block this worker, never the page.
+// web_pipeline.cpp). The page posts {cmd: "init" | "demo" | "run" | "plan" | "pipeline"}; the
+// worker answers with events: "ready" (the registry, and the networks the pipeline may invert
+// with), "progress", "predicted" (the run's predicted peak, before it runs), "done" (reply +
+// float32 outputs, or the pipeline's NIfTI files) or "error"; a "plan" (a tiled run's tile plan,
+// qsm_web_tile_plan) is answered by {type: "plan", id, reply}. Runs block this worker, never the page.
 "use strict";
 
 let qsm = null;  // the module once initialised
@@ -108,6 +109,7 @@ function runWith(msg, modelPath) {
   if (msg.unit) request.unit = msg.unit;
   if (msg.b0) request.b0 = msg.b0;
   if (msg.te) request.te = msg.te;
+  if (msg.tile) request.tile = msg.tile;  // {core, halo}: run tiled, as `qsm run --tile CORE,HALO`
   const field = copyIn(msg.field);
   const mask = msg.mask ? copyIn(msg.mask) : 0;
   try {
@@ -120,6 +122,13 @@ function runWith(msg, modelPath) {
     qsm._free(field);
     if (mask) qsm._free(mask);
   }
+}
+
+// The engine's tile plan for a tiled run (network, dims, tile, threads, budget): tiles, tiles in
+// flight (wasm_tiles_in_flight), the predicted peak; nothing of the volume is needed.
+function plan(msg) {
+  const text = qsm.ccall("qsm_web_tile_plan", "string", ["string"], [JSON.stringify(msg.request)]);
+  postMessage({ type: "plan", id: msg.id, reply: JSON.parse(text) });
 }
 
 // ---- the pipeline: the scan's files into MEMFS, one call, the maps read back ------------------
@@ -188,9 +197,12 @@ onmessage = async (e) => {
     if (msg.cmd === "init") await init(msg);
     else if (msg.cmd === "demo") demo(msg);
     else if (msg.cmd === "run") run(msg);
+    else if (msg.cmd === "plan") plan(msg);
     else if (msg.cmd === "pipeline") await pipeline(msg);
     else throw new Error("unknown command " + msg.cmd);
   } catch (err) {
-    postMessage({ type: "error", reply: { error: String(err && err.message ? err.message : err) } });
+    const error = String(err && err.message ? err.message : err);
+    if (msg.cmd === "plan") postMessage({ type: "plan", id: msg.id, reply: { error } });
+    else postMessage({ type: "error", reply: { error } });
   }
 };

@@ -11,6 +11,13 @@
 // spilling to disk and automatic tiling are off here: in a browser "disk" is the JS heap, and a
 // silently approximate tiled result is not what the page asked for.
 //
+// Tiles (issue #54): a network run may ask for core/halo tiles ("tile": {"core", "halo"}, as
+// `qsm run --tile CORE,HALO`); run_network's tiled wrapper then decides the tiles in flight as it
+// does in every wasm32 run, wasm_tiles_in_flight (qsmcore/tiling.h), lowered by the run's own
+// plans under the page's budget. qsm_web_tile_plan gives the page that decision and the run's
+// peak from the registry's figures alone, for a network, a volume shape, a tile and a budget,
+// before the page reads the volume: the figures a host budgets with (memory.md §4.4).
+//
 // Progress: run_network's callback, and the demo's own stages, posted to the Worker's JS
 // (Module.onEvent) when they come from the thread that called in; callbacks from pool threads
 // (tiles finishing) cannot reach the Worker's JS while it is blocked in the call, so they only
@@ -21,6 +28,7 @@
 #include <malloc.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -29,6 +37,7 @@
 #include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -38,18 +47,23 @@
 #include "qsmcore/metrics.h"
 #include "qsmcore/models.h"
 #include "qsmcore/networks.h"
+#include "qsmcore/onnx_model.h"
 #include "qsmcore/physics.h"
 #include "qsmcore/residency.h"
+#include "qsmcore/tiling.h"
 #include "wasm/web_common.h"
 
 using nlohmann::json;
 using namespace qsmcore;
 
 // Delivers one event (a JSON object) to the Worker's JS. On a pool thread `Module` is that
-// thread's own, without onEvent, so nothing happens there (see the header).
+// thread's own, without onEvent, so nothing happens there (see the header). The body is
+// JavaScript, which clang-format would break (it splits `!==`).
+// clang-format off
 EM_JS(void, qsm_web_post_event, (const char* text), {
   if (typeof Module !== "undefined" && Module["onEvent"]) Module["onEvent"](JSON.parse(UTF8ToString(text)));
 });
+// clang-format on
 
 namespace qsmcore::web {
 namespace {
@@ -74,8 +88,12 @@ void progress(double fraction, const std::string& stage) {
 std::int64_t heap_in_use() {
   return std::max<std::int64_t>(0, static_cast<std::int64_t>(mallinfo().uordblks) - kept_heap_bytes());
 }
-std::int64_t heap_bytes() { return static_cast<std::int64_t>(emscripten_get_heap_size()); }
-std::int64_t heap_max() { return static_cast<std::int64_t>(emscripten_get_heap_max()); }
+std::int64_t heap_bytes() {
+  return static_cast<std::int64_t>(emscripten_get_heap_size());
+}
+std::int64_t heap_max() {
+  return static_cast<std::int64_t>(emscripten_get_heap_max());
+}
 
 std::int64_t page_budget(const json& req) {
   const std::int64_t asked = req.value("budget_bytes", std::int64_t{0});
@@ -122,8 +140,8 @@ std::vector<float> to_f32(const Volume& v) {
 }
 
 json metrics_json(const QsmMetrics& m) {
-  return {{"nrmse_percent", m.nrmse}, {"hfen", m.hfen}, {"xsim", m.xsim}, {"rmse_ppm", m.rmse},
-          {"cc", m.cc},               {"roi_voxels", m.roi_voxels}};
+  return {{"nrmse_percent", m.nrmse}, {"hfen", m.hfen}, {"xsim", m.xsim},
+          {"rmse_ppm", m.rmse},       {"cc", m.cc},     {"roi_voxels", m.roi_voxels}};
 }
 
 // The options of every page run: the page's threads, no spill, no automatic tiles, and an
@@ -185,16 +203,23 @@ NetworkRun predict_then_run(const ModelSpec& spec, const std::string& model_path
   reply["predicted_peak_bytes"] = predicted.predicted_peak_bytes;
   reply["predicted_heap_bytes"] = in_use + predicted.predicted_peak_bytes;
   reply["budget_bytes"] = budget;
+  reply["predicted_tiles"] = predicted.tiles;
+  reply["predicted_tiles_in_flight"] = predicted.tiles_in_flight;
   post({{"type", "predicted"},
         {"predicted_peak_bytes", predicted.predicted_peak_bytes},
         {"predicted_heap_bytes", in_use + predicted.predicted_peak_bytes},
         {"budget_bytes", budget},
-        {"heap_bytes", heap_bytes()}});
+        {"heap_bytes", heap_bytes()},
+        {"tiles", predicted.tiles},
+        {"tiles_in_flight", predicted.tiles_in_flight}});
   progress(0.0, "running " + std::string(spec.name));
   const auto t = Clock::now();
   NetworkRun run = run_network(spec, {model_path}, in, opts);
   reply["network_seconds"] = std::chrono::duration<double>(Clock::now() - t).count();
   reply["measured_peak_bytes"] = run.measured_peak_bytes;
+  reply["tiles"] = run.tiles;
+  reply["tiles_in_flight"] = run.tiles_in_flight;
+  reply["threads_per_run"] = run.threads_per_run;
   reply["warnings"] = run.warnings;
   reply["weights"] = weights_json(opts.model.residency, run);
   return run;
@@ -236,6 +261,119 @@ Volume volume_of(const float* data, std::int64_t n, const Dims3& dims, const Geo
   return v;
 }
 
+// The page's tile request, {"core": N or [x, y, z], "halo": H}, as `qsm run --tile CORE,HALO`:
+// core 0 is the whole volume, no halo the network's default. nullopt when the request has none.
+std::optional<TileRequest> tile_request_of(const json& req) {
+  if (!req.contains("tile") || req["tile"].is_null()) return std::nullopt;
+  const json& t = req["tile"];
+  if (!t.is_object() || !t.contains("core"))
+    throw Error(ErrorKind::InvalidInput, "tile: " + t.dump() + " is not {\"core\": N or [x, y, z], \"halo\": H}");
+  // Far beyond any volume the page can hold (2^31 voxels), and no overflow in a patch's edge.
+  constexpr std::int64_t kMaxEdge = std::int64_t{1} << 20;
+  const auto whole = [&](const json& v, const char* what) {
+    if (!v.is_number_integer() || v.get<std::int64_t>() < 0 || v.get<std::int64_t>() > kMaxEdge)
+      throw Error(ErrorKind::InvalidInput, std::string("tile: the ") + what + " " + v.dump() +
+                                               " is not a whole number of voxels from 0 to " +
+                                               std::to_string(kMaxEdge));
+    return v.get<std::int64_t>();
+  };
+  TileRequest r;
+  const json& c = t["core"];
+  if (c.is_array()) {
+    if (c.size() != 3) throw Error(ErrorKind::InvalidInput, "tile: the core " + c.dump() + " needs 1 or 3 edges");
+    for (std::size_t i = 0; i < 3; ++i) r.core[i] = whole(c[i], "core");
+  } else {
+    r.core[0] = r.core[1] = r.core[2] = whole(c, "core");
+  }
+  const bool any = r.core[0] > 0 || r.core[1] > 0 || r.core[2] > 0;
+  if (any && (r.core[0] == 0 || r.core[1] == 0 || r.core[2] == 0))
+    throw Error(ErrorKind::InvalidInput,
+                "tile: the core " + c.dump() + " has a 0 edge (0 everywhere runs the whole volume)");
+  if (t.contains("halo") && !t["halo"].is_null()) r.halo = whole(t["halo"], "halo");
+  return r;
+}
+
+bool tiles_asked(const std::optional<TileRequest>& t) {
+  return t && (t->core[0] > 0 || t->core[1] > 0 || t->core[2] > 0);
+}
+
+Dims3 dims_of(const json& req) {
+  const auto d = req.at("dims").get<std::vector<std::int64_t>>();
+  if (d.size() != 3 || d[0] < 1 || d[1] < 1 || d[2] < 1)
+    throw Error(ErrorKind::InvalidInput, "dims must be 3 positive sizes");
+  constexpr std::int64_t kMaxVoxels = std::int64_t{1} << 31;  // a JS typed array's length, and no overflow
+  if (d[1] > kMaxVoxels / d[0] || d[2] > kMaxVoxels / (d[0] * d[1]))
+    throw Error(ErrorKind::InvalidInput, "dims: more voxels than a page's array can hold");
+  return {d[0], d[1], d[2]};
+}
+
+// The tile a run is budgeted with, as the tiled wrapper counts it: an anisotropic core as the
+// cube of its largest edge, no halo as the default one.
+TileConfig tile_config(const TileRequest& t) {
+  const std::int64_t halo = t.halo < 0 ? static_cast<std::int64_t>(TileConfig{}.halo) : t.halo;
+  return {static_cast<std::size_t>(std::max({t.core[0], t.core[1], t.core[2]})), static_cast<std::size_t>(halo)};
+}
+
+// The peak a run with `n` tiles in flight is predicted by the registry's figures
+// (tiled_peak_bytes, memory.md §4.4: the model, the inference's fixed part, the wrapper's
+// whole-volume buffers or its step before the tiles, the tiles).
+std::int64_t registry_peak(const ModelSpec& spec, TileConfig cfg, const Dims3& dims, std::int64_t n, bool field_copy) {
+  const std::array<std::size_t, 3> volume{static_cast<std::size_t>(dims[0]), static_cast<std::size_t>(dims[1]),
+                                          static_cast<std::size_t>(dims[2])};
+  return static_cast<std::int64_t>(tiled_peak_bytes(spec, cfg, volume, static_cast<std::size_t>(n), field_copy));
+}
+
+// The tile plan for `spec` on a volume of `dims` (qsm_web_tile_plan): the tiles on the grid, the
+// tiles in flight wasm_tiles_in_flight gives for the page's threads (never more than the tiles),
+// and the run's peak from the registry's figures. The page's budget is spent as qsm_web_run
+// spends it: less the heap in use now and the input volumes the run makes before the engine
+// starts (the Worker's float32 copies, the engine's f64 volumes); where that room holds fewer
+// tiles the count is lowered (as the run's own plans lower it, never raise it); where not even
+// one fits the plan says so, and the page refuses before it reads the volume.
+json tile_plan(const ModelSpec& spec, const Dims3& dims, const TileRequest& t, int threads, bool mask, bool field_copy,
+               std::int64_t budget) {
+  if (!spec.tiled)
+    throw Error(ErrorKind::InvalidInput, std::string(spec.id) + " runs on the whole volume only: it has no tiles");
+  const TileConfig cfg = tile_config(t);
+  std::int64_t tiles = 1;  // cores on a stride-core grid from 0 (a mask may drop empty ones)
+  for (int a = 0; a < 3; ++a) tiles *= (dims[a] + t.core[a] - 1) / t.core[a];
+  ModelOptions threads_only;
+  threads_only.threads = threads;
+  const std::size_t pool = static_cast<std::size_t>(std::max(1, with_process_defaults(threads_only).threads));
+  const std::size_t patch = tile_patch_size(cfg, tile_divisor(spec));
+  json plan = {{"network", std::string(spec.id)}, {"dims", dims},   {"core", t.core}, {"halo", cfg.halo},
+               {"patch", {patch, patch, patch}},  {"tiles", tiles}, {"pool", pool},   {"budget_bytes", budget}};
+  const std::size_t registry = wasm_tiles_in_flight(spec, cfg, pool);
+  plan["wasm_tiles_in_flight"] = registry;
+  // The tile wasm_tiles_in_flight spends its budget with (wasm32 where measured), and the native
+  // one tiled_peak_bytes counts; both throw NotFound for a network not measured.
+  const bool wasm = wasm_tile_bytes_per_voxel(spec).has_value();
+  plan["tile_bytes"] = wasm ? wasm_tile_bytes(spec, cfg) : tile_bytes(spec, cfg);
+  plan["tile_figure"] = wasm ? "wasm32" : "native: wasm32 not measured";
+  plan["native_tile_bytes"] = tile_bytes(spec, cfg);
+  const std::uint64_t voxels = static_cast<std::uint64_t>(dims[0] * dims[1] * dims[2]);
+  const std::int64_t inputs = static_cast<std::int64_t>(voxels) * (4 + 8) * (mask ? 2 : 1);
+  const std::int64_t in_use = heap_in_use();
+  const std::int64_t room = budget - in_use - inputs;
+  const auto peak = [&](std::int64_t n) { return registry_peak(spec, cfg, dims, n, field_copy); };
+  std::int64_t n = std::min<std::int64_t>(static_cast<std::int64_t>(registry), tiles);
+  while (n > 1 && peak(n) > room) --n;
+  plan["tiles_in_flight"] = n;
+  plan["predicted_peak_bytes"] = peak(n);
+  plan["inputs_bytes"] = inputs;
+  plan["heap_in_use_bytes"] = in_use;
+  plan["predicted_heap_bytes"] = in_use + inputs + peak(n);
+  plan["fits"] = peak(n) <= room;
+  if (peak(n) > room)
+    plan["refusal"] = "one " + std::to_string(patch) + "³ tile of " + std::string(spec.id) + " needs " +
+                      std::to_string(in_use + inputs + peak(1)) + " bytes of heap at its peak (" +
+                      std::to_string(in_use) + " in use, " + std::to_string(inputs) + " of input volumes, " +
+                      std::to_string(peak(1)) +
+                      " for the run with one tile in flight), more than the page's budget of " +
+                      std::to_string(budget) + " bytes: raise the budget or choose a smaller core";
+  return plan;
+}
+
 }  // namespace
 
 extern "C" {
@@ -248,9 +386,15 @@ EMSCRIPTEN_KEEPALIVE const char* qsm_web_registry() {
       json j = json::parse(to_json_string(spec));
       try {
         const NetworkNeeds n = network_needs(spec);
-        j["needs"] = {{"field", n.field},     {"magnitude", n.magnitude}, {"mask", n.mask},
-                      {"r2star", n.r2star},   {"r2prime", n.r2prime},     {"qsm", n.qsm},
-                      {"te", n.te},           {"b0", n.b0},               {"field_kind", n.field_kind}};
+        j["needs"] = {{"field", n.field},
+                      {"magnitude", n.magnitude},
+                      {"mask", n.mask},
+                      {"r2star", n.r2star},
+                      {"r2prime", n.r2prime},
+                      {"qsm", n.qsm},
+                      {"te", n.te},
+                      {"b0", n.b0},
+                      {"field_kind", n.field_kind}};
       } catch (const Error&) {
         j["needs"] = nullptr;  // no wrapper: the page cannot run it
       }
@@ -276,8 +420,8 @@ EMSCRIPTEN_KEEPALIVE const char* qsm_web_demo(const char* request) {
     auto t = Clock::now();
     const Phantom ph = make_head_phantom(po);
     reply["simulate_seconds"] = std::chrono::duration<double>(Clock::now() - t).count();
-    NetworkRun run = predict_then_run(spec, req.at("model_path").get<std::string>(),
-                                      demo_network_inputs(ph, po), opts, budget, reply);
+    NetworkRun run = predict_then_run(spec, req.at("model_path").get<std::string>(), demo_network_inputs(ph, po), opts,
+                                      budget, reply);
     const Volume& chi = chi_output(run, spec.id).volume;
     progress(1.0, "metrics");
     t = Clock::now();
@@ -307,17 +451,15 @@ EMSCRIPTEN_KEEPALIVE const char* qsm_web_run(const char* request, const float* f
     g_outputs.clear();
     const json req = json::parse(request);
     const ModelSpec& spec = require_model(req.at("network").get<std::string>());
-    const auto d = req.at("dims").get<std::vector<std::int64_t>>();
-    if (d.size() != 3 || d[0] < 1 || d[1] < 1 || d[2] < 1)
-      throw Error(ErrorKind::InvalidInput, "dims must be 3 positive sizes");
-    constexpr std::int64_t kMaxVoxels = std::int64_t{1} << 31;  // a JS typed array's length, and no overflow
-    if (d[1] > kMaxVoxels / d[0] || d[2] > kMaxVoxels / (d[0] * d[1]))
-      throw Error(ErrorKind::InvalidInput, "dims: more voxels than a page's array can hold");
-    const Dims3 dims{d[0], d[1], d[2]};
+    const Dims3 dims = dims_of(req);
     const Geometry g = geometry_of(req);
     std::int64_t budget = 0;
     NetworkOptions opts = page_options(req, budget);
     reply["budget_bytes"] = budget;  // also in a refusal's reply
+    // The path `qsm run --tile` takes: run_network's tiled wrapper, its tiles in flight from
+    // wasm_tiles_in_flight, lowered by its plans under the engine's budget (the page's).
+    opts.tile = tile_request_of(req);
+    if (tiles_asked(opts.tile)) reply["tile"] = {{"core", opts.tile->core}, {"halo", opts.tile->halo}};
     const Volume f = volume_of(field, field_len, dims, g, "the field");
     Volume m;
     NetworkInputs in;
@@ -341,6 +483,26 @@ EMSCRIPTEN_KEEPALIVE const char* qsm_web_run(const char* request, const float* f
   });
 }
 
+/// The tile plan of a tiled registry network before the page reads the volume (issue #54):
+/// {"network", "dims", "tile": {"core", "halo"}, "threads", "budget_bytes", "mask" (bool: a mask
+/// comes with the field), "unit"?} -> {"tiles", "patch", "wasm_tiles_in_flight", "tiles_in_flight",
+/// "tile_bytes", "predicted_peak_bytes" (the run's peak above its input volumes, by the registry's
+/// figures), "inputs_bytes", "predicted_heap_bytes", "budget_bytes", "fits", "refusal"?}.
+/// Allocates nothing that grows with the volume.
+EMSCRIPTEN_KEEPALIVE const char* qsm_web_tile_plan(const char* request) {
+  return reply_of([&](json& reply) {
+    const json req = json::parse(request);
+    const ModelSpec& spec = require_model(req.at("network").get<std::string>());
+    const Dims3 dims = dims_of(req);
+    const std::optional<TileRequest> tile = tile_request_of(req);
+    if (!tiles_asked(tile))
+      throw Error(ErrorKind::InvalidInput, "tile: no core given (the whole volume has no tile plan)");
+    const bool field_copy = req.contains("unit") && parse_field_unit(req["unit"].get<std::string>()) != FieldUnit::Ppm;
+    reply =
+        tile_plan(spec, dims, *tile, req.value("threads", 0), req.value("mask", false), field_copy, page_budget(req));
+  });
+}
+
 /// The float32 data of an output of the last call (nullptr if absent) and its element count.
 EMSCRIPTEN_KEEPALIVE const float* qsm_web_output_data(const char* name) {
   const auto it = g_outputs.find(name);
@@ -352,6 +514,8 @@ EMSCRIPTEN_KEEPALIVE int qsm_web_output_size(const char* name) {
 }
 
 /// The size of the linear memory: it never shrinks, so this is the heap's high-water.
-EMSCRIPTEN_KEEPALIVE double qsm_web_heap_bytes() { return static_cast<double>(heap_bytes()); }
+EMSCRIPTEN_KEEPALIVE double qsm_web_heap_bytes() {
+  return static_cast<double>(heap_bytes());
+}
 
 }  // extern "C"
