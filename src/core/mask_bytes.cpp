@@ -104,6 +104,13 @@ MaskBytes to_bytes(const Volume& mask, const char* what) {
   return m;
 }
 
+MaskBytes eroded_bytes(const Volume& mask, int iterations, const char* what) {
+  if (iterations <= 0) return {};
+  MaskBytes m = to_bytes(mask, what);
+  erode(m, mask.dims(), iterations);
+  return m;
+}
+
 Volume to_volume(const MaskBytes& m, const Volume& like) {
   Volume out = Volume::zeros_like(like, 1);
   double* o = out.data();

@@ -16,6 +16,10 @@ using MaskBytes = AccountedArray<std::uint8_t>;
 
 /// 1 where mask_inside(v), else 0. Error{InvalidInput} for an empty volume.
 MaskBytes to_bytes(const Volume& mask, const char* what);
+/// A data term's mask: `mask` as bytes eroded by `iterations` voxels, or empty (none allocated)
+/// when iterations is 0 — the caller then uses the mask itself (TV-ADMM's and the consistency
+/// step's data_erode, methods.md §6.3 and §6.7).
+MaskBytes eroded_bytes(const Volume& mask, int iterations, const char* what);
 /// A 0/1 Volume on `like`'s grid, one frame.
 Volume to_volume(const MaskBytes& m, const Volume& like);
 std::int64_t count(const MaskBytes& m);

@@ -38,7 +38,7 @@ class Normal {
   Normal(const Volume& mask, int data_erode, const SpectrumAxes& axes)
       : mask_(mask),
         axes_(axes),
-        data_(data_mask(mask, data_erode)),
+        data_(masking::eroded_bytes(mask, data_erode, "data consistency: the mask")),
         fft_(axes.grid(), max_threads()),
         dk_(inversion::dipole_table(axes)) {}
 
@@ -104,13 +104,6 @@ class Normal {
   }
 
  private:
-  static masking::MaskBytes data_mask(const Volume& mask, int erode) {
-    if (erode == 0) return {};
-    masking::MaskBytes w = masking::to_bytes(mask, "data consistency: the mask");
-    masking::erode(w, mask.dims(), erode);
-    return w;
-  }
-
   const Volume& mask_;
   const SpectrumAxes& axes_;
   masking::MaskBytes data_;  // W when the data term's mask is eroded; empty when W = M

@@ -51,12 +51,7 @@ struct DataMask {
 };
 
 DataMask data_mask(const Problem& p) {
-  DataMask w{p, {}};
-  if (p.options.data_erode > 0) {
-    w.eroded = masking::to_bytes(p.mask, "TV-ADMM: the mask");
-    masking::erode(w.eroded, p.mask.dims(), p.options.data_erode);
-  }
-  return w;
+  return DataMask{p, masking::eroded_bytes(p.mask, p.options.data_erode, "TV-ADMM: the mask")};
 }
 
 // v at grid voxel q (volume voxel vi, −1 in the padding) for y there.
