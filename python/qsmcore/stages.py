@@ -594,7 +594,8 @@ def field_pipeline(magnitude: ArrayLike, phase: ArrayLike, te: EchoTimes, b0: fl
                    phase_scale: Optional[float] = None,
                    mask_net_files: Optional[Sequence[PathLike]] = None,
                    inversion_files: Optional[Sequence[PathLike]] = None, r2star: bool = False,
-                   reference: Union[bool, ArrayLike] = True, consistency: bool = True) -> Dict[str, Any]:
+                   reference: Union[bool, ArrayLike] = True, consistency: bool = True,
+                   field_beyond_mask: bool = True) -> Dict[str, Any]:
     """From a multi-echo scan's magnitude and phase to its local field (and with
     ``inversion=`` one of INVERSION_METHODS: χ) in one call, as ``qsm pipeline``: the scan checked as
     :func:`make_scan` does (phase in rad or vendor integers, ``phase_scale`` overriding), the
@@ -613,7 +614,10 @@ def field_pipeline(magnitude: ArrayLike, phase: ArrayLike, te: EchoTimes, b0: fl
     χ is referenced to the mask's mean
     (``reference=True``), not at all (``False``), or to the mean inside a region (an array or
     image on the scan's grid, above 0.5 = in, e.g. CSF). ``r2star=True`` adds R2* (s⁻¹, log-linear
-    fit of the magnitudes inside the brain mask; 2 echoes or more).
+    fit of the magnitudes inside the brain mask; 2 echoes or more). With a ``mask`` given or from
+    HD-BET, ``field_beyond_mask=True`` runs the field map, background removal and inversion also
+    where the data's own mask reaches beyond it, and cuts every output back to the mask (χ at the
+    brain's edge is more accurate so, docs/methods.md §5.1); ``False``: on the mask alone.
 
     Every stage's peak memory is predicted before anything runs; with ``mem_budget`` (bytes, a
     size such as ``"2GiB"``, ``"none"``/0, or None for what the process may use) a run that
@@ -643,6 +647,7 @@ def field_pipeline(magnitude: ArrayLike, phase: ArrayLike, te: EchoTimes, b0: fl
                "inversion": _choice(inversion, ("none",) + INVERSION_METHODS + network_inversion_ids(),
                                     "inversion"),
                "inversion_files": [], "r2star": bool(r2star), "consistency": bool(consistency),
+               "field_beyond_mask": bool(field_beyond_mask),
                "reference": True, "reference_region": None,
                "tkd_threshold": float(tkd_threshold), "threads": _threads(threads),
                "mem_budget": parse_mem_budget(mem_budget), "progress": progress})

@@ -43,6 +43,7 @@ void mask_choice(const py::dict& kw, qsmcore::FieldPipelineOptions& o) {
 qsmcore::FieldPipelineOptions pipeline_options(const py::dict& kw) {
   qsmcore::FieldPipelineOptions o;
   mask_choice(kw, o);
+  o.field_beyond_mask = arg<bool>(kw, "field_beyond_mask");
   o.fieldmap.unwrap = qsmcore::parse_unwrap_method(arg<std::string>(kw, "unwrap"));
   o.fieldmap.remove_phase_offset = arg<bool>(kw, "offset_correction");
   o.fieldmap.weighting = qsmcore::parse_echo_weighting(arg<std::string>(kw, "weighting"), "weighting");

@@ -581,6 +581,10 @@ def test_field_pipeline_on_the_phantoms_raw_scan(phantom):
     out = r["mask"] > 0.5
     assert np.all(inside[out])
     assert r["eroded_voxels"] == int(inside.sum() - out.sum())
+    # The field was measured beyond the given mask too (field_beyond_mask, the default), and every
+    # output cut back to it.
+    assert np.all(r["local_field"][~inside] == 0.0) and np.all(r["total_field_hz"][~inside] == 0.0)
+    assert any("beyond it" in n for n in r["notes"]), r["notes"]
     true_hz = phantom["total_field"] * P.hz_per_ppm(3.0)
     assert rel_rms(r["total_field_hz"][inside] - true_hz[inside], true_hz[inside]) < 0.6
     assert "chi" not in r
@@ -612,14 +616,16 @@ def test_pipeline_inverts_with_a_network_and_adds_r2star(phantom):
     # qsmcore.pipeline with the shipped network: χ is the network's own run (run_network, as
     # `qsm run` does) on the pipeline's local field inside its mask, referenced to the mask's
     # mean (without the data-consistency step); R2* is r2star's fit of the magnitudes inside the
-    # brain mask. By default the step follows the network, as a stage of its own.
+    # brain mask. By default the step follows the network, as a stage of its own. The stages on
+    # the given mask alone (field_beyond_mask=False), so the local field is what the network saw.
     assert "qsmcore-invnet" in qsmcore.network_inversion_ids() and "iqsm" in qsmcore.network_inversion_ids()
     r = qsmcore.pipeline(phantom["magnitude"], phantom["phase"], TE, 3.0, voxel_size=(2, 2, 2),
                          mask=phantom["mask"], inversion="qsmcore-invnet", inversion_files=[INVNET], r2star=True,
-                         consistency=False)
+                         consistency=False, field_beyond_mask=False)
     assert [st["stage"] for st in r["stages"]] == ["mask", "R2*", "field map", "background removal", "inversion"]
     dc = qsmcore.pipeline(phantom["magnitude"], phantom["phase"], TE, 3.0, voxel_size=(2, 2, 2),
-                          mask=phantom["mask"], inversion="qsmcore-invnet", inversion_files=[INVNET])
+                          mask=phantom["mask"], inversion="qsmcore-invnet", inversion_files=[INVNET],
+                          field_beyond_mask=False)
     assert [st["stage"] for st in dc["stages"]][-2:] == ["inversion", "consistency"]
     assert np.isfinite(dc["chi"]).all() and np.abs(dc["chi"] - r["chi"]).max() > 1e-6
     out = r["mask"] > 0.5
@@ -634,6 +640,6 @@ def test_pipeline_inverts_with_a_network_and_adds_r2star(phantom):
     # Unreferenced, χ differs from the referenced one by a constant inside the mask.
     u = qsmcore.pipeline(phantom["magnitude"], phantom["phase"], TE, 3.0, voxel_size=(2, 2, 2),
                          mask=phantom["mask"], inversion="qsmcore-invnet", inversion_files=[INVNET], reference=False,
-                         consistency=False)
+                         consistency=False, field_beyond_mask=False)
     shift = u["chi"][out] - r["chi"][out]
     assert np.isfinite(shift).all() and np.ptp(shift) < 1e-9 and abs(shift.mean() - u["chi"][out].mean()) < 1e-9

@@ -138,6 +138,8 @@ const std::map<std::string, PipelineOptionRule>& pipeline_option_rules() {
       {"--mask-net", {U::Task, false, ""}},
       {"--mask-method", {U::Task, false, ""}},
       {"--mask-erode", {U::Task, false, ""}},
+      {"--field-in-mask-only", {U::Task, true, ""}},
+      {"--no-consistency", {U::Task, true, ""}},
       {"--unwrap", {U::Task, false, ""}},
       {"--no-offset-correction", {U::Task, true, ""}},
       {"--offset-sigma", {U::Task, false, ""}},

@@ -77,6 +77,9 @@ std::vector<std::string> network_files(const std::string& id, const PipelineArgs
 void parse_mask_choice(const PipelineArgs& a, FieldPipelineOptions& o) {
   if (!a.mask.empty() && !a.mask_net.empty()) bad_option("--mask and --mask-net both name a mask; give one");
   if (!a.mask.empty()) o.mask_source = MaskSource::Given;
+  if (a.field_in_mask_only && a.mask.empty() && a.mask_net.empty())
+    bad_option("--field-in-mask-only applies to a mask given by --mask or --mask-net");
+  o.field_beyond_mask = !a.field_in_mask_only;
   if (!a.mask_net.empty()) {
     if (a.mask_net != "hd-bet") bad_option("--mask-net " + a.mask_net + ": the mask network is hd-bet");
     o.mask_source = MaskSource::Network;
@@ -471,6 +474,10 @@ void add_pipeline_options(CLI::App* cmd, PipelineArgs& a) {
       ->required();
   cmd->add_option("--mask", a.mask, "brain mask on the scan's grid (above 0.5 = brain) instead of one from the data");
   cmd->add_option("--mask-net", a.mask_net, "hd-bet: the registry's HD-BET on the echoes' root-sum-of-squares");
+  cmd->add_flag("--field-in-mask-only", a.field_in_mask_only,
+                "with --mask or --mask-net: run the field map, background removal and inversion on that mask "
+                "alone (by default also where the data's own mask reaches beyond it, which makes χ at the brain's "
+                "edge more accurate; the outputs are cut back to the mask either way)");
   cmd->add_option("--mask-method", a.mask_method,
                   "mask from the data: quality (ROMEO phase quality, default) or magnitude");
   cmd->add_option("--mask-erode", a.mask_erode, "mask from the data: voxels eroded after filling its holes");

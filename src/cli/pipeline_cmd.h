@@ -30,7 +30,7 @@ struct PipelineArgs {
   std::optional<double> b0, phase_scale, tkd_threshold, offset_sigma, lambda;
   std::string reference = "mask";  // --reference: mask | none | a region's file
   bool no_offset = false, no_preview = false, quiet = false, no_r2star = false, swi = false, no_verify = false,
-       no_consistency = false;
+       no_consistency = false, field_in_mask_only = false;
   std::string mem_budget;
   int threads = 0;
   std::optional<int> mask_erode;

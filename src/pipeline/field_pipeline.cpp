@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cmath>
 
+#include "core/mask_bytes.h"
 #include "core/parallel.h"
 #include "pipeline/network_inversion.h"
 #include "pipeline/stage_costs.h"
@@ -17,8 +18,8 @@
 #include "qsmcore/physics.h"
 #include "qsmcore/pipeline.h"
 #include "qsmcore/relaxometry.h"
-
 #include "spill/spill.h"
+
 namespace qsmcore {
 
 // PDF: on the atlas head's raw scan (bench/field_pipeline.sh, 181×217×181 × 4 echoes, 7 T) the
@@ -144,6 +145,11 @@ bool uses_weights(const FieldPipelineOptions& o) {
   return o.bfr.method == BfrMethod::Pdf;
 }
 
+// The field's support reaches past a given or HD-BET mask (FieldPipelineOptions::field_beyond_mask).
+bool widens_mask(const FieldPipelineOptions& o) {
+  return o.field_beyond_mask && o.mask_source != MaskSource::Data;
+}
+
 }  // namespace
 
 namespace {
@@ -173,9 +179,10 @@ namespace {
 
 PipelinePrediction predict(const Dims3& dims, const Vec3& voxel_mm, std::int64_t echoes, const FieldPipelineOptions& o,
                            bool scan_given_up, std::int64_t mask_voxels, std::int64_t caller_held) {
-  if (mask_voxels < 0)
-    mask_voxels =
-        o.mask_source == MaskSource::Given && o.mask != nullptr ? count_inside(*o.mask) : dims[0] * dims[1] * dims[2];
+  if (mask_voxels < 0)  // the field's support beyond a given mask is not known before the data's mask is made
+    mask_voxels = o.mask_source == MaskSource::Given && o.mask != nullptr && !widens_mask(o)
+                      ? count_inside(*o.mask)
+                      : dims[0] * dims[1] * dims[2];
   const pipeline::StageSize size{dims, voxel_mm, echoes, mask_voxels};
   PipelinePrediction p;
   const std::int64_t v = volume_bytes(dims);
@@ -190,8 +197,13 @@ PipelinePrediction predict(const Dims3& dims, const Vec3& voxel_mm, std::int64_t
   const std::int64_t scan = 2 * volume_bytes(dims, echoes);
   const MaskStageChoice mask = choose_mask_stage(size, o, caller_held, scan);
   p.parks_echoes = mask.park_echoes;
-  stage("mask", mask.bytes);
-  held += v;  // the mask
+  // Widened, the given mask (v, as f64) and its bytes (kept to cut the outputs back) stand beside
+  // the data's mask while it is made.
+  const std::int64_t given_bytes = widens_mask(o) ? dims[0] * dims[1] * dims[2] : 0;
+  stage("mask", widens_mask(o)
+                    ? std::max(mask.bytes, v + given_bytes + pipeline::stage_bytes(pipeline::data_mask_key(o), size, o))
+                    : mask.bytes);
+  held += v + given_bytes;  // the mask (the field's support), and the given mask's bytes
   if (o.r2star) {
     stage("R2*", pipeline::stage_bytes(pipeline::r2star_key(), size, o));
     held += v;  // R2*
@@ -329,12 +341,43 @@ Volume hd_bet_mask(const Scan& scan, const FieldPipelineOptions& o, bool park_ec
   return mask;
 }
 
+const char* data_mask_method(const FieldPipelineOptions& o) {
+  return o.masking.method == MaskMethod::Magnitude ? "magnitude Otsu" : "phase quality Otsu";
+}
+
+// The field's support beyond the given (or HD-BET) `mask`: that mask united with the one the data
+// make (methods.md §5.1), in place; `given` keeps the mask itself, to cut the outputs back to at the
+// end. Where the data give no mask, the stages run on the given one alone, and a note says so.
+void widen_mask(const Scan& scan, const FieldPipelineOptions& o, const Progress& pr, Volume& mask,
+                masking::MaskBytes& given, StageRecord& rec, std::vector<std::string>& notes) {
+  given = masking::to_bytes(mask, "the brain mask");
+  MaskOptions mo = o.masking;
+  mo.progress = pr.stage(0.05, 0.1, "mask: the field beyond it");
+  Volume data;
+  try {
+    data = brain_mask(scan.magnitude, scan.phase, scan.te_s, mo);
+  } catch (const Error& e) {
+    if (e.kind() != ErrorKind::InvalidInput) throw;
+    notes.push_back(std::string("the data made no mask of their own (") + e.what() +
+                    "): the field map, background removal and inversion ran on the given mask alone");
+    given = masking::MaskBytes();
+    return;
+  }
+  std::int64_t added = 0;
+  for (std::int64_t i = 0; i < mask.voxels(); ++i)
+    if (mask_inside(data.data()[i]) && !mask_inside(mask.data()[i])) {
+      mask.data()[i] = 1.0;
+      ++added;
+    }
+  rec.figures.emplace_back("field support beyond the mask (voxels)", static_cast<double>(added));
+}
+
 void mask_stage(const Scan& scan, const FieldPipelineOptions& o, const Progress& pr, StageMeter& meter,
-                std::int64_t predicted, bool park_echoes, FieldPipelineResult& r) {
-  const char* method = o.mask_source == MaskSource::Given          ? "given"
-                       : o.mask_source == MaskSource::Network      ? "HD-BET"
-                       : o.masking.method == MaskMethod::Magnitude ? "magnitude Otsu"
-                                                                   : "phase quality Otsu";
+                std::int64_t predicted, bool park_echoes, masking::MaskBytes& given, FieldPipelineResult& r) {
+  std::string method = o.mask_source == MaskSource::Given     ? "given"
+                       : o.mask_source == MaskSource::Network ? "HD-BET"
+                                                              : data_mask_method(o);
+  if (widens_mask(o)) method += std::string(", the field beyond it: ") + data_mask_method(o);
   meter.run("mask", method, predicted, [&](StageRecord& rec) {
     if (o.mask_source == MaskSource::Given) {
       r.mask = binarised(*o.mask);
@@ -348,7 +391,31 @@ void mask_stage(const Scan& scan, const FieldPipelineOptions& o, const Progress&
     const std::int64_t inside = count_inside(r.mask);
     if (inside == 0) throw Error(ErrorKind::InvalidInput, "the brain mask is empty");
     rec.figures.emplace_back("mask voxels", static_cast<double>(inside));
+    if (widens_mask(o)) widen_mask(scan, o, pr, r.mask, given, rec, r.notes);
   });
+}
+
+// After a widened run: every output cut back to the given mask, χ referenced again there, and
+// the eroded count made relative to it. In place: nothing is allocated.
+void cut_to_given_mask(const masking::MaskBytes& given, const FieldPipelineOptions& o, FieldPipelineResult& r) {
+  if (given.size() == 0) return;
+  const std::int64_t beyond = count_inside(r.mask) - masking::count(given);
+  // SWI's mIP too: a projection over slabs, whose minimum at the given mask's edge may come from
+  // a voxel just beyond it.
+  for (Volume* v :
+       {&r.mask, &r.local_mask, &r.total_field_hz, &r.local_field_ppm, &r.chi_ppm, &r.r2star_hz, &r.swi, &r.swi_mip}) {
+    if (v->empty()) continue;
+    double* x = v->data();
+    parallel_for(v->voxels(), true, [&](std::int64_t i) {
+      if (given[static_cast<std::size_t>(i)] == 0) x[i] = 0.0;
+    });
+  }
+  if (!r.chi_ppm.empty()) reference_chi(r.chi_ppm, r.local_mask, o.inversion);
+  r.eroded_voxels = count_inside(r.mask) - count_inside(r.local_mask);
+  r.notes.push_back("the field map, background removal and inversion ran on the given mask and " +
+                    std::to_string(beyond) +
+                    " voxels beyond it where the data's own mask reaches; the outputs are cut back to the given "
+                    "mask (--field-in-mask-only: on the mask alone)");
 }
 
 const char* to_text(EchoWeighting w) {
@@ -559,8 +626,9 @@ FieldPipelineResult run_stages(const Scan& scan, Scan* owned, const FieldPipelin
   r.predicted_peak_bytes = p.peak_bytes;
   StageMeter meter(r);
   const Progress pr{o};
-  mask_stage(scan, o, pr, meter, predicted(p, "mask"), p.parks_echoes, r);
-  if (!o.measuring && o.mask_source != MaskSource::Given) {
+  masking::MaskBytes given;  // a widened mask's own voxels (widen_mask)
+  mask_stage(scan, o, pr, meter, predicted(p, "mask"), p.parks_echoes, given, r);
+  if (!o.measuring && (o.mask_source != MaskSource::Given || widens_mask(o))) {
     // The later stages follow the mask's size (ROMEO queues its edges): predicted again with the
     // mask made, and refused now if that no longer fits, before the field map allocates.
     p = predict_now(count_inside(r.mask));
@@ -585,6 +653,7 @@ FieldPipelineResult run_stages(const Scan& scan, Scan* owned, const FieldPipelin
     if (pipeline::network_inverts(o) && o.network_consistency)
       consistency_stage(scan, o, pr, meter, predicted(p, "consistency"), r);
   }
+  cut_to_given_mask(given, o, r);
   if (o.progress) o.progress(1.0, "done");
   return r;
 }

@@ -32,6 +32,9 @@ struct StageSize {
 /// "mask/given", "fieldmap/romeo", "fieldmap/romeo-single-echo", "fieldmap/laplacian", "bfr/vsharp",
 /// ..., "inversion/tv", ...
 std::string mask_key(const FieldPipelineOptions& o);
+/// The key of the mask made from the data as `o.masking` says, whatever o.mask_source is (the
+/// field's support beyond a given mask is made so).
+std::string data_mask_key(const FieldPipelineOptions& o);
 std::string fieldmap_key(const FieldPipelineOptions& o, std::int64_t echoes);
 std::string bfr_key(const FieldPipelineOptions& o);
 std::string inversion_key(const FieldPipelineOptions& o);

@@ -50,6 +50,7 @@ std::vector<FieldPipelineOptions> option_sets(int threads) {
   for (BfrMethod m : {BfrMethod::Vsharp, BfrMethod::Resharp, BfrMethod::Ismv, BfrMethod::Pdf, BfrMethod::Lbv}) {
     FieldPipelineOptions g = base();
     g.mask_source = MaskSource::Given;
+    g.field_beyond_mask = false;  // the given mask's own line; a widened stage adds the data's mask to it
     g.bfr.method = m;
     sets.push_back(g);
   }
