@@ -475,7 +475,8 @@ def invert_dipole(local_field: ArrayLike, mask: ArrayLike, method: str = "tv", v
                   lsmr_iterations: Optional[int] = None, tikhonov_prior: str = "identity",
                   laplacian_weights: bool = False, pad: int = 0, reference: Union[str, ArrayLike] = "mask",
                   affine: Any = None, threads: Optional[int] = None,
-                  progress: Optional[Progress] = None, masked_data: bool = True) -> Dict[str, Any]:
+                  progress: Optional[Progress] = None, masked_data: bool = True,
+                  data_erode: int = 0) -> Dict[str, Any]:
     """χ (ppm) from the local field (ppm) inside ``mask``: ``method`` ``"tv"`` (TV-ADMM, Bilgic et
     al. 2014), ``"tkd"`` (thresholded k-space division), ``"tikhonov"`` (D/(D² + λΓ), Γ =
     ``tikhonov_prior`` ``"identity"`` or ``"gradient"``), ``"rts"`` (Kames et al. 2018) or
@@ -484,7 +485,9 @@ def invert_dipole(local_field: ArrayLike, mask: ArrayLike, method: str = "tv", v
     ``max_iterations``, ``lsmr_iterations`` (RTS); ``laplacian_weights`` (iLSQR); ``pad`` zero
     voxels per axis before the FFT grid is rounded up to a fast size (−1: the volume's own grid).
     ``masked_data`` (TV): the data term inside the mask only (default); False is Bilgic et al.'s
-    closed form, which fits a field of 0 outside it (docs/methods.md §6.3).
+    closed form, which fits a field of 0 outside it (docs/methods.md §6.3); ``data_erode`` (TV with
+    ``masked_data``): the data term's mask eroded by that many voxels, χ still on the whole mask
+    (``qsm pipeline`` uses 2: a pipeline's local field is least right at the brain's edge).
     ``reference``: ``"mask"`` (subtract the mean inside the mask), ``"none"``, or a region mask
     whose mean is subtracted (e.g. CSF).
 
@@ -504,6 +507,7 @@ def invert_dipole(local_field: ArrayLike, mask: ArrayLike, method: str = "tv", v
           "lsmr_iterations": 0 if lsmr_iterations is None else int(lsmr_iterations),
           "tikhonov_prior": _choice(tikhonov_prior, ("identity", "gradient"), "tikhonov_prior"),
           "laplacian_weights": bool(laplacian_weights), "pad": int(pad), "masked_data": bool(masked_data),
+          "data_erode": int(data_erode),
           "reference": reference if isinstance(reference, str) else "region", "reference_region": region,
           "threads": _threads(threads), "progress": progress}
     kw.update(call.geometry())

@@ -108,6 +108,8 @@ qsmcore::InversionOptions inversion_options(const py::dict& kw) {
   o.tikhonov_prior = tikhonov_prior(arg<std::string>(kw, "tikhonov_prior"));
   o.laplacian_weights = arg<bool>(kw, "laplacian_weights");
   o.tv_masked_data = arg<bool>(kw, "masked_data");
+  o.data_erode = arg<int>(kw, "data_erode");
+  if (o.data_erode < 0) throw Error(ErrorKind::InvalidInput, "data_erode must be 0 or more voxels");
   o.pad = arg<int>(kw, "pad");
   return o;
 }
