@@ -13,6 +13,7 @@
 #include "qsmcore/models.h"
 #include "qsmcore/networks.h"
 #include "qsmcore/tiling.h"
+#include "support/registry_params.h"
 #include "support/test_data.h"
 
 using namespace qsmcore;
@@ -104,17 +105,7 @@ TEST_P(TiledNetwork, WrapperRunsTheTilesInFlightAHostComputes) {
   EXPECT_GT(twos, 0);
 }
 
-INSTANTIATE_TEST_SUITE_P(Registry, TiledNetwork, ::testing::ValuesIn([] {
-                           std::vector<std::string> ids;
-                           for (const ModelSpec& s : all_models())
-                             if (s.tiled) ids.emplace_back(s.id);
-                           return ids;
-                         }()),
-                         [](const auto& info) {
-                           std::string n = info.param;
-                           for (char& ch : n)
-                             if (ch == '-') ch = '_';
-                           return n;
-                         });
+INSTANTIATE_TEST_SUITE_P(Registry, TiledNetwork, ::testing::ValuesIn(qsmtest::tiled_network_ids()),
+                         qsmtest::IdTestName{});
 
 }  // namespace

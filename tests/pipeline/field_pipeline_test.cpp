@@ -214,7 +214,7 @@ TEST(FieldPipeline, TheAtlasHeadsRawScanWithItsOwnMaskAndWithTheTrueOne) {
 // the field map, background removal and TV run on the mask united with the data's own, and every
 // output is cut back to the given mask, χ referenced to its mean there. On the truth, χ in the
 // brain is nearer than with the stages on the mask alone (at 1 mm, bench/chi_pipeline.sh:
-// 47.6 → 34.5 %); the predictions hold.
+// 47.6 → 34.0 %); the predictions hold.
 TEST(FieldPipeline, AGivenMasksFieldIsMeasuredBeyondItAndItsOutputsCutBackToIt) {
   const Case c = atlas_case();
   FieldPipelineOptions alone = with_true_mask(c);

@@ -16,7 +16,7 @@
 // 5. a second server without COOP/COEP: the page picks the single-threaded build, same check, with
 //    the shipped weights streamed from their Blob.
 "use strict";
-const { spawn, execFile } = require("child_process");
+const { execFile } = require("child_process");
 const { promisify } = require("util");
 const execFileAsync = promisify(execFile);
 const fs = require("fs");
@@ -24,52 +24,14 @@ const os = require("os");
 const path = require("path");
 const zlib = require("zlib");
 
-const root = path.resolve(__dirname, "../..");
-const argv = process.argv.slice(2);
-const opt = (name, def) => (argv.includes(name) ? argv[argv.indexOf(name) + 1] : def);
-const qsm = path.resolve(opt("--qsm", path.join(root, "build/qsm")));
-const out = path.resolve(opt("--out", path.join(root, "build/web")));
+const {
+  root, argv, opt, qsm, out, chromium, puppeteer, servers, fail, log, mib, readNifti, startServer, waitState,
+} = require("./common").harness("web.page", "build/web");
 const size = 64;
-const chromium = process.env.QSM_CHROMIUM || "/usr/lib/chromium/chromium";
-let puppeteer;
-try {
-  puppeteer = require(path.join(root, "node_modules/puppeteer-core"));
-} catch (e) {
-  fail("puppeteer-core is missing: npm install --ignore-scripts (tools/setup.sh does)");
-}
-
-// Servers this test started: a failure stops them too (they share its stdout, so a server left
-// running would keep ctest waiting for the test's output to end).
-const servers = [];
-function fail(message) {
-  console.error("web.page: FAIL: " + message);
-  for (const s of servers) s.kill();
-  process.exit(1);
-}
-function log(message) { console.log("web.page: " + message); }
 // Where a run's time went, from the page's reply.
 function timings(r) {
   return ["read", "simulate", "predict", "network", "metrics", "worker", "draw"]
     .filter((k) => r[k + "_seconds"] != null).map((k) => `${k} ${r[k + "_seconds"].toFixed(2)}`).join(", ") + " s";
-}
-
-// The few NIfTI-1 header fields the comparison needs (an oracle independent of the page's
-// NiiVue writer and of qsmcore's nifticlib writer): dims at 40, datatype at 70, vox_offset at 108.
-function readNifti(bytes) {
-  if (bytes[0] === 0x1f && bytes[1] === 0x8b) bytes = zlib.gunzipSync(bytes);
-  const b = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
-  if (b.readInt32LE(0) !== 348) throw new Error("not a little-endian NIfTI-1 file");
-  const dims = [b.readInt16LE(42), b.readInt16LE(44), b.readInt16LE(46)];
-  const type = b.readInt16LE(70);
-  const offset = Math.round(b.readFloatLE(108));
-  const n = dims[0] * dims[1] * dims[2];
-  const data = new Float64Array(n);
-  for (let i = 0; i < n; i++) {
-    if (type === 16) data[i] = b.readFloatLE(offset + 4 * i);
-    else if (type === 2) data[i] = b.readUInt8(offset + i);
-    else throw new Error("NIfTI datatype " + type + " not handled here");
-  }
-  return { dims, data };
 }
 
 // The same NIfTI-1 file with its volume twice, as 4-D (dim[0] = 4, dim[4] = 2), uncompressed.
@@ -96,22 +58,6 @@ function compare(label, page, native, mask) {
   const tol = 1e-5 * (hi - lo);
   log(`${label}: max|Δ| ${maxDiff.toExponential(3)} ppm over ${inside} mask voxels, range ${(hi - lo).toFixed(4)} ppm, tolerance ${tol.toExponential(3)}`);
   if (!(inside > 0 && maxDiff <= tol)) fail(`${label}: the page's χ differs from the native one by ${maxDiff} > ${tol}`);
-}
-
-function startServer(extra) {
-  return new Promise((resolve, reject) => {
-    const p = spawn(process.execPath, [path.join(root, "tools/web/serve.js"), "--port", "0", ...extra], { stdio: ["ignore", "pipe", "inherit"] });
-    p.stdout.on("data", (d) => {
-      const m = /http:\/\/127\.0\.0\.1:\d+\//.exec(String(d));
-      if (m) resolve({ process: p, url: m[0] });
-    });
-    p.on("exit", (code) => reject(new Error("the server exited with " + code)));
-  });
-}
-
-async function waitState(page, states, timeoutMs) {
-  await page.waitForFunction((s) => s.includes(document.body.dataset.state), { timeout: timeoutMs, polling: 200 }, states);
-  return page.evaluate(() => document.body.dataset.state);
 }
 
 // Loads the page, runs the demo (budget in MiB, or "" for the default); returns the state, the

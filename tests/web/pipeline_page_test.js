@@ -45,61 +45,22 @@
 // ~10 f32 ulps at the top of the range), allows an ulp's flip and nothing a changed fit (weights,
 // echoes, mask) would move; the map must be non-zero exactly where the native one is.
 "use strict";
-const { spawn, execFile } = require("child_process");
+const { execFile } = require("child_process");
 const { promisify } = require("util");
 const execFileAsync = promisify(execFile);
 const fs = require("fs");
 const os = require("os");
 const path = require("path");
-const zlib = require("zlib");
 
-const root = path.resolve(__dirname, "../..");
-const argv = process.argv.slice(2);
-const opt = (name, def) => (argv.includes(name) ? argv[argv.indexOf(name) + 1] : def);
-const qsm = path.resolve(opt("--qsm", path.join(root, "build/qsm")));
-const out = path.resolve(opt("--out", path.join(root, "build/web-pipeline")));
+const {
+  root, argv, opt, qsm, out, chromium, puppeteer, servers, fail, log, mib, readNifti, startServer, waitState,
+} = require("./common").harness("web.pipeline_page", "build/web-pipeline");
 const size = 48;
 const te = [0.004, 0.012, 0.02];
 const b0 = 7;
-const chromium = process.env.QSM_CHROMIUM || "/usr/lib/chromium/chromium";
 const relTolerance = 1e-4;
 const invnetRelTolerance = 1e-5;
 const r2starRelTolerance = 1e-6;
-let puppeteer;
-try {
-  puppeteer = require(path.join(root, "node_modules/puppeteer-core"));
-} catch (e) {
-  fail("puppeteer-core is missing: npm install --ignore-scripts (tools/setup.sh does)");
-}
-
-const servers = [];
-function fail(message) {
-  console.error("web.pipeline_page: FAIL: " + message);
-  for (const s of servers) s.kill();
-  process.exit(1);
-}
-function log(message) { console.log("web.pipeline_page: " + message); }
-const mib = (b) => (b / 1048576).toFixed(2) + " MiB";
-
-// The NIfTI-1 fields the comparison needs, read here (independent of both writers): dims at 40,
-// datatype at 70, vox_offset at 108, scl_slope/inter at 112/116.
-function readNifti(bytes) {
-  if (bytes[0] === 0x1f && bytes[1] === 0x8b) bytes = zlib.gunzipSync(bytes);
-  const b = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
-  if (b.readInt32LE(0) !== 348) throw new Error("not a little-endian NIfTI-1 file");
-  const dims = [b.readInt16LE(42), b.readInt16LE(44), b.readInt16LE(46)];
-  const type = b.readInt16LE(70);
-  const offset = Math.round(b.readFloatLE(108));
-  const slope = b.readFloatLE(112) || 1, inter = b.readFloatLE(116) || 0;
-  const n = dims[0] * dims[1] * dims[2];
-  const data = new Float64Array(n);
-  for (let i = 0; i < n; i++) {
-    if (type === 16) data[i] = b.readFloatLE(offset + 4 * i);
-    else if (type === 2) data[i] = b.readUInt8(offset + i) * slope + inter;
-    else throw new Error("NIfTI datatype " + type + " not handled here");
-  }
-  return { dims, data };
-}
 
 function sameMask(label, page, native) {
   if (page.dims.join() !== native.dims.join()) fail(`${label}: ${page.dims.join("x")} vs native ${native.dims.join("x")}`);
@@ -139,22 +100,6 @@ function compareChiQuiet(a, b, mask) {
   let m = 0;
   for (let i = 0; i < mask.data.length; i++) if (mask.data[i] > 0.5) m = Math.max(m, Math.abs(a.data[i] - b.data[i]));
   return m;
-}
-
-function startServer(extra) {
-  return new Promise((resolve, reject) => {
-    const p = spawn(process.execPath, [path.join(root, "tools/web/serve.js"), "--port", "0", ...extra], { stdio: ["ignore", "pipe", "inherit"] });
-    p.stdout.on("data", (d) => {
-      const m = /http:\/\/127\.0\.0\.1:\d+\//.exec(String(d));
-      if (m) resolve({ process: p, url: m[0] });
-    });
-    p.on("exit", (code) => reject(new Error("the server exited with " + code)));
-  });
-}
-
-async function waitState(page, states, timeoutMs) {
-  await page.waitForFunction((s) => s.includes(document.body.dataset.state), { timeout: timeoutMs, polling: 200 }, states);
-  return page.evaluate(() => document.body.dataset.state);
 }
 
 async function bytesOf(page, name) {

@@ -25,57 +25,18 @@
 // (2e-4 of the range; measured natively, tiled 32,8 against the whole volume): 20× the bound,
 // so a page that ran the whole volume, or other tiles, fails; the test checks that margin too.
 "use strict";
-const { spawn, execFile } = require("child_process");
+const { execFile } = require("child_process");
 const { promisify } = require("util");
 const execFileAsync = promisify(execFile);
 const fs = require("fs");
 const os = require("os");
 const path = require("path");
-const zlib = require("zlib");
 
-const root = path.resolve(__dirname, "../..");
-const argv = process.argv.slice(2);
-const opt = (name, def) => (argv.includes(name) ? argv[argv.indexOf(name) + 1] : def);
-const qsm = path.resolve(opt("--qsm", path.join(root, "build/qsm")));
-const out = path.resolve(opt("--out", path.join(root, "build/web-tiles")));
+const {
+  root, argv, opt, qsm, out, chromium, puppeteer, servers, fail, log, mib, readNifti, startServer, waitState,
+} = require("./common").harness("web.tile_page", "build/web-tiles");
 const size = 64, core = 32, halo = 8, threads = 2;
 const relTolerance = 1e-5;
-const chromium = process.env.QSM_CHROMIUM || "/usr/lib/chromium/chromium";
-let puppeteer;
-try {
-  puppeteer = require(path.join(root, "node_modules/puppeteer-core"));
-} catch (e) {
-  fail("puppeteer-core is missing: npm install --ignore-scripts (tools/setup.sh does)");
-}
-
-const servers = [];
-function fail(message) {
-  console.error("web.tile_page: FAIL: " + message);
-  for (const s of servers) s.kill();
-  process.exit(1);
-}
-function log(message) { console.log("web.tile_page: " + message); }
-const mib = (b) => (b / 1048576).toFixed(2) + " MiB";
-
-// The few NIfTI-1 header fields the comparison needs, read here (independent of the page's
-// NiiVue writer and of qsmcore's): dims at 42, datatype at 70, vox_offset at 108.
-function readNifti(bytes) {
-  if (bytes[0] === 0x1f && bytes[1] === 0x8b) bytes = zlib.gunzipSync(bytes);
-  const b = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
-  if (b.readInt32LE(0) !== 348) throw new Error("not a little-endian NIfTI-1 file");
-  const dims = [b.readInt16LE(42), b.readInt16LE(44), b.readInt16LE(46)];
-  const type = b.readInt16LE(70);
-  const offset = Math.round(b.readFloatLE(108));
-  const n = dims[0] * dims[1] * dims[2];
-  const data = new Float64Array(n);
-  for (let i = 0; i < n; i++) {
-    if (type === 16) data[i] = b.readFloatLE(offset + 4 * i);
-    else if (type === 64) data[i] = b.readDoubleLE(offset + 8 * i);
-    else if (type === 2) data[i] = b.readUInt8(offset + i);
-    else throw new Error("NIfTI datatype " + type + " not handled here");
-  }
-  return { dims, data };
-}
 
 // max|a − b| inside the mask and b's range there; fails on a voxel that is not finite anywhere.
 function difference(label, a, b, mask) {
@@ -91,22 +52,6 @@ function difference(label, a, b, mask) {
   }
   if (!(inside > 0 && hi > lo)) fail(`${label}: no mask voxels, or a flat χ`);
   return { max, range: hi - lo, inside };
-}
-
-function startServer(extra) {
-  return new Promise((resolve, reject) => {
-    const p = spawn(process.execPath, [path.join(root, "tools/web/serve.js"), "--port", "0", ...extra], { stdio: ["ignore", "pipe", "inherit"] });
-    p.stdout.on("data", (d) => {
-      const m = /http:\/\/127\.0\.0\.1:\d+\//.exec(String(d));
-      if (m) resolve({ process: p, url: m[0] });
-    });
-    p.on("exit", (code) => reject(new Error("the server exited with " + code)));
-  });
-}
-
-async function waitState(page, states, timeoutMs) {
-  await page.waitForFunction((s) => s.includes(document.body.dataset.state), { timeout: timeoutMs, polling: 200 }, states);
-  return page.evaluate(() => document.body.dataset.state);
 }
 
 // Sets the budget (MiB, "" for the default) and waits for the page's live tile plan made under it.
