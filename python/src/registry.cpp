@@ -139,6 +139,23 @@ void bind_spec_class(py::module_& m) {
             return qsmcore::tiled_wrapper_bytes(s, voxels, field_copy);
           },
           py::arg("voxels"), py::arg("field_copy") = true)
+      .def(
+          "tiled_prepare_bytes",
+          [](const ModelSpec& s, const std::array<std::size_t, 3>& volume, bool field_copy) {
+            return qsmcore::tiled_prepare_bytes(s, volume, field_copy);
+          },
+          py::arg("volume"), py::arg("field_copy") = true,
+          "What a tiled wrapper holds before its first tile (qsmcore-invnet's TKD prior; 0 for the others),\n"
+          "volume = (x, y, z) unpadded.")
+      .def(
+          "tiled_peak_bytes",
+          [](const ModelSpec& s, std::size_t core, std::size_t halo, const std::array<std::size_t, 3>& volume,
+             std::size_t in_flight, bool field_copy) {
+            return qsmcore::tiled_peak_bytes(s, qsmcore::TileConfig{core, halo}, volume, in_flight, field_copy);
+          },
+          py::arg("core"), py::arg("halo"), py::arg("volume"), py::arg("in_flight"), py::arg("field_copy") = true,
+          "A tiled run's whole peak natively from the registry's figures alone, with in_flight tiles at once\n"
+          "(tile_concurrency's answer, at most the tiles whose core holds a mask voxel): memory.md §4.4.")
       .def("__repr__", [](const ModelSpec& s) { return "<qsmcore.ModelSpec '" + std::string(s.id) + "'>"; });
 }
 
