@@ -36,7 +36,9 @@ BfrOptions default_bfr_options();
 ConsistencyOptions pipeline_consistency_defaults();
 /// The inversion after the pipeline's background removal: TV-ADMM with its data term kept 2 voxels
 /// inside the mask's edge (InversionOptions::data_erode; methods.md §6.3: on the atlas head's scan
-/// χ 42.0 → 35.3 % from the scan alone, 56.1 → 47.4 % with the true mask).
+/// χ 42.0 → 35.3 % from the scan alone, 56.1 → 47.4 % with the true mask). Where TV-ADMM runs
+/// with `tolerance` left at 0, the pipeline stops it at 1e-2 rather than invert_dipole's 3e-3: no
+/// less accurate there, a third of the time (methods.md §6.3). Other methods keep their defaults.
 InversionOptions pipeline_inversion_defaults();
 
 struct FieldPipelineOptions {

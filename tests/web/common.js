@@ -46,6 +46,20 @@ async function waitState(page, states, timeoutMs) {
   return page.evaluate(() => document.body.dataset.state);
 }
 
+// Bytes the page holds — window.qsmPage[key], or window.qsmPage[key][sub] — copied out of the
+// browser as a Uint8Array (base64 across the boundary); null when the page holds none.
+async function pageBytes(page, key, sub = null) {
+  const b64 = await page.evaluate((k, s) => {
+    let u8 = window.qsmPage[k];
+    if (u8 && s !== null) u8 = u8[s];
+    if (!u8) return null;
+    let str = "";
+    for (let i = 0; i < u8.length; i += 0x8000) str += String.fromCharCode.apply(null, u8.subarray(i, i + 0x8000));
+    return btoa(str);
+  }, key, sub);
+  return b64 ? new Uint8Array(Buffer.from(b64, "base64")) : null;
+}
+
 // A test's harness: `name` prefixes its lines; --qsm and --out (default `defaultOut` under the
 // repository) are read from its arguments; puppeteer-core from the repository's node_modules.
 function harness(name, defaultOut) {
@@ -66,14 +80,19 @@ function harness(name, defaultOut) {
   } catch (e) {
     fail("puppeteer-core is missing: npm install --ignore-scripts (tools/setup.sh does)");
   }
+  const chromium = process.env.QSM_CHROMIUM || "/usr/lib/chromium/chromium";
   return {
-    root, argv, opt, servers, fail, log, puppeteer,
+    root, argv, opt, servers, fail, log, puppeteer, chromium,
     qsm: path.resolve(opt("--qsm", path.join(root, "build/qsm"))),
     out: path.resolve(opt("--out", path.join(root, defaultOut))),
-    chromium: process.env.QSM_CHROMIUM || "/usr/lib/chromium/chromium",
     mib: (b) => (b / 1048576).toFixed(2) + " MiB",
-    readNifti, startServer, waitState,
+    readNifti, startServer, waitState, pageBytes,
+    // Headless Chromium with its profile in `profile` (a fresh temporary folder per test).
+    launch: (profile) => puppeteer.launch({
+      executablePath: chromium, pipe: true, userDataDir: profile,
+      args: ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"],
+    }),
   };
 }
 
-module.exports = { harness, readNifti, startServer, waitState };
+module.exports = { harness, readNifti, startServer, waitState, pageBytes };

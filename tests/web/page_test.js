@@ -25,7 +25,8 @@ const path = require("path");
 const zlib = require("zlib");
 
 const {
-  root, argv, opt, qsm, out, chromium, puppeteer, servers, fail, log, mib, readNifti, startServer, waitState,
+  root, argv, opt, qsm, out, chromium, puppeteer, servers, fail, log, mib, readNifti, startServer, waitState, pageBytes,
+  launch,
 } = require("./common").harness("web.page", "build/web");
 const size = 64;
 // Where a run's time went, from the page's reply.
@@ -131,13 +132,7 @@ async function clickAndCollect(page, button) {
   const events = await page.evaluate(() => window.qsmPage.events);
   let chi = null;
   if (state === "done") {
-    const b64 = await page.evaluate(() => {
-      const u8 = window.qsmPage.chiNifti;
-      let s = "";
-      for (let i = 0; i < u8.length; i += 0x8000) s += String.fromCharCode.apply(null, u8.subarray(i, i + 0x8000));
-      return btoa(s);
-    });
-    chi = new Uint8Array(Buffer.from(b64, "base64"));
+    chi = await pageBytes(page, "chiNifti");
   }
   return { state, message, reply, chi, events };
 }
@@ -195,10 +190,7 @@ async function main() {
     fs.copyFileSync(path.join(root, "models/qsmcore-invnet.onnx"), path.join(mirrorDir, xqsm.files[0].name));
     const isolated = await startServer(["--mirror", mirrorDir]);
     servers.push(isolated.process);
-    browser = await puppeteer.launch({
-      executablePath: chromium, pipe: true, userDataDir: profile,
-      args: ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"],
-    });
+    browser = await launch(profile);
 
     // The pthread build, isolated.
     let t = Date.now();

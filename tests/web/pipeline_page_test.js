@@ -53,7 +53,8 @@ const os = require("os");
 const path = require("path");
 
 const {
-  root, argv, opt, qsm, out, chromium, puppeteer, servers, fail, log, mib, readNifti, startServer, waitState,
+  root, argv, opt, qsm, out, chromium, puppeteer, servers, fail, log, mib, readNifti, startServer, waitState, pageBytes,
+  launch,
 } = require("./common").harness("web.pipeline_page", "build/web-pipeline");
 const size = 48;
 const te = [0.004, 0.012, 0.02];
@@ -102,15 +103,8 @@ function compareChiQuiet(a, b, mask) {
   return m;
 }
 
-async function bytesOf(page, name) {
-  const b64 = await page.evaluate((n) => {
-    const u8 = window.qsmPage.niftis && window.qsmPage.niftis[n];
-    if (!u8) return null;
-    let s = "";
-    for (let i = 0; i < u8.length; i += 0x8000) s += String.fromCharCode.apply(null, u8.subarray(i, i + 0x8000));
-    return btoa(s);
-  }, name);
-  return b64 ? new Uint8Array(Buffer.from(b64, "base64")) : null;
+function bytesOf(page, name) {
+  return pageBytes(page, "niftis", name);
 }
 
 // Sets the pickers (an empty list clears one), the typed TE/B0 and the budget, clicks Run and
@@ -274,10 +268,7 @@ async function main() {
   try {
     const server = await startServer([]);
     servers.push(server.process);
-    browser = await puppeteer.launch({
-      executablePath: chromium, pipe: true, userDataDir: profile,
-      args: ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"],
-    });
+    browser = await launch(profile);
     const page = await browser.newPage();
     page.on("pageerror", (e) => log("page error: " + e.message));
     page.on("console", (m) => { if (m.type() === "error") log("console: " + m.text().slice(0, 300)); });

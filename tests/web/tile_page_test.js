@@ -33,7 +33,8 @@ const os = require("os");
 const path = require("path");
 
 const {
-  root, argv, opt, qsm, out, chromium, puppeteer, servers, fail, log, mib, readNifti, startServer, waitState,
+  root, argv, opt, qsm, out, chromium, puppeteer, servers, fail, log, mib, readNifti, startServer, waitState, pageBytes,
+  launch,
 } = require("./common").harness("web.tile_page", "build/web-tiles");
 const size = 64, core = 32, halo = 8, threads = 2;
 const relTolerance = 1e-5;
@@ -70,13 +71,7 @@ async function clickRun(page) {
   const reply = await page.evaluate(() => window.qsmPage.reply);
   let chi = null;
   if (state === "done") {
-    const b64 = await page.evaluate(() => {
-      const u8 = window.qsmPage.chiNifti;
-      let s = "";
-      for (let i = 0; i < u8.length; i += 0x8000) s += String.fromCharCode.apply(null, u8.subarray(i, i + 0x8000));
-      return btoa(s);
-    });
-    chi = readNifti(new Uint8Array(Buffer.from(b64, "base64")));
+    chi = readNifti(await pageBytes(page, "chiNifti"));
   }
   return { state, message, reply, chi };
 }
@@ -155,10 +150,7 @@ async function main() {
   try {
     const server = await startServer([]);
     servers.push(server.process);
-    browser = await puppeteer.launch({
-      executablePath: chromium, pipe: true, userDataDir: profile,
-      args: ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"],
-    });
+    browser = await launch(profile);
     // qsmcore-invnet tiled 32,8 on the phantom's local field; the plan appears before the run.
     const page = await openTiled(browser, server.url, "mt", fieldPath, maskPath);
     const plan = await planUnder(page, "");
