@@ -37,6 +37,8 @@ constexpr sv kR2prime[] = {"r2prime"};
 constexpr sv kLogits[] = {"logits"};
 constexpr sv kUnetPrediction[] = {"unet_prediction"};
 
+// The tables below are laid out by hand, one network per block, so that they read as tables.
+// clang-format off
 constexpr WeightFile kBfrnetFiles[] = {
     {"bfrnet.onnx", QSM_HOSTED("bfrnet.onnx"),
      "6f693f0a02c94550179c4b5188ce652fc4bd8198ff57aaddd102fba67fe873d7", 79'600'612}};
@@ -109,6 +111,7 @@ constexpr WeightFile kInvnetFiles[] = {
     {"qsmcore-invnet.onnx", "", "6cee5b8743bb987432ab68406c8c531db949aa3204887b6e05b3fd83c29e602f", 1'366'544,
      true}};
 
+// clang-format on
 #undef QSM_HOSTED
 
 // Attaches the measured memory, if the measurement table has the network, and a tiled network's
@@ -131,7 +134,9 @@ constexpr ModelSpec measured(ModelSpec spec) {
   return spec;
 }
 
-constexpr std::array<std::uint32_t, 3> cube(std::uint32_t m) { return {m, m, m}; }
+constexpr std::array<std::uint32_t, 3> cube(std::uint32_t m) {
+  return {m, m, m};
+}
 
 using enum ModelStage;
 using enum WeightStatus;
@@ -141,6 +146,7 @@ using enum Framework;
 // does not pad; MoDL assumes even dimensions but pads nothing; AutoQSM runs a fixed patch;
 // iQSM/iQFM pad to 16; χ-sepnet's windows are multiples of 16; HD-BET pads (z, y, x) to
 // (16, 32, 32).
+// clang-format off
 constexpr ModelSpec kModels[] = {
     measured({.id = "bfrnet", .name = "BFRnet", .stage = BackgroundRemoval, .status = Available,
               .origin = Matlab,
@@ -307,6 +313,7 @@ constexpr ModelSpec kModels[] = {
               .license = "same as qsmcore", .files = kInvnetFiles, .inputs = kFieldMask,
               .outputs = kChi, .size_divisor = 4, .pad_multiple = cube(4), .tiled = true}),
 };
+// clang-format on
 
 // A measurement row for an id the registry does not have would be silently ignored.
 constexpr bool every_measured_id_registered() {
@@ -321,11 +328,13 @@ static_assert(every_measured_id_registered(), "measured_memory.h names an unregi
 
 }  // namespace
 
-std::span<const ModelSpec> all_models() { return kModels; }
+std::span<const ModelSpec> all_models() {
+  return kModels;
+}
 
 const ModelSpec* find_model(std::string_view id) {
-  const auto it = std::find_if(std::begin(kModels), std::end(kModels),
-                               [id](const ModelSpec& spec) { return spec.id == id; });
+  const auto it =
+      std::find_if(std::begin(kModels), std::end(kModels), [id](const ModelSpec& spec) { return spec.id == id; });
   return it == std::end(kModels) ? nullptr : &*it;
 }
 

@@ -262,12 +262,7 @@ TEST(ModelMemory, UnmeasuredNetworksThrowInsteadOfGuessing) {
     SCOPED_TRACE(spec.id);
     if (spec.memory) continue;
     const std::string expected = "memory of '" + std::string(spec.id) + "' not measured yet";
-    EXPECT_EQ(qsmtest::error_of(
-                  [&] {
-                    (void)spec.inference_bytes({64, 64, 64});
-                  },
-                  ErrorKind::NotFound),
-              expected);
+    EXPECT_EQ(qsmtest::error_of([&] { (void)spec.inference_bytes({64, 64, 64}); }, ErrorKind::NotFound), expected);
     EXPECT_THROW((void)spec.resident_bytes(), Error);
     EXPECT_THROW((void)spec.peak_bytes({64, 64, 64}, Heap::Native), Error);
     EXPECT_THROW((void)spec.peak_bytes({64, 64, 64}, Heap::Wasm32), Error);
@@ -278,9 +273,13 @@ TEST(ModelMemory, UnmeasuredNetworksThrowInsteadOfGuessing) {
 // stand-in for the wasm heap (docs/wasm.md).
 TEST(ModelMemory, WasmPeakNeedsWasmFigures) {
   ModelSpec spec = require_model("xqsm");
-  spec.memory = NetworkMemory{.resident_bytes = 100, .load_peak_bytes = 100, .inference_fixed_bytes = 1'000,
-                              .inference_bytes_per_voxel = 10};
-  EXPECT_EQ(qsmtest::error_of([&] { (void)spec.peak_bytes({64, 64, 64}, Heap::Wasm32); }, ErrorKind::NotFound),
+  spec.memory = NetworkMemory{
+      .resident_bytes = 100, .load_peak_bytes = 100, .inference_fixed_bytes = 1'000, .inference_bytes_per_voxel = 10};
+  EXPECT_EQ(qsmtest::error_of(
+                [&] {
+                  (void)spec.peak_bytes({64, 64, 64}, Heap::Wasm32);
+                },
+                ErrorKind::NotFound),
             "wasm32 memory of 'xqsm' not measured yet");
   EXPECT_EQ(spec.peak_bytes({64, 64, 64}, Heap::Native), 100u + 1'000u + 262'144u * 10);
   spec.memory->wasm_bytes_per_voxel = 1;  // a fixed-shape network's figure has no fixed part
