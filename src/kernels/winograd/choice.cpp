@@ -38,9 +38,15 @@ double lg(double v) {
 }  // namespace
 
 ConvAlgoMode conv_algo_mode() {
-  // Unset means direct for now: Winograd's transformed weights are ~2.4x the direct ones, so a
-  // network's resident bytes and the measured NetworkMemory tables (src/models/measured_memory.h)
-  // would no longer match plans that use it; auto becomes the default once they are regenerated.
+  // Unset means direct for now. Auto packs Winograd's transformed weights (~2.4x the direct
+  // ones) for the layers it picks, and it picks by volume (deep layers only once their planes are
+  // large), so a plan's packed weights grow with the volume: measured with auto on the full-size
+  // twins (2026-12-06), the registry's line of fixed + per-voxel bytes came out 6-74 % steeper per
+  // voxel for 13 of 21 networks (HD-BET 301 -> 476 B/voxel: its plan 129.6 MiB at 64x64x32, 166.6 at
+  // 64^3, 238.9 with every layer on Winograd; its activations unchanged), and the reduced twins'
+  // held-out prediction failed (measured above the line). The way there: the table counts the
+  // weights of every layer auto may pick (a line that stays above every volume's plan), or the
+  // plan picks per layer within the budget; until then auto is asked for.
   const char* e = std::getenv("QSM_CONV_ALGO");
   if (e == nullptr || *e == '\0' || std::string(e) == "direct") return ConvAlgoMode::Direct;
   if (std::string(e) == "auto") return ConvAlgoMode::Auto;
