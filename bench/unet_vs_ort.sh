@@ -3,11 +3,13 @@
 # and 160×192×160, qsmcore (oneDNN backend) vs ONNX Runtime (onnxruntime-node, defaults), same
 # thread count, same machine, same run. qsmcore runs once per convolution algorithm (issue #50:
 # QSM_CONV_ALGO=direct, oneDNN's direct conv everywhere; auto, the native Winograd where
-# src/kernels/winograd/choice.cpp's measured table predicts it faster). Prints one table: median
+# src/kernels/winograd/choice.cpp's measured table predicts it faster; bf16, --precision bf16:
+# every conv direct on bf16 inputs and weights, f32 sums, where the CPU has avx512_bf16 or AMX,
+# its Δ/range the cost in accuracy against ORT's f32). Prints one table: median
 # time of the planned runs and whole-process peak RSS (/usr/bin/time) of each, the ratios to ORT,
 # and each output's largest difference from ORT's over the range of ORT's.
 # Usage: bench/unet_vs_ort.sh [THREADS] [REPEAT] [SHAPES...]   (shapes as DxHxW)
-#        ALGOS="direct auto" (default) picks the qsmcore columns.
+#        ALGOS="direct auto bf16" (default) picks the qsmcore rows.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 threads=${1:-2}
@@ -15,7 +17,7 @@ repeat=${2:-3}
 shift $(( $# > 2 ? 2 : $# )) || true
 shapes=("$@")
 [ ${#shapes[@]} -gt 0 ] || shapes=(64x64x64 128x128x128 160x192x160)
-read -r -a algos <<<"${ALGOS:-direct auto}"
+read -r -a algos <<<"${ALGOS:-direct auto bf16}"
 work=.cache/bench
 mkdir -p "$work"
 [ -f "$work/unet3d_b32.onnx" ] || /usr/bin/python3 tools/testnets/export_testnets.py --out "$work" --base 32 >/dev/null
@@ -39,8 +41,11 @@ for s in "${shapes[@]}"; do
   ort_kb=$(sed -n 's/^maxrss_kb //p' "$ort_log")
   for algo in "${algos[@]}"; do
     ours_log=$work/ours_${s}_$algo.log
-    QSM_CONV_ALGO=$algo /usr/bin/time -f 'maxrss_kb %M' build/qsm onnx run "$model" --in input="$x" \
-      --out "$work/o_ours_$algo" --threads "$threads" --repeat $((repeat + 1)) >"$ours_log" 2>&1
+    precision=f32 conv_algo=$algo
+    [ "$algo" != bf16 ] || precision=bf16 conv_algo=auto  # bf16 runs every conv direct
+    QSM_CONV_ALGO=$conv_algo /usr/bin/time -f 'maxrss_kb %M' build/qsm onnx run "$model" --in input="$x" \
+      --out "$work/o_ours_$algo" --threads "$threads" --repeat $((repeat + 1)) --precision "$precision" \
+      >"$ours_log" 2>&1
     ours_t=$(sed -n 's/^median of [0-9]* planned runs: \([0-9.]*\) s/\1/p' "$ours_log")
     [ -n "$ours_t" ] || ours_t=$(sed -n 's/.*first run (plan + run) \([0-9.]*\) s/\1/p' "$ours_log")
     ours_kb=$(sed -n 's/^maxrss_kb //p' "$ours_log")

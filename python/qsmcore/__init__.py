@@ -101,14 +101,18 @@ class OnnxModel:
         backend: "onednn" or "reference".
         spill: False refuses a run over the budget instead of spilling its activations.
         spill_dir: directory of the spill file (None: $TMPDIR, else /tmp).
+        precision: "f32", or "bf16" (opt-in): convolutions on bfloat16 inputs and weights with f32
+            sums, about twice as fast on CPUs with avx512_bf16 or AMX, relative error about 1e-3
+            per layer; raises UnsupportedError on other CPUs and backends.
     """
 
     def __init__(self, path: Union[str, os.PathLike], threads: Optional[int] = None,
                  mem_budget: MemBudget = None, residency: str = "full", backend: str = "onednn",
-                 spill: bool = True, spill_dir: Optional[Union[str, os.PathLike]] = None) -> None:
+                 spill: bool = True, spill_dir: Optional[Union[str, os.PathLike]] = None,
+                 precision: str = "f32") -> None:
         self._m = _qsmcore._OnnxModel(os.fspath(path), 0 if threads is None else int(threads),
                                       parse_mem_budget(mem_budget), residency, backend, bool(spill),
-                                      "" if spill_dir is None else os.fspath(spill_dir))
+                                      "" if spill_dir is None else os.fspath(spill_dir), precision)
 
     @property
     def path(self) -> str:
@@ -128,6 +132,11 @@ class OnnxModel:
     def threads(self) -> int:
         """Threads the kernels use (the default already resolved)."""
         return self._m.threads
+
+    @property
+    def precision(self) -> str:
+        """The convolutions' precision: "f32" or "bf16"."""
+        return self._m.precision
 
     @property
     def mem_budget(self) -> int:

@@ -60,7 +60,7 @@ def run_network(id: str, field: Any, mask: Any = None, voxel_size: Vec3 = (1.0, 
                 te: Union[None, float, Sequence[float]] = None, *, affine: Any = None,
                 magnitude: Any = None, r2star: Any = None, r2prime: Any = None, qsm: Any = None,
                 unit: Optional[str] = None, threads: Optional[int] = None, mem_budget: MemBudget = None,
-                residency: str = "full", backend: str = "onednn",
+                residency: str = "full", backend: str = "onednn", precision: str = "f32",
                 tile: Union[None, int, Sequence[int]] = None, halo: int = -1,
                 test_time_flips: bool = True, hdbet_mirroring: bool = False, phase_sign: float = -1.0,
                 ignore_domain: bool = False, progress: Optional[Progress] = None,
@@ -84,7 +84,8 @@ def run_network(id: str, field: Any, mask: Any = None, voxel_size: Vec3 = (1.0, 
     ``mem_budget`` the whole volume still runs, its activations spilled to a file in ``spill_dir``
     ($TMPDIR, else /tmp) and read back exactly (``info["spill"]`` says what moved); ``spill=False``
     refuses instead. Bad input raises InvalidInputError, a run that cannot fit BudgetError, before
-    anything runs.
+    anything runs. ``precision="bf16"`` (opt-in) runs the convolutions on bfloat16 inputs and
+    weights with f32 sums, as ``qsm run --precision bf16`` (``OnnxModel``'s ``precision``).
     """
     spec = _qsmcore.model(id)
     primary = _primary_role(spec.needs)
@@ -106,7 +107,7 @@ def run_network(id: str, field: Any, mask: Any = None, voxel_size: Vec3 = (1.0, 
     physics = {"voxel_size": tuple(float(v) for v in voxel_size), "affine": affine, "unit": unit, "b0": b0,
                "b0_dir": b0_dir, "te": tes}
     engine = {"threads": 0 if threads is None else int(threads), "mem_budget": parse_mem_budget(mem_budget),
-              "residency": residency, "backend": backend, "halo": int(halo),
+              "residency": residency, "backend": backend, "precision": precision, "halo": int(halo),
               "tile": None if tile is None else ([int(tile)] if np.isscalar(tile) else [int(t) for t in tile]),
               "test_time_flips": test_time_flips, "hdbet_mirroring": hdbet_mirroring,
               "phase_sign": float(phase_sign), "ignore_domain": ignore_domain,

@@ -599,7 +599,7 @@ def field_pipeline(magnitude: ArrayLike, phase: ArrayLike, te: EchoTimes, b0: fl
                    mask_net_files: Optional[Sequence[PathLike]] = None,
                    inversion_files: Optional[Sequence[PathLike]] = None, r2star: bool = False,
                    reference: Union[bool, ArrayLike] = True, consistency: bool = True,
-                   field_beyond_mask: bool = True) -> Dict[str, Any]:
+                   field_beyond_mask: bool = True, precision: str = "f32") -> Dict[str, Any]:
     """From a multi-echo scan's magnitude and phase to its local field (and with
     ``inversion=`` one of INVERSION_METHODS: χ) in one call, as ``qsm pipeline``: the scan checked as
     :func:`make_scan` does (phase in rad or vendor integers, ``phase_scale`` overriding), the
@@ -622,6 +622,7 @@ def field_pipeline(magnitude: ArrayLike, phase: ArrayLike, te: EchoTimes, b0: fl
     HD-BET, ``field_beyond_mask=True`` runs the field map, background removal and inversion also
     where the data's own mask reaches beyond it, and cuts every output back to the mask (χ at the
     brain's edge is more accurate so, docs/methods.md §5.1); ``False``: on the mask alone.
+    ``precision="bf16"`` (opt-in) runs the networks' convolutions on bfloat16, as ``--precision``.
 
     Every stage's peak memory is predicted before anything runs; with ``mem_budget`` (bytes, a
     size such as ``"2GiB"``, ``"none"``/0, or None for what the process may use) a run that
@@ -654,7 +655,8 @@ def field_pipeline(magnitude: ArrayLike, phase: ArrayLike, te: EchoTimes, b0: fl
                "field_beyond_mask": bool(field_beyond_mask),
                "reference": True, "reference_region": None,
                "tkd_threshold": float(tkd_threshold), "threads": _threads(threads),
-               "mem_budget": parse_mem_budget(mem_budget), "progress": progress})
+               "mem_budget": parse_mem_budget(mem_budget), "progress": progress,
+               "precision": _choice(precision, ("f32", "bf16"), "precision")})
     if kw["mask"] is None and mask_method == "hd-bet":
         kw["mask_net_files"] = ([os.fspath(p) for p in mask_net_files] if mask_net_files is not None
                                 else _qsmcore.resolve_weights("hd-bet", True, True))

@@ -109,7 +109,7 @@ py::dict run_info(const qsmcore::NetworkRun& r) {
 struct EngineArgs {
   int threads = 0;
   std::int64_t mem_budget = qsmcore::kAutoMemBudget;
-  std::string residency = "full", backend = "onednn";
+  std::string residency = "full", backend = "onednn", precision = "f32";
   std::optional<std::vector<std::int64_t>> tile_core;
   std::int64_t tile_halo = -1;
   bool test_time_flips = true, hdbet_mirroring = false, ignore_domain = false, spill = true;
@@ -123,6 +123,7 @@ qsmcore::NetworkOptions network_options(const py::dict& kw) {
   if (kw.contains("mem_budget")) a.mem_budget = kw["mem_budget"].cast<std::int64_t>();
   if (kw.contains("residency")) a.residency = kw["residency"].cast<std::string>();
   if (kw.contains("backend")) a.backend = kw["backend"].cast<std::string>();
+  if (kw.contains("precision")) a.precision = kw["precision"].cast<std::string>();
   if (kw.contains("tile") && !kw["tile"].is_none()) a.tile_core = kw["tile"].cast<std::vector<std::int64_t>>();
   if (kw.contains("halo")) a.tile_halo = kw["halo"].cast<std::int64_t>();
   if (kw.contains("test_time_flips")) a.test_time_flips = kw["test_time_flips"].cast<bool>();
@@ -138,6 +139,7 @@ qsmcore::NetworkOptions network_options(const py::dict& kw) {
   if (a.mem_budget > 0) o.model.mem_budget_source = "mem_budget";
   o.model.residency = qsmcore::parse_residency(a.residency);
   o.model.backend = qsmcore::backend_from_string(a.backend);
+  o.model.precision = qsmcore::precision_from_string(a.precision);
   o.model.spill_activations = a.spill;
   o.model.spill_dir = a.spill_dir;
   if (a.tile_core) {

@@ -30,7 +30,8 @@ struct PyOnnxModel {
 };
 
 qsmcore::ModelOptions make_options(int threads, std::int64_t mem_budget, const std::string& residency,
-                                   const std::string& backend, bool spill, const std::string& spill_dir) {
+                                   const std::string& backend, bool spill, const std::string& spill_dir,
+                                   const std::string& precision) {
   qsmcore::ModelOptions o;
   o.spill_activations = spill;
   o.spill_dir = spill_dir;
@@ -40,6 +41,7 @@ qsmcore::ModelOptions make_options(int threads, std::int64_t mem_budget, const s
   if (mem_budget > 0) o.mem_budget_source = "mem_budget";
   o.residency = qsmcore::parse_residency(residency);
   o.backend = qsmcore::backend_from_string(backend);
+  o.precision = qsmcore::precision_from_string(precision);
   return o;
 }
 
@@ -145,13 +147,14 @@ py::dict plan(PyOnnxModel& self, const py::dict& shapes) {
 void bind_onnx_model(py::module_& m) {
   py::class_<PyOnnxModel>(m, "_OnnxModel")
       .def(py::init([](const std::string& path, int threads, std::int64_t mem_budget, const std::string& residency,
-                       const std::string& backend, bool spill, const std::string& spill_dir) {
-             const auto o = make_options(threads, mem_budget, residency, backend, spill, spill_dir);
+                       const std::string& backend, bool spill, const std::string& spill_dir,
+                       const std::string& precision) {
+             const auto o = make_options(threads, mem_budget, residency, backend, spill, spill_dir, precision);
              py::gil_scoped_release release;
              return new PyOnnxModel{qsmcore::OnnxModel::load(path, o), {}, {}};
            }),
            py::arg("path"), py::arg("threads"), py::arg("mem_budget"), py::arg("residency"), py::arg("backend"),
-           py::arg("spill"), py::arg("spill_dir"))
+           py::arg("spill"), py::arg("spill_dir"), py::arg("precision") = "f32")
       .def_property_readonly("path", [](PyOnnxModel& s) { return s.model.path(); })
       .def_property_readonly("inputs",
                              [](PyOnnxModel& s) {
@@ -166,6 +169,7 @@ void bind_onnx_model(py::module_& m) {
                                return l;
                              })
       .def_property_readonly("threads", [](PyOnnxModel& s) { return s.model.options().threads; })
+      .def_property_readonly("precision", [](PyOnnxModel& s) { return to_string(s.model.options().precision); })
       .def_property_readonly("mem_budget", [](PyOnnxModel& s) { return s.model.options().mem_budget; })
       .def_property_readonly("residency", [](PyOnnxModel& s) { return to_string(s.model.options().residency); })
       .def_property_readonly("backend", [](PyOnnxModel& s) { return to_string(s.model.options().backend); })

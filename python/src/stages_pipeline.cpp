@@ -65,6 +65,7 @@ qsmcore::FieldPipelineOptions pipeline_options(const py::dict& kw) {
   o.r2star = arg<bool>(kw, "r2star");
   o.engine.threads = arg<int>(kw, "threads");
   if (o.engine.threads < 0) throw Error(ErrorKind::InvalidInput, "threads must be >= 0");
+  o.engine.precision = qsmcore::precision_from_string(arg<std::string>(kw, "precision"));
   o.engine.mem_budget = arg<std::int64_t>(kw, "mem_budget");
   if (o.engine.mem_budget > 0) o.engine.mem_budget_source = "mem_budget";
   return o;

@@ -157,6 +157,35 @@ def test_reference_backend_and_residency_agree(twins):
     np.testing.assert_allclose(ref, full, rtol=1e-3, atol=1e-4 * float(np.abs(full).max()))
 
 
+def test_precision_bf16_is_opt_in_matches_the_cli_and_stays_near_f32(twins, qsm_bin, tmp_path):
+    # bf16 (issue #50): convolutions on bfloat16 inputs and weights. The oracle is the f32 run:
+    # 8 significant bits give a relative 2^-9 per rounding, ~2^-9 of a layer's output scale with
+    # independent roundings. xQSM's twin passes its input through ~20 convolutions in sequence:
+    # √20 · 2^-9 ≈ 9e-3 of the scale as a random walk, so 3e-2 of the range leaves a factor 3 for
+    # the largest voxel; above 1e-5 shows the rounding happened (f32 runs agree to ~1e-6). The
+    # CLI's --precision gives the same bytes as the binding.
+    x = _field((1, 1, 16, 24, 32))
+    f32 = qsmcore.OnnxModel(twins / "xqsm.onnx", threads=1)
+    assert f32.precision == "f32"  # opt-in only
+    with pytest.raises(qsmcore.UnsupportedError, match="onednn"):
+        qsmcore.OnnxModel(twins / "xqsm.onnx", threads=1, backend="reference", precision="bf16")
+    with pytest.raises(qsmcore.InvalidInputError, match="precision"):
+        qsmcore.OnnxModel(twins / "xqsm.onnx", threads=1, precision="fp16")
+    try:
+        bf = qsmcore.OnnxModel(twins / "xqsm.onnx", threads=1, precision="bf16")
+    except qsmcore.UnsupportedError as e:
+        pytest.skip(str(e))  # a CPU without avx512_bf16 or AMX: refused, as it must be
+    assert bf.precision == "bf16"
+    want, got = f32.run({"field": x})["chi"], bf.run({"field": x})["chi"]
+    assert np.isfinite(got).all()
+    err = float(np.abs(got.astype(np.float64) - want).max() / (want.max() - want.min()))
+    assert 1e-5 < err < 3e-2, err
+    np.save(tmp_path / "x.npy", x)
+    subprocess.run([str(qsm_bin), "onnx", "run", str(twins / "xqsm.onnx"), "--in", "field=x.npy", "--out", "out",
+                    "--threads", "1", "--precision", "bf16"], cwd=tmp_path, check=True, capture_output=True)
+    assert_same_bytes(got, np.load(tmp_path / "out" / "chi.npy"))
+
+
 def test_run_releases_the_gil(twins):
     m = qsmcore.OnnxModel(twins / "xqsm.onnx", threads=1)
     x = _field((1, 1, 64, 64, 64))

@@ -108,6 +108,10 @@ std::string mib(std::int64_t bytes) {
   return buf;
 }
 
+const char* const kPrecisionHelp =
+    "f32 | bf16: bf16 rounds every convolution's input and weights to bfloat16 (f32 sums; oneDNN backend, CPUs "
+    "with avx512_bf16 or AMX): about twice as fast, relative error about 1e-3 per layer (default f32)";
+
 const char* const kThreadsHelp =
     "threads of every kernel (default: the CPUs this process may use: affinity mask, cgroup CPU quota, "
     "SLURM_CPUS_PER_TASK)";

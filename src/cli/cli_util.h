@@ -34,6 +34,9 @@ std::string mib(std::int64_t bytes);
 /// What --threads' help says (one text for every command that has it).
 extern const char* const kThreadsHelp;
 
+/// What --precision's help says (qsm run, onnx run/plan, pipeline, demo).
+extern const char* const kPrecisionHelp;
+
 /// What --mem-budget's help says about its default and "none" (one text for every command).
 extern const char* const kMemBudgetHelp;
 

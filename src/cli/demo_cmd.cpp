@@ -73,6 +73,7 @@ struct DemoArgs {
   std::string network;                   // the recipe for a --model file ("" = from its hash or name)
   std::string mem_budget;                // "" = what the process may use, "none", or a byte size
   std::string backend = "onednn";
+  std::string precision = "f32";  // of the network's convolutions
   std::string residency = "full";
   bool quiet = false;
 };
@@ -249,6 +250,7 @@ FieldPipelineOptions base_chain_options(const DemoArgs& a) {
   o.invert = true;  // the default inversion (TV-ADMM) unless the chain says otherwise
   o.engine.threads = a.threads;
   o.engine.backend = backend_from_string(a.backend);
+  o.engine.precision = precision_from_string(a.precision);
   o.engine.residency = parse_residency(a.residency);
   apply_mem_budget(a.mem_budget, o.engine);
   return o;
@@ -454,6 +456,7 @@ NetworkRun run_sim_network(const DemoArgs& a, const DemoNetwork& net, const SimR
   const NetworkInputs in = demo_network_inputs(d.ph, d.po);
   NetworkOptions opts;
   opts.model.backend = backend_from_string(a.backend);
+  opts.model.precision = precision_from_string(a.precision);
   opts.model.threads = a.threads;
   apply_mem_budget(a.mem_budget, opts.model);
   opts.model.residency = parse_residency(a.residency);
@@ -822,6 +825,7 @@ void register_demo_command(CLI::App& app) {
                   "and part 2 on N^3 (default: 181x217x181 at 1 mm, and 128^3); 32 or more")
       ->check(CLI::Range(32, 512));
   cmd->add_option("--threads", args->threads, kThreadsHelp)->check(CLI::NonNegativeNumber);
+  cmd->add_option("--precision", args->precision, kPrecisionHelp)->check(CLI::IsMember({"f32", "bf16"}));
   cmd->add_option("--mem-budget", args->mem_budget, kMemBudgetHelp);
   cmd->add_option("--residency", args->residency, "where the network's weights live: full | layerwise[:…] | stream[:…]")
       ->capture_default_str();

@@ -75,6 +75,7 @@ struct OnnxRunArgs {
   std::vector<std::string> ins;
   std::string out_dir;
   std::string backend = to_string(kDefaultBackend);
+  std::string precision = "f32";
   int threads = 0;
   int repeat = 1;
   int batch = 1;           // input sets run layer-major through run_batch
@@ -114,8 +115,8 @@ std::map<std::string, Tensor> read_inputs(const OnnxRunArgs& a, const OnnxModel&
 }
 
 // Runs the model once (plan + run) and then repeat - 1 times more; fills the run's figures.
-std::map<std::string, Tensor> run_model(const OnnxRunArgs& a, OnnxModel& model, const std::map<std::string, Tensor>& inputs,
-                                        RunFigures& f) {
+std::map<std::string, Tensor> run_model(const OnnxRunArgs& a, OnnxModel& model,
+                                        const std::map<std::string, Tensor>& inputs, RunFigures& f) {
   std::vector<Shape> shapes;
   for (const auto& d : model.inputs()) {
     auto it = inputs.find(d.name);
@@ -184,7 +185,8 @@ std::map<std::string, Tensor> run_model(const OnnxRunArgs& a, OnnxModel& model, 
 void print_summary(const OnnxRunArgs& a, OnnxModel& model, const std::map<std::string, Tensor>& inputs,
                    const RunFigures& f) {
   const ModelOptions& opts = model.options();
-  std::printf("backend %s, %d thread(s)\n", to_string(opts.backend), opts.threads);
+  std::printf("backend %s, %d thread(s), precision %s\n", to_string(opts.backend), opts.threads,
+              to_string(opts.precision));
   std::printf("residency %s\n", to_string(opts.residency).c_str());
   std::printf("load %.3f s, first run (plan + run) %.3f s%s\n", f.load_s, f.run_s,
               a.batch > 1 ? (", batches of " + std::to_string(a.batch) + " input sets, layer-major").c_str() : "");
@@ -209,13 +211,10 @@ void print_summary(const OnnxRunArgs& a, OnnxModel& model, const std::map<std::s
     const std::string budget =
         opts.mem_budget > 0
             ? ", budget " + mib(opts.mem_budget + opts.mem_budget_outside) + " from " + opts.mem_budget_source +
-                  (opts.mem_budget_outside > 0 ? " (" + mib(model.outside_share()) +
-                                                     " of it left to the process outside the engine" +
-                                                     (model.outside_share() > opts.mem_budget_outside
-                                                          ? ", as measured once planned"
-                                                          : "") +
-                                                     ")"
-                                               : "")
+                  (opts.mem_budget_outside > 0
+                       ? " (" + mib(model.outside_share()) + " of it left to the process outside the engine" +
+                             (model.outside_share() > opts.mem_budget_outside ? ", as measured once planned" : "") + ")"
+                       : "")
             : "";
     std::printf("peak memory: predicted %s, measured %s (accounted)%s; process peak RSS %s\n",
                 mib(f.predicted_peak).c_str(), mib(f.measured_peak).c_str(), budget.c_str(),
@@ -228,6 +227,7 @@ nlohmann::json report_json(const OnnxRunArgs& a, const OnnxModel& model, const R
   nlohmann::json j;
   j["model"] = a.model;
   j["backend"] = to_string(opts.backend);
+  j["precision"] = to_string(opts.precision);
   j["threads"] = opts.threads;
   const KernelThreads kt = model.kernel_threads();
   j["kernel_threads"] = {{"created", kt.created}, {"run", kt.run}};
@@ -277,6 +277,7 @@ void run(const OnnxRunArgs& a) {
   if (!a.report.empty()) require_parent_folder(a.report, "--report");
   ModelOptions opts;
   opts.backend = backend_from_string(a.backend);
+  opts.precision = precision_from_string(a.precision);
   opts.threads = a.threads;
   opts.stream_conv_chains = !a.layerwise;
   opts.spill_dir = a.spill_dir;
@@ -397,10 +398,14 @@ void print_held_at(const Plan& p, const ArenaLayout& l, int at) {
     std::printf("  %-52s %-22s %12zu %12s\n", r.what.substr(0, 52).c_str(), r.shape.c_str(), r.bytes, r.span.c_str());
 }
 
-// The op with the algorithm its convolutions got (issue #50): Conv[winograd] or Conv[direct];
-// a conv chain's letter per layer from its kernel's name (w Winograd, d direct).
+// The op with the algorithm its convolutions got (issue #50): Conv[winograd], Conv[bf16] (direct
+// on bf16 inputs, --precision bf16) or Conv[direct]; a conv chain's letter per layer from its
+// kernel's name (w Winograd, b bf16 direct, d direct).
 std::string op_with_algorithm(const std::string& op, const std::string& impl) {
-  if (op == "Conv") return op + (impl.find("winograd") != std::string::npos ? "[winograd]" : "[direct]");
+  if (op == "Conv") {
+    if (impl.find("winograd") != std::string::npos) return op + "[winograd]";
+    return op + (impl.find("onednn[bf16]") != std::string::npos ? "[bf16]" : "[direct]");
+  }
   const auto open = impl.find(")[");
   if (impl.rfind("qsm:conv_chain(", 0) == 0 && open != std::string::npos) {
     const auto close = impl.find(']', open);
@@ -481,8 +486,9 @@ struct PlanArgs {
   std::string path;
   std::vector<std::string> shapes;
   std::string backend = to_string(kDefaultBackend);
+  std::string precision = "f32";
   bool steps = false;
-  bool least = false;  // the smallest arena's layout, every gap spilled: what sets the least budget
+  bool least = false;       // the smallest arena's layout, every gap spilled: what sets the least budget
   std::string arena_limit;  // a spilled layout within this many arena bytes: where it moves bytes
   std::int64_t window_share = graph::kChainWindowShare;  // conv chains' slabs (a budget may choose finer)
   int live_at = -1;
@@ -491,6 +497,7 @@ struct PlanArgs {
 void plan(const PlanArgs& a) {
   ModelOptions opts;
   opts.backend = backend_from_string(a.backend);
+  opts.precision = precision_from_string(a.precision);
   OnnxModel model = OnnxModel::load(a.path, opts);
   std::map<std::string, Shape> given;
   for (const auto& s : a.shapes) given.insert(parse_shape_arg(s));
@@ -546,6 +553,7 @@ void register_onnx_commands(CLI::App& app) {
   plan_cmd->add_option("--shape", plan_args->shapes, "NAME=1x1x64x64x64 (repeat per input)")->required();
   plan_cmd->add_option("--backend", plan_args->backend, "onednn | simd128 | reference")
       ->check(CLI::IsMember({"onednn", "simd128", "reference"}));
+  plan_cmd->add_option("--precision", plan_args->precision, kPrecisionHelp)->check(CLI::IsMember({"f32", "bf16"}));
   plan_cmd->add_flag("--steps", plan_args->steps, "list every step");
   plan_cmd->add_flag("--least", plan_args->least,
                      "the layout of the smallest arena (every gap spilled): what each step holds there, and what the "
@@ -567,6 +575,7 @@ void register_onnx_commands(CLI::App& app) {
   run_cmd->add_option("--backend", args->backend, "onednn | simd128 | reference")
       ->check(CLI::IsMember({"onednn", "simd128", "reference"}));
   run_cmd->add_option("--threads", args->threads, kThreadsHelp)->check(CLI::NonNegativeNumber);
+  run_cmd->add_option("--precision", args->precision, kPrecisionHelp)->check(CLI::IsMember({"f32", "bf16"}));
   run_cmd->add_option("--repeat", args->repeat, "run K times; prints the median of the runs after the first")
       ->check(CLI::Range(1, 1000));
   run_cmd->add_option("--mem-budget", args->mem_budget, kMemBudgetHelp);

@@ -262,6 +262,7 @@ Setup parse_setup(const PipelineArgs& a) {
   o.r2star = !a.no_r2star;  // where the scan has 2 echoes or more (run_scan)
   o.swi = a.swi;
   o.engine.threads = a.threads;
+  o.engine.precision = precision_from_string(a.precision);
   apply_mem_budget(a.mem_budget, o.engine);
   o.engine = with_process_defaults(o.engine);
   return s;
@@ -344,6 +345,7 @@ nlohmann::json options_json(const PipelineArgs& a, const Setup& s) {
       {"tkd_threshold", a.tkd_threshold ? nlohmann::json(*a.tkd_threshold) : nlohmann::json(nullptr)},
       {"lambda", a.lambda ? nlohmann::json(*a.lambda) : nlohmann::json(nullptr)},  // null: the method's default
       {"threads", s.opts.engine.threads},
+      {"precision", to_string(s.opts.engine.precision)},
       {"mem_budget_bytes", s.opts.engine.mem_budget + s.opts.engine.mem_budget_outside},
       {"mem_budget_source", s.opts.engine.mem_budget_source}};
 }
@@ -511,6 +513,7 @@ void add_pipeline_options(CLI::App* cmd, PipelineArgs& a) {
   cmd->add_option("--b0-dir", a.b0_dir, "B0 direction in voxel axes x,y,z (default: sidecar B0_dir, else the affine)");
   cmd->add_option("--phase-scale", a.phase_scale, "radians per raw phase unit (default: detected from the values)");
   cmd->add_option("--threads", a.threads, kThreadsHelp)->check(CLI::NonNegativeNumber);
+  cmd->add_option("--precision", a.precision, kPrecisionHelp)->check(CLI::IsMember({"f32", "bf16"}));
   cmd->add_option("--mem-budget", a.mem_budget, kMemBudgetHelp);
   cmd->add_option("--report", a.report, "where to write the JSON report (default: OUT/report.json; not with BIDS_DIR)");
   cmd->add_option("--plan-fingerprint", a.plan_fingerprint,

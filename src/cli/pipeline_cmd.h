@@ -33,6 +33,7 @@ struct PipelineArgs {
        no_consistency = false, field_in_mask_only = false;
   std::string mem_budget;
   int threads = 0;
+  std::string precision = "f32";  // of the network inversions' convolutions
   std::optional<int> mask_erode;
 };
 

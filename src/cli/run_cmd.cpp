@@ -45,6 +45,7 @@ struct RunArgs {
   std::string out, preview, report;
   std::string plan_fingerprint;  // `qsm batch task`'s subject fingerprint, recorded in the report
   std::string tile, mem_budget, backend = "onednn";
+  std::string precision = "f32";
   std::string residency = "full";
   std::string spill_dir;
   int threads = 0;
@@ -112,11 +113,12 @@ std::vector<double> parse_echo_times(const std::string& te) {
 RunSetup parse_setup(const RunArgs& a, const ModelSpec& spec, bool phase_net) {
   RunSetup r;
   r.opts.model.backend = backend_from_string(a.backend);
+  r.opts.model.precision = precision_from_string(a.precision);
   r.opts.model.threads = a.threads;
   apply_mem_budget(a.mem_budget, r.opts.model);
   r.opts.model.spill_dir = a.spill_dir;
   r.opts.model.spill_activations = !a.no_spill;
-  r.opts.park_inputs = true;  // qsm run reads its inputs only before and after the graphs run
+  r.opts.park_inputs = true;                           // qsm run reads its inputs only before and after the graphs run
   r.opts.model = with_process_defaults(r.opts.model);  // the report records what the run used
   r.opts.model.residency = parse_residency(a.residency);
   if (!a.tile.empty()) r.opts.tile = parse_tile(a.tile);
@@ -299,6 +301,7 @@ nlohmann::json options_json(const RunArgs& a, const RunSetup& r, const Volume& p
   o["mem_budget_source"] = opts.model.mem_budget_source;
   o["threads"] = opts.model.threads;
   o["backend"] = to_string(opts.model.backend);
+  o["precision"] = to_string(opts.model.precision);
   o["residency"] = to_string(opts.model.residency);
   o["test_time_flips"] = opts.test_time_flips;
   o["phase_sign"] = opts.phase_sign;
@@ -495,6 +498,7 @@ void register_run_command(CLI::App& app) {
   cmd->add_option("--spill-dir", args->spill_dir, kSpillDirHelp);
   cmd->add_flag("--no-spill", args->no_spill, kNoSpillHelp);
   cmd->add_option("--threads", args->threads, kThreadsHelp)->check(CLI::NonNegativeNumber);
+  cmd->add_option("--precision", args->precision, kPrecisionHelp)->check(CLI::IsMember({"f32", "bf16"}));
   cmd->add_option("--residency", args->residency,
                   "where weights live: full | layerwise[:depth=N,host=BYTES] | "
                   "stream[:device=BYTES,host=BYTES,lookahead=N,queue=N,evict=lru|lfu] (tiles then run "

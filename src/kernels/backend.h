@@ -33,8 +33,16 @@ std::unique_ptr<Kernel> make_reference_kernel(const graph::TNode& n);
 /// A plain-to-plain copy (graph outputs that alias inputs or constants).
 std::unique_ptr<Kernel> make_copy_kernel();
 
-/// The oneDNN backend; nullptr when qsmcore was built without it.
-std::unique_ptr<Backend> make_onednn_backend();
+/// The arithmetic of convolutions (ModelOptions::precision, issue #50). Bf16: src and weights
+/// rounded to bfloat16, products accumulated and written in f32 (oneDNN's bf16 convolutions).
+enum class ConvPrecision { F32, Bf16 };
+
+/// The oneDNN backend; nullptr when qsmcore was built without it. Bf16 throws Unsupported where
+/// the CPU has no bf16 convolutions (onednn_runs_bf16()).
+std::unique_ptr<Backend> make_onednn_backend(ConvPrecision precision = ConvPrecision::F32);
+/// Whether this build and CPU run bf16 convolutions natively (oneDNN's effective ISA at least
+/// avx512_core_bf16, asked at run time); false without oneDNN.
+bool onednn_runs_bf16();
 
 /// The WebAssembly SIMD128 backend (src/kernels/wasm); nullptr outside the WebAssembly build.
 std::unique_ptr<Backend> make_simd128_backend();

@@ -63,7 +63,8 @@ class CopyKernel final : public Kernel {
 std::unique_ptr<Kernel> make_copy_kernel() { return std::make_unique<CopyKernel>(); }
 
 #ifndef QSM_HAVE_ONEDNN
-std::unique_ptr<Backend> make_onednn_backend() { return nullptr; }
+std::unique_ptr<Backend> make_onednn_backend(ConvPrecision) { return nullptr; }
+bool onednn_runs_bf16() { return false; }
 #endif
 #ifndef __wasm_simd128__
 std::unique_ptr<Backend> make_simd128_backend() { return nullptr; }

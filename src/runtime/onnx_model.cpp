@@ -54,6 +54,16 @@ Backend backend_from_string(const std::string& s) {
   throw Error(ErrorKind::InvalidInput, "unknown backend '" + s + "' (expected onednn, simd128 or reference)");
 }
 
+const char* to_string(Precision p) {
+  return p == Precision::Bf16 ? "bf16" : "f32";
+}
+
+Precision precision_from_string(const std::string& s) {
+  if (s == "f32") return Precision::F32;
+  if (s == "bf16") return Precision::Bf16;
+  throw Error(ErrorKind::InvalidInput, "unknown precision '" + s + "' (expected f32 or bf16)");
+}
+
 struct OnnxModel::Impl {
   graph::Model model;
   graph::ConstantTable constants;
@@ -201,9 +211,10 @@ struct OnnxModel::Impl {
     if (resident()) {
       const PrimitiveCreationScope creating;
       const kernels::PackCacheScope packs(packed.get());
-      PlanCache::Entry e{
-          key, std::make_shared<Plan>(std::move(tg), opts.backend, opts.threads, reader ? &leaf : nullptr, true),
-          nullptr};
+      PlanCache::Entry e{key,
+                         std::make_shared<Plan>(std::move(tg), opts.backend, opts.threads, reader ? &leaf : nullptr,
+                                                true, opts.precision),
+                         nullptr};
       e.plan->set_window_share(share);
       take_outside_as_measured();
       cache.insert(e);  // what it drops (least recently used) is freed here, unless a run holds it
@@ -216,7 +227,8 @@ struct OnnxModel::Impl {
     cache.clear();
     release_unused_primitives_when_idle();
     const PrimitiveCreationScope creating;
-    PlanCache::Entry e{key, std::make_shared<Plan>(std::move(tg), opts.backend, opts.threads, &leaf), nullptr};
+    PlanCache::Entry e{
+        key, std::make_shared<Plan>(std::move(tg), opts.backend, opts.threads, &leaf, false, opts.precision), nullptr};
     e.plan->set_window_share(share);
     if (!e.plan->units().empty()) {
       const std::uint64_t held = static_bytes + static_cast<std::uint64_t>(e.plan->memory().packed_weight_bytes);
@@ -263,7 +275,7 @@ struct OnnxModel::Impl {
     try {
       const PrimitiveCreationScope creating;
       const kernels::PackCacheScope count(packed.get());
-      const Plan dry(std::move(tg), opts.backend, opts.threads, reader ? &leaf : nullptr, true);
+      const Plan dry(std::move(tg), opts.backend, opts.threads, reader ? &leaf : nullptr, true, opts.precision);
       f.held = memory_current() + packed->dry_new_bytes;
       f.run = (dry.memory().arena_bytes + dry.memory().io_bytes) * sets;
       f.least = f.run;

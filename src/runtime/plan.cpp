@@ -27,14 +27,17 @@ int Plan::add_value(Value v) {
   return static_cast<int>(values_.size() - 1);
 }
 
-Plan::Plan(graph::TypedGraph g, Backend backend, int threads, const graph::LeafFn* leaf, bool keep_weights)
+Plan::Plan(graph::TypedGraph g, Backend backend, int threads, const graph::LeafFn* leaf, bool keep_weights,
+           Precision precision)
     : backend_(backend), threads_(threads > 0 ? threads : usable_cpus()) {
+  check_precision(backend, precision);
   const ScopedThreads threads_here(threads_);  // primitives created below keep the count they see now
   created_threads_ = max_threads();
   for (int i : g.inputs) input_shapes_.push_back(g.values[static_cast<std::size_t>(i)].shape);
   std::unique_ptr<kernels::Backend> be;
   if (backend == Backend::OneDnn) {
-    be = kernels::make_onednn_backend();
+    be = kernels::make_onednn_backend(precision == Precision::Bf16 ? kernels::ConvPrecision::Bf16
+                                                                   : kernels::ConvPrecision::F32);
     if (!be) throw Error(ErrorKind::Unsupported, "this build of qsmcore has no oneDNN backend");
   } else if (backend == Backend::Simd128) {
     be = kernels::make_simd128_backend();

@@ -104,8 +104,9 @@ class Plan {
   /// With `keep_weights` (FullyResident) the steps keep their kernels: each deferred weight is
   /// read, folded and packed here, and its raw copy freed at once — the plan never holds raw and
   /// packed weights of the whole model together.
+  /// `precision` Bf16 is refused unless the backend is oneDNN on a CPU with native bf16.
   Plan(graph::TypedGraph g, Backend backend, int threads, const graph::LeafFn* leaf = nullptr,
-       bool keep_weights = false);
+       bool keep_weights = false, Precision precision = Precision::F32);
 
   /// One forward. A plan with weight units needs a provider.
   std::vector<Tensor> run(const std::vector<Tensor>& inputs, UnitProvider* units = nullptr) const;

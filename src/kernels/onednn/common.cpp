@@ -1,9 +1,12 @@
 #include "kernels/onednn/common.h"
 
+#include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <mutex>
 #include <string>
 
+#include "core/parallel.h"
 #include "qsmcore/error.h"
 
 namespace qsmcore::kernels::onednn {
@@ -115,6 +118,49 @@ Layout to_layout(const memory::desc& md, const Shape& s) {
   return l;
 }
 
+namespace {
+thread_local ConvPrecision current_precision = ConvPrecision::F32;
+}
+
+ConvPrecision conv_precision() {
+  return current_precision;
+}
+
+ConvPrecisionScope::ConvPrecisionScope(ConvPrecision p) : previous_(current_precision) {
+  current_precision = p;
+}
+
+ConvPrecisionScope::~ConvPrecisionScope() {
+  current_precision = previous_;
+}
+
+memory::data_type conv_compute_type() {
+  return current_precision == ConvPrecision::Bf16 ? memory::data_type::bf16 : memory::data_type::f32;
+}
+
+memory::desc retyped(const memory::desc& md, memory::data_type t) {
+  dnnl_memory_desc_t d = md.data;
+  d.data_type = static_cast<dnnl_data_type_t>(t);
+  return memory::desc(d);
+}
+
+void round_to_bf16(const float* src, void* dst, std::size_t n) {
+  constexpr std::int64_t kBlock = 4096;  // elements per task: whole cache lines, vectorisable
+  auto* out = static_cast<std::uint16_t*>(dst);
+  const auto blocks = static_cast<std::int64_t>((n + kBlock - 1) / kBlock);
+  parallel_for(blocks, n > 65536, [&](std::int64_t b) {
+    const std::size_t lo = static_cast<std::size_t>(b * kBlock);
+    const std::size_t hi = std::min(n, lo + kBlock);
+    for (std::size_t i = lo; i < hi; ++i) {
+      std::uint32_t u;
+      std::memcpy(&u, src + i, sizeof u);
+      const bool nan = (u & 0x7fffffffu) > 0x7f800000u;
+      const std::uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+      out[i] = static_cast<std::uint16_t>(nan ? (u >> 16) | 0x40u : rounded);
+    }
+  });
+}
+
 dnnl::primitive_attr make_attr(const std::vector<PostOp>& post) {
   dnnl::primitive_attr attr;
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
@@ -153,8 +199,15 @@ dnnl::primitive_attr make_attr(const std::vector<PostOp>& post) {
 
 void PrimitiveKernel::set_primitive(const dnnl::primitive& p, const memory::desc& scratch_md, const char* impl) {
   prim_ = p;
-  scratch_bytes_ = scratch_md.get_size();
+  scratch_bytes_ = prim_scratch_bytes_ = scratch_md.get_size();
   impl_ = std::string("onednn:") + impl;
+}
+
+void PrimitiveKernel::stage_src_as_bf16(const memory::desc& bf16_md) {
+  bf16_src_md_ = bf16_md;
+  bf16_src_off_ = (prim_scratch_bytes_ + 63) / 64 * 64;
+  scratch_bytes_ = bf16_src_off_ + bf16_md.get_size();
+  impl_ = "onednn[bf16]:" + impl_.substr(impl_.find(':') + 1);
 }
 
 void PrimitiveKernel::bind_constant(int arg, const Tensor& plain, const memory::desc& plain_md,
@@ -170,6 +223,12 @@ void PrimitiveKernel::run(std::span<const Tensor> inputs, std::span<Tensor> outp
   std::unordered_map<int, memory> args;
   for (std::size_t i = 0; i < in_binds_.size() && i < inputs.size(); ++i) {
     if (in_binds_[i].arg < 0) continue;
+    if (i == 0 && bf16_src_off_ > 0) {
+      std::byte* staged = ctx.scratch + bf16_src_off_;
+      round_to_bf16(inputs[0].data<float>(), staged, bf16_src_md_.get_size() / sizeof(std::uint16_t));
+      args.emplace(in_binds_[0].arg, memory(bf16_src_md_, engine(), staged));
+      continue;
+    }
     args.emplace(in_binds_[i].arg, memory(in_binds_[i].md, engine(), inputs[i].raw()));
   }
   for (std::size_t i = 0; i < out_binds_.size() && i < outputs.size(); ++i) {
@@ -177,8 +236,8 @@ void PrimitiveKernel::run(std::span<const Tensor> inputs, std::span<Tensor> outp
     args.emplace(out_binds_[i].arg, memory(out_binds_[i].md, engine(), outputs[i].raw()));
   }
   for (const auto& [arg, mem] : const_args_) args.emplace(arg, mem);
-  if (scratch_bytes_ > 0) {
-    memory::desc smd({static_cast<memory::dim>(scratch_bytes_)}, memory::data_type::u8, memory::format_tag::a);
+  if (prim_scratch_bytes_ > 0) {
+    memory::desc smd({static_cast<memory::dim>(prim_scratch_bytes_)}, memory::data_type::u8, memory::format_tag::a);
     args.emplace(DNNL_ARG_SCRATCHPAD, memory(smd, engine(), ctx.scratch));
   }
   prim_.execute(stream(), args);

@@ -37,6 +37,30 @@ int activation_block();
 /// channels-last: convolutions must then ask for channels-last explicitly.
 bool channels_last_asked();
 
+/// The convolution arithmetic of the kernels being made on this thread: the backend sets it
+/// (ConvPrecisionScope) around each factory call, plan build and unit rebuild alike, so the
+/// factories' signature stays that of every family.
+ConvPrecision conv_precision();
+class ConvPrecisionScope {
+ public:
+  explicit ConvPrecisionScope(ConvPrecision p);
+  ~ConvPrecisionScope();
+  ConvPrecisionScope(const ConvPrecisionScope&) = delete;
+  ConvPrecisionScope& operator=(const ConvPrecisionScope&) = delete;
+
+ private:
+  ConvPrecision previous_;
+};
+/// The element type of a convolution's source and weights under conv_precision() (its
+/// destination, bias and post-ops stay f32).
+memory::data_type conv_compute_type();
+/// `md` with element type `t`: same dims, format and padding, so element i of one is element i
+/// of the other and a conversion is one pass over get_size() / element-size elements.
+memory::desc retyped(const memory::desc& md, memory::data_type t);
+/// Rounds n floats to bfloat16 at `dst` (round to nearest even, NaN kept quiet: as oneDNN's
+/// f32 -> bf16 reorder), in parallel over blocks (each element on one thread).
+void round_to_bf16(const float* src, void* dst, std::size_t n);
+
 /// Attributes with a user-managed scratchpad and the fused post-ops (Sum included).
 dnnl::primitive_attr make_attr(const std::vector<PostOp>& post);
 
@@ -63,6 +87,10 @@ class PrimitiveKernel : public Kernel {
   /// Called before execute (e.g. to copy a Sum addend into dst when not aliased).
   virtual void prepare(std::span<const Tensor> /*inputs*/, std::span<Tensor> /*outputs*/) {}
   void set_primitive(const dnnl::primitive& p, const memory::desc& scratch_md, const char* impl);
+  /// The primitive reads its source (input 0) as `bf16_md` (conv_precision() Bf16): each run
+  /// rounds the f32 input into the step's scratch, after the primitive's scratchpad, and binds
+  /// that. The plan keeps the input in f32 (retyped(bf16_md, f32)); the staging is plan memory.
+  void stage_src_as_bf16(const memory::desc& bf16_md);
   /// Packs a plain constant into `md` (accounted as Weights) and binds it to `arg`.
   void bind_constant(int arg, const Tensor& plain, const memory::desc& plain_md, const memory::desc& md);
 
@@ -71,7 +99,10 @@ class PrimitiveKernel : public Kernel {
   std::vector<Bind> out_binds_;  // per step output
   std::vector<std::pair<int, memory>> const_args_;
   std::vector<std::shared_ptr<Buffer>> packed_;
-  std::size_t scratch_bytes_ = 0;
+  std::size_t scratch_bytes_ = 0;       // all the step's scratch: scratchpad, then a bf16 source
+  std::size_t prim_scratch_bytes_ = 0;  // of which the primitive's scratchpad
+  std::size_t bf16_src_off_ = 0;        // where the bf16 source lies in scratch (0: none)
+  memory::desc bf16_src_md_;
   std::int64_t packed_bytes_ = 0;
   std::string impl_;
 };

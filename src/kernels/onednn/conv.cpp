@@ -12,6 +12,13 @@
 // Winograd F(2³, 3³) (kernels/winograd/) where choice.h predicts it faster (issue #50): same
 // layouts, the same fused post-ops, its transformed weights and per-thread scratch reported to
 // the plan like a primitive's.
+//
+// Under conv_precision() Bf16 (ModelOptions::precision, opt-in) every conv runs oneDNN's direct
+// convolution on bf16 source and weights with an f32 destination: Winograd stays f32 (its
+// transforms would add their own rounding on top of bf16's), so it is never chosen then. The
+// weights are packed as bf16 (half the bytes; a different layout, so never shared with an f32
+// plan's through the pack cache), and the f32 input is rounded to bf16 into the step's scratch
+// before each call (per slab on the depth-slab path): the plan's values all stay f32.
 #include <algorithm>
 #include <array>
 #include <cstring>
@@ -53,9 +60,10 @@ class ConvKernel final : public ConvLikeKernel {
     }
     using dt = memory::data_type;
     using tag = memory::format_tag;
-    memory::desc src_any(to_dims(x.shape), dt::f32, tag::any);
+    const dt ct = conv_compute_type();  // source and weights: f32, or bf16
+    memory::desc src_any(to_dims(x.shape), ct, tag::any);
     memory::desc dst_any(to_dims(y.shape), dt::f32, tag::any);
-    memory::desc w_any(wdims, dt::f32, tag::any);
+    memory::desc w_any(wdims, ct, tag::any);
     const bool has_bias = n.in.size() > 2 && n.in[2] >= 0 && (n.post.empty() || n.post[0].sum_input != 2);
     memory::desc b_md({wshape[0]}, dt::f32, tag::a);
     memory::dims strides, dil, pl, pr;
@@ -77,13 +85,16 @@ class ConvKernel final : public ConvLikeKernel {
     // for channels-last, unless only a reference implementation runs it so.
     if (channels_last_asked() && spatial >= 1) {
       const tag nxc = spatial == 1 ? tag::acb : spatial == 2 ? tag::acdb : tag::acdeb;
-      auto cl = make_desc(memory::desc(to_dims(x.shape), dt::f32, nxc), memory::desc(to_dims(y.shape), dt::f32, nxc));
+      auto cl = make_desc(memory::desc(to_dims(x.shape), ct, nxc), memory::desc(to_dims(y.shape), dt::f32, nxc));
       dnnl::convolution_forward::primitive_desc cpd(cl, make_attr(n.post), engine());
       if (std::string(cpd.impl_info_str()).rfind("ref", 0) != 0) {
         desc = cl;
         pd = cpd;
       }
     }
+    // bf16 only where a jit kernel runs it: the backend then makes this conv again in f32.
+    if (ct == dt::bf16 && std::string(pd.impl_info_str()).rfind("ref", 0) == 0)
+      throw dnnl::error(dnnl_unimplemented, "no jit bf16 convolution for this shape");
     set_primitive(dnnl::convolution_forward(pd), pd.scratchpad_desc(), pd.impl_info_str());
 
     // Weights: plain oi<spatial> (or goi<spatial>) -> packed.
@@ -98,7 +109,10 @@ class ConvKernel final : public ConvLikeKernel {
       bind_constant(DNNL_ARG_BIAS, *b.constant, b_md, b_md);
     }
     (void)producer;
-    bind_src_dst(n, pd.src_desc(), pd.dst_desc(), x.shape, y.shape, dec);
+    bf16_ = ct == dt::bf16;
+    const memory::desc src_f32 = retyped(pd.src_desc(), dt::f32);  // the plan's input stays f32
+    bind_src_dst(n, src_f32, pd.dst_desc(), x.shape, y.shape, dec);
+    if (bf16_) stage_src_as_bf16(pd.src_desc());
     Geometry geom{desc,          w_plain,        pd.weights_desc(), *w.constant,     has_bias,
                   geo.kernel[0], geo.strides[0], geo.pads_begin[0], geo.dilations[0]};
     if (spatial == 3 && groups == 1) prepare_depth_slabs(n, pd, geom);
@@ -143,7 +157,7 @@ class ConvKernel final : public ConvLikeKernel {
     // Stride 1 is the conv chains' (graph/passes/stream_conv_chains.cpp; off, nothing streams).
     // Taps shorter than the stride skip planes, which a streamed read would still count.
     if (x.size() != 5 || x[0] != 1 || g.dilation != 1 || g.stride < 2 || g.kernel < g.stride) return;
-    if (!(pd.src_desc() == memory::desc(x, memory::data_type::f32, tag::ndhwc)) ||
+    if (!(retyped(pd.src_desc(), memory::data_type::f32) == memory::desc(x, memory::data_type::f32, tag::ndhwc)) ||
         !(pd.dst_desc() == memory::desc(y, memory::data_type::f32, tag::ndhwc)))
       return;
     for (const auto& p : n.post)
@@ -171,9 +185,9 @@ class ConvKernel final : public ConvLikeKernel {
       pl[0] = c.pad_l;
       pr[0] = c.pad_r;
       Variant v;
-      v.src_md = memory::desc(xs, memory::data_type::f32, tag::ndhwc);
+      v.src_md = memory::desc(xs, conv_compute_type(), tag::ndhwc);
       v.dst_md = memory::desc(ys, memory::data_type::f32, tag::ndhwc);
-      const memory::desc w_any(memory::dims(d.weights_desc.dims, d.weights_desc.dims + 5), memory::data_type::f32,
+      const memory::desc w_any(memory::dims(d.weights_desc.dims, d.weights_desc.dims + 5), conv_compute_type(),
                                tag::any);
       const memory::desc b_md({y[1]}, memory::data_type::f32, tag::a);
       const auto pk = dnnl::prop_kind::forward_inference;
@@ -187,7 +201,12 @@ class ConvKernel final : public ConvLikeKernel {
       v.weights = weights_in(cpd.weights_desc(), g);
       variants_.emplace(c.key(), std::move(v));
     }
+    prim_scratch_bytes_ = scratch;
     scratch_bytes_ = scratch;
+    if (bf16_) {  // a slab's source, rounded to bf16, after the scratchpad
+      bf16_src_off_ = align64(scratch);
+      scratch_bytes_ = bf16_src_off_ + static_cast<std::size_t>((slab_ - 1) * stride_ + kernel_) * in_plane_ / 2;
+    }
     impl_ = "qsm:conv_depth_slabs+" + impl_;
   }
 
@@ -215,6 +234,12 @@ class ConvKernel final : public ConvLikeKernel {
       const std::size_t out_at = static_cast<std::size_t>(z0) * out_plane_;
       void* src = reader ? static_cast<void*>(reader->stage(c.src_first, c.src_planes))
                          : static_cast<void*>(static_cast<std::byte*>(const_cast<void*>(inputs[0].raw())) + in_at);
+      if (bf16_) {
+        std::byte* staged = ctx.scratch + bf16_src_off_;
+        round_to_bf16(static_cast<const float*>(src), staged,
+                      static_cast<std::size_t>(c.src_planes) * in_plane_ / sizeof(float));
+        src = staged;
+      }
       void* dst =
           os ? static_cast<void*>(os->staging) : static_cast<void*>(static_cast<std::byte*>(outputs[0].raw()) + out_at);
       std::unordered_map<int, memory> args;
@@ -223,8 +248,8 @@ class ConvKernel final : public ConvLikeKernel {
       for (const auto& [arg, mem] : const_args_)
         if (arg != DNNL_ARG_WEIGHTS) args.emplace(arg, mem);
       args.emplace(DNNL_ARG_WEIGHTS, v.weights);
-      if (scratch_bytes_ > 0) {
-        memory::desc smd({static_cast<memory::dim>(scratch_bytes_)}, memory::data_type::u8, memory::format_tag::a);
+      if (prim_scratch_bytes_ > 0) {
+        memory::desc smd({static_cast<memory::dim>(prim_scratch_bytes_)}, memory::data_type::u8, memory::format_tag::a);
         args.emplace(DNNL_ARG_SCRATCHPAD, memory(smd, engine(), ctx.scratch));
       }
       v.prim.execute(stream(), args);
@@ -233,6 +258,7 @@ class ConvKernel final : public ConvLikeKernel {
     }
   }
 
+  bool bf16_ = false;      // source and weights in bf16 (conv_precision())
   std::int64_t slab_ = 0;  // output planes per slab; 0: the whole volume in one call
   std::int64_t in_d_ = 0, out_d_ = 0, kernel_ = 1, stride_ = 1, pad_begin_ = 0;
   std::size_t in_plane_ = 0, out_plane_ = 0;  // bytes per depth plane
@@ -286,6 +312,7 @@ bool winograd_chosen(const graph::TypedGraph& g, const graph::TNode& n) {
   const auto& x = value(g, n.in[0]);
   const auto& w = value(g, n.in[1]);
   if (x.shape.size() != 5 || activation_block() >= 0 || !w.constant) return false;
+  if (conv_precision() == ConvPrecision::Bf16) return false;  // bf16 runs direct (see the top)
   const auto geo = graph::conv_geometry(n.node, x.shape, w.shape);
   std::vector<std::int64_t> pads(geo.pads_begin.begin(), geo.pads_begin.end());
   pads.insert(pads.end(), geo.pads_end.begin(), geo.pads_end.end());

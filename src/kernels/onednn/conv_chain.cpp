@@ -19,7 +19,13 @@
 // (output planes from the input planes around them, its depth pads those of the slab), which
 // Winograd's 2-plane tiles take as they are. Its transformed weights are made once for every slab
 // shape; its scratch shares the primitives' scratchpad block (one call runs at a time). The impl
-// name carries a letter per layer: w(inograd), d(irect).
+// name carries a letter per layer: w(inograd), d(irect), b(f16 direct).
+//
+// Under conv_precision() Bf16 (opt-in) every layer's parts run oneDNN's direct convolution on
+// bf16 source and weights into f32 planes (Winograd stays f32, so it is not chosen): a part's
+// input planes are rounded to bf16 into a staging block after the scratchpad before its call, so
+// the windows, residuals, sums and masks stay f32 and only the convolutions' inputs are rounded.
+// The up-sampling sources' 1×1 convs (a few percent of the work) stay f32.
 #include <omp.h>
 
 #include <algorithm>
@@ -192,7 +198,8 @@ class ConvChainKernel final : public Kernel {
     const auto reserved = static_cast<std::size_t>(n.node.attrs.get_int("window_bytes", 0));
     QSM_ASSERT(off <= reserved || reserved == 0, "conv chain windows exceed their reservation");
     prim_scratch_off_ = align(std::max(off, reserved));
-    scratch_bytes_ = prim_scratch_off_ + prim_scratch_;
+    bf16_stage_off_ = prim_scratch_off_ + align(prim_scratch_);
+    scratch_bytes_ = bf16_stage_off_ + bf16_stage_;
     for (auto& l : layers_)  // plain weights are not needed after packing
       for (auto& p : l.parts) p.w = p.b = nullptr;
     for (auto& src : sources_) src.w = src.b = nullptr;
@@ -224,9 +231,9 @@ class ConvChainKernel final : public Kernel {
     inplace_ = cs_.shareable_input();
     // "+up": an up-sampling added onto the last layer is made inside; "+mask": Where masks too.
     const bool masked = std::any_of(layers_.begin(), layers_.end(), [](const Layer& l) { return l.mask_pos >= 0; });
-    std::string algos;  // per layer: w on Winograd, d on oneDNN's direct conv
+    std::string algos;  // per layer: w on Winograd, d on oneDNN's direct conv, b on it in bf16
     for (const auto& l : layers_) {
-      algos += l.wg ? 'w' : 'd';
+      algos += l.wg ? 'w' : bf16_ ? 'b' : 'd';
     }
     if (impl_.empty()) impl_ = wg_impl_;
     impl_ = "qsm:conv_chain(" + std::to_string(layers_.size()) + (layers_.back().addend_source >= 0 ? "+up" : "") +
@@ -352,7 +359,13 @@ class ConvChainKernel final : public Kernel {
             }
             const Call& c = calls[k];
             std::unordered_map<int, memory> args;
-            args.emplace(DNNL_ARG_SRC, memory(c.src, engine(), const_cast<float*>(src)));
+            if (bf16_) {
+              std::byte* staged = ctx.scratch + bf16_stage_off_;
+              round_to_bf16(src, staged, c.src.get_size() / sizeof(std::uint16_t));
+              args.emplace(DNNL_ARG_SRC, memory(c.src, engine(), staged));
+            } else {
+              args.emplace(DNNL_ARG_SRC, memory(c.src, engine(), const_cast<float*>(src)));
+            }
             args.emplace(DNNL_ARG_DST, memory(c.dst, engine(), dst));
             args.emplace(DNNL_ARG_WEIGHTS, packed_[j][k][static_cast<std::size_t>(c.weights)].second);
             if (p.has_bias) args.emplace(DNNL_ARG_BIAS, bias_[j][k]);
@@ -469,8 +482,8 @@ class ConvChainKernel final : public Kernel {
   static CallKey key(std::int64_t n_in, std::int64_t n_out, std::int64_t pf, std::int64_t pb) {
     return {n_in, n_out, pf, pb};
   }
-  memory::desc nxc(std::int64_t c, std::int64_t depth) const {
-    return memory::desc({1, c, depth, h_, w_}, dt::f32, tag::ndhwc);
+  memory::desc nxc(std::int64_t c, std::int64_t depth, dt t = dt::f32) const {
+    return memory::desc({1, c, depth, h_, w_}, t, tag::ndhwc);
   }
   memory::desc pooled_desc(std::int64_t planes) const {
     return memory::desc({1, layers_.back().m, planes / pool_->k[0], h_ / pool_->k[1], w_ / pool_->k[2]}, dt::f32,
@@ -494,6 +507,7 @@ class ConvChainKernel final : public Kernel {
   // table, for all its input channels: parts over a split concat are one Winograd conv).
   void choose_algorithms() {
     wg_threads_ = max_threads();
+    if (bf16_) return;  // every layer direct in bf16 (see the top)
     for (auto& l : layers_) {
       std::int64_t c = 0;
       bool fits = true;
@@ -578,8 +592,10 @@ class ConvChainKernel final : public Kernel {
         cs.push_back(Call{});
         continue;
       }
-      const memory::desc src = nxc(p.cin, n_in), dst = nxc(l.m, n_out);
-      const memory::desc w_any({l.m, p.cin, p.kd, p.kh, p.kw}, dt::f32, tag::any);
+      const memory::desc src = nxc(p.cin, n_in, conv_compute_type()), dst = nxc(l.m, n_out);
+      const memory::desc w_any({l.m, p.cin, p.kd, p.kh, p.kw}, conv_compute_type(), tag::any);
+      if (bf16_)  // the part's input planes, rounded to bf16 before its call
+        bf16_stage_ = std::max(bf16_stage_, src.get_size());
       const memory::desc b_md({l.m}, dt::f32, tag::a);
       const memory::dims strides{1, 1, 1}, dil{0, 0, 0}, pl{pad_f, p.ph0, p.pw0}, pr{pad_b, p.ph1, p.pw1};
       auto make_pd = [&](const memory::desc& w_md) {
@@ -602,6 +618,9 @@ class ConvChainKernel final : public Kernel {
         } catch (const dnnl::error&) {
         }
       }
+      // bf16 only where a jit kernel runs it: the backend then makes the chain again in f32.
+      if (bf16_ && std::string(pd.impl_info_str()).rfind("ref", 0) == 0)
+        throw dnnl::error(dnnl_unimplemented, "no jit bf16 convolution for a conv chain's slab");
       prim_scratch_ = std::max(prim_scratch_, pd.scratchpad_desc().get_size());
       if (impl_.empty()) impl_ = std::string("onednn:") + pd.impl_info_str();
       Call c{dnnl::convolution_forward(pd), src, dst, -1};
@@ -721,6 +740,8 @@ class ConvChainKernel final : public Kernel {
   std::vector<std::shared_ptr<Buffer>> buffers_;
   std::int64_t d_ = 0, h_ = 0, w_ = 0;
   std::size_t scratch_bytes_ = 0, prim_scratch_ = 0, prim_scratch_off_ = 0;
+  bool bf16_ = conv_precision() == ConvPrecision::Bf16;  // parts in bf16 (see the top)
+  std::size_t bf16_stage_ = 0, bf16_stage_off_ = 0;      // a part's input planes in bf16
   std::int64_t in_planes_ = 0, out_planes_ = 0;  // most planes one slab reads of the input, writes of the output
   std::int64_t packed_bytes_ = 0;
   int inplace_ = -1;
