@@ -13,7 +13,8 @@
 # registry's figures were measured on the full-size twins, so reduced twins give meaningless
 # ratios. SIZE (default 96) is the phantom's edge, THREADS (default 2) the threads, CONFIGS the
 # tile configs (default "32,8 48,8 64,4"), QSM the qsm binary (default build/qsm), WASM=0 leaves
-# out the wasm32 rows, WASM_DIR the wasm build (default build-wasm/mt).
+# out the wasm32 rows, WASM_DIR the wasm build (default build-wasm/mt), NATIVE=0 leaves out the
+# first table (native and one-tile wasm32 rows) and runs the second only.
 #
 # The estimate is tiled_peak_bytes (qsmcore/tiling.h, memory.md §4.3-4.4) written out from
 # `qsm models show ID --json` alone, the function the tiled wrappers reserve the same terms with:
@@ -36,6 +37,18 @@
 # patch on 1 thread (a tile's run on a 2-thread pool with 2 tiles in flight), its accounted peak
 # (load + plan + run) against resident + inference_fixed + tile_bytes(p), the native figures
 # tiled_peak_bytes counts a tile with; the wrapper's buffers are the same code on both heaps.
+#
+# Second table, wasm32 whole tiled runs (issue #54): the page's own path under Node
+# (tools/wasm/web_run.js on WASM_DIR/qsm-web-node.js: qsm_web_tile_plan, then qsm_web_run with
+# the tile) on the same phantom, at the tile configs WASM_CONFIGS (default "32,8 64,4"; a
+# qsmnet run at 96³ takes minutes). The estimate is the page's plan: the input volumes the run
+# makes (float32 copies and f64 volumes of the field and the mask, 24 B a voxel) + tiled_peak_bytes
+# for the plan's tiles in flight (wasm_tiles_in_flight) — the host's arithmetic above must give the
+# same bytes (checked). Measured: the growth of the linear memory (HEAP8.buffer.byteLength) from
+# the module's start to the run's end, as `qsm measure --wasm` measures a whole run (docs/wasm.md).
+# Beside it the run's accounted peak and the heap the accounting does not see (growth − accounted
+# peak − inputs: fragmentation, thread stacks, the runtime; less the start's free heap), and χ
+# against the native tiled run (max|Δ| / range inside the mask).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 QSM=${QSM:-build/qsm}
@@ -43,6 +56,7 @@ weights=${1:-.cache/twins-full}
 size=${SIZE:-96}
 threads=${THREADS:-2}
 configs=${CONFIGS:-"32,8 48,8 64,4"}
+wasm_configs=${WASM_CONFIGS:-"32,8 64,4"}
 wasm_dir=${WASM_DIR:-build-wasm/mt}
 wasm=${WASM:-1}
 [ -f "$wasm_dir/qsm-node.js" ] || wasm=0
@@ -77,6 +91,8 @@ def tiled_peak(spec, p, dims, n, field_copy=False):
 EOF
 
 ids=$("$QSM" models --json | python3 -c 'import json,sys; print(" ".join(m["id"] for m in json.load(sys.stdin) if m["tiled"]))')
+for id in $ids; do "$QSM" models show "$id" --json >"$work/$id.json"; done
+if [ "${NATIVE:-1}" = 1 ]; then
 printf '| network | heap | tile (core,halo) | patch | in flight | estimate MB | measured MB | estimate / measured | growth per tile MB | tile_bytes MB | tile_bytes / growth |\n'
 printf '|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n'
 for id in $ids; do
@@ -130,6 +146,52 @@ mem = spec["memory"]
 estimate = mem["resident_bytes"] + mem["inference_fixed_bytes"] + tile_bytes(spec, p**3)
 measured = report["measured_peak_bytes"]
 print(f"| {spec['id']} | wasm32, one tile's run | {sys.argv[4]} | {p}³ | 1 | {estimate / 1e6:.1f} | {measured / 1e6:.1f} | {estimate / measured:.3f} | - | - | - |")
+EOF
+  done
+done
+fi
+
+# ---- wasm32: whole tiled runs through the page's entry points (see the header) ----------------
+[ "$wasm" = 1 ] && [ -f "$wasm_dir/qsm-web-node.js" ] || exit 0
+printf '\n| network | heap | tile (core,halo) | patch | tiles | in flight | estimate MB | heap growth MB | estimate / growth | accounted peak MB | unaccounted heap MB | wasm s | χ max\\|Δ\\|/range vs native |\n'
+printf '|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n'
+for id in $ids; do
+  model="$weights/$id.onnx"
+  [ "$id" = qsmcore-invnet ] && model=models/$id.onnx
+  [ -f "$model" ] || continue
+  for cfg in $wasm_configs; do
+    QSM_MODEL_DIR="$(dirname "$model")" "$QSM" run "$id" --in "$work/ph/local_field.nii.gz" --mask "$work/ph/mask.nii.gz" \
+      --tile "$cfg" --threads "$threads" --mem-budget none --no-verify --quiet \
+      --out "$work/native.nii.gz" --report "$work/native.json" >/dev/null
+    NODE_PATH=${NODE_PATH:-/usr/share/nodejs} QSM_WASM_DIR="$wasm_dir" node tools/wasm/web_run.js "$id" --model "$model" \
+      --field "$work/ph/local_field.nii.gz" --mask "$work/ph/mask.nii.gz" --tile "$cfg" --threads "$threads" \
+      --out "$work/wasm-out" >"$work/web.json"
+    /usr/bin/python3 - "$work/host.py" "$work/$id.json" "$work/web.json" "$cfg" "$work/native.nii.gz" \
+      "$work/wasm-out/chi.npy" "$work/ph/mask.nii.gz" <<'EOF'
+import gzip, json, struct, sys
+import numpy as np
+exec(open(sys.argv[1]).read())
+spec, w = json.load(open(sys.argv[2])), json.load(open(sys.argv[3]))
+plan, reply, heap = w["plan"], w["reply"], w["heap"]
+def nii(p):
+    b = gzip.open(p).read()
+    dims = struct.unpack("<3h", b[42:48]); t = struct.unpack("<h", b[70:72])[0]; off = int(struct.unpack("<f", b[108:112])[0])
+    return np.frombuffer(b[off:], dtype={16: "<f4", 64: "<f8", 2: "u1"}[t], count=int(np.prod(dims))).reshape(dims, order="F")
+core, halo = (int(v) for v in sys.argv[4].split(","))
+dims = w["dims"]
+p = patch(spec, core, halo)
+n = plan["tiles_in_flight"]
+host = tiled_peak(spec, p, dims, n) + 24 * dims[0] * dims[1] * dims[2]
+estimate = plan["predicted_peak_bytes"] + plan["inputs_bytes"]
+assert host == estimate, f"the page's plan says {estimate} B, the registry's arithmetic {host} B"
+assert reply["tiles_in_flight"] == n, f"the run had {reply['tiles_in_flight']} tiles in flight, the plan {n}"
+growth = heap["growth_bytes"]
+acc = reply["measured_peak_bytes"]
+native, chi, mask = nii(sys.argv[5]).astype(np.float64), np.load(sys.argv[6]).astype(np.float64), nii(sys.argv[7]) > 0.5
+d = np.abs(chi - native)[mask].max() / np.ptp(native[mask])
+print(f"| {spec['id']} | wasm32, whole tiled run | {core},{halo} | {p}³ | {reply['tiles']} | {n} | {estimate / 1e6:.1f} | "
+      f"{growth / 1e6:.1f} | {estimate / growth:.3f} | {acc / 1e6:.1f} | {(growth - acc - plan['inputs_bytes']) / 1e6:.1f} | "
+      f"{reply['network_seconds']:.0f} | {d:.1e} |")
 EOF
   done
 done

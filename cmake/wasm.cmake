@@ -67,6 +67,26 @@ target_link_options(qsm-node PRIVATE ${QSM_NODE_LINK})
 
 # qsm-web: the browser module of the web page (web/).
 include(${CMAKE_CURRENT_LIST_DIR}/wasm_web.cmake)
+# qsm-web-node: the page's C API (src/wasm/web_api.cpp, the same object code path as qsm-web) for
+# Node, so that a registry network's tiled run (qsm_web_tile_plan, then qsm_web_run with a tile)
+# can be driven from files (tools/wasm/web_run.js) and its whole heap high-water measured and
+# compared with native `qsm run --tile` (bench/tile_budget.sh, tests/wasm/web_tiled_run_test.js;
+# issue #54). No main: Node's thread calls in and blocks, as the page's Worker does; files through
+# NODERAWFS. Built by default in the pthread build only (the page's tiled runs are measured there).
+set(QSM_WEB_NODE_LINK
+  -sMODULARIZE=1 -sEXPORT_NAME=createQsmWeb -sENVIRONMENT=node -sNODERAWFS=1 --no-entry
+  -sALLOW_MEMORY_GROWTH=1 -sMAXIMUM_MEMORY=4GB -sTOTAL_STACK=8MB --pre-js ${CMAKE_SOURCE_DIR}/src/wasm/node_env.js
+  -sEXPORTED_FUNCTIONS=_malloc,_free,_qsm_web_registry,_qsm_web_run,_qsm_web_tile_plan,_qsm_web_output_data,_qsm_web_output_size,_qsm_web_heap_bytes
+  -sEXPORTED_RUNTIME_METHODS=ccall,UTF8ToString)
+if(QSM_WASM_THREADS)
+  list(APPEND QSM_WEB_NODE_LINK "-sPTHREAD_POOL_SIZE=require('os').cpus().length+2")
+  add_executable(qsm-web-node ${CMAKE_SOURCE_DIR}/src/wasm/web_api.cpp)
+else()
+  add_executable(qsm-web-node EXCLUDE_FROM_ALL ${CMAKE_SOURCE_DIR}/src/wasm/web_api.cpp)
+endif()
+target_include_directories(qsm-web-node PRIVATE ${CMAKE_SOURCE_DIR}/src)
+target_link_libraries(qsm-web-node PRIVATE qsmcore)
+target_link_options(qsm-web-node PRIVATE ${QSM_WEB_NODE_LINK})
 include(${CMAKE_CURRENT_LIST_DIR}/wasm_measure.cmake)  # wasm32 memory figures: growth policy, driver
 
 # Tests compiled to WebAssembly and run under Node (named directly: the emulator emcmake sets

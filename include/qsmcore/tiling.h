@@ -104,8 +104,13 @@ std::optional<std::uint64_t> wasm_tile_bytes_per_voxel(const ModelSpec& spec);
 std::uint64_t wasm_tile_bytes(const ModelSpec& spec, TileConfig cfg);
 /// Tiles in flight on wasm32: min(pool, max(1, ⌊1.5e9 / per⌋)), the reference's wasm activation
 /// budget spent with this network's own figure instead of 1100 B/voxel: per = wasm_tile_bytes,
-/// or tile_bytes (the native figure) for a network not measured in wasm32.
-std::size_t wasm_tiles_in_flight(const ModelSpec& spec, TileConfig cfg, std::size_t pool);
+/// or tile_bytes (the native figure) for a network not measured in wasm32. With a `budget`
+/// (bytes above what the caller holds; 0 = none) also at most what tile_concurrency(spec, cfg,
+/// budget, that count, wrapper_bytes) allows — the native rule, so a host and the web page's tile
+/// plan lower tiles in flight by one rule, the one tiled_peak_bytes counts — and at least 1 where
+/// not even one tile fits (the caller refuses, or the run's plans decide).
+std::size_t wasm_tiles_in_flight(const ModelSpec& spec, TileConfig cfg, std::size_t pool, std::uint64_t budget = 0,
+                                 std::uint64_t wrapper_bytes = 0);
 /// What a tiled network's wrapper holds beside its tiles for an input volume of `voxels`
 /// (memory.md §4.4): the output volume, the field's copy in ppm where it is given in another
 /// unit (`field_copy`; a field in ppm is read in place) and, for qsmcore-invnet, its TKD prior,

@@ -161,10 +161,18 @@ std::uint64_t wasm_tile_bytes(const ModelSpec& spec, TileConfig cfg) {
   return TileCost{.bytes_per_voxel = *bpv}.bytes({p, p, p});
 }
 
-std::size_t wasm_tiles_in_flight(const ModelSpec& spec, TileConfig cfg, std::size_t pool) {
+std::size_t wasm_tiles_in_flight(const ModelSpec& spec, TileConfig cfg, std::size_t pool, std::uint64_t budget,
+                                 std::uint64_t wrapper_bytes) {
   const std::uint64_t per = wasm_tile_bytes_per_voxel(spec) ? wasm_tile_bytes(spec, cfg) : tile_bytes(spec, cfg);
   const std::uint64_t fit = per == 0 ? kMax : std::max<std::uint64_t>(1, kWasmTileActivationBudget / per);
-  return static_cast<std::size_t>(std::min<std::uint64_t>(std::max<std::size_t>(pool, 1), fit));
+  const auto n = static_cast<std::size_t>(std::min<std::uint64_t>(std::max<std::size_t>(pool, 1), fit));
+  if (budget == 0) return n;
+  try {
+    return tile_concurrency(spec, cfg, budget, n, wrapper_bytes);  // at most n
+  } catch (const Error& e) {
+    if (e.kind() != ErrorKind::OutOfBudget) throw;
+    return 1;
+  }
 }
 
 std::uint64_t tiled_wrapper_bytes(const ModelSpec& spec, std::uint64_t voxels, bool field_copy) {

@@ -90,16 +90,19 @@ std::int64_t registry_in_flight(const Context& c, const TileRequest& t, std::int
   // An anisotropic core is budgeted as the cube of its largest edge (never fewer bytes).
   const TileConfig cfg{static_cast<std::size_t>(std::max({t.core[0], t.core[1], t.core[2]})),
                        static_cast<std::size_t>(halo)};
+  const std::uint64_t room =
+      c.budget() <= 0 ? 0 : static_cast<std::uint64_t>(std::max<std::int64_t>(c.budget() - caller_held, 0));
+  const std::uint64_t wrapper =
+      tiled_wrapper_bytes(c.spec, static_cast<std::uint64_t>(c.voxels()), FieldPpm::own_bytes(c.in) > 0);
 #ifdef __EMSCRIPTEN__
-  (void)caller_held;
-  return static_cast<std::int64_t>(wasm_tiles_in_flight(c.spec, cfg, static_cast<std::size_t>(pool)));
+  // The page's tile plan (web_api's tile_plan) asks the same function, with the room its budget
+  // leaves; a budget already spent gets one tile (room 0 would mean no budget there).
+  if (c.budget() > 0 && room == 0) return 1;
+  return static_cast<std::int64_t>(wasm_tiles_in_flight(c.spec, cfg, static_cast<std::size_t>(pool), room, wrapper));
 #else
   if (c.budget() <= 0) return pool;
-  const std::int64_t room = std::max<std::int64_t>(c.budget() - caller_held, 0);
   try {
-    return static_cast<std::int64_t>(tile_concurrency(
-        c.spec, cfg, static_cast<std::uint64_t>(room), static_cast<std::size_t>(pool),
-        tiled_wrapper_bytes(c.spec, static_cast<std::uint64_t>(c.voxels()), FieldPpm::own_bytes(c.in) > 0)));
+    return static_cast<std::int64_t>(tile_concurrency(c.spec, cfg, room, static_cast<std::size_t>(pool), wrapper));
   } catch (const Error& e) {
     if (e.kind() != ErrorKind::OutOfBudget) throw;
     return 1;

@@ -356,8 +356,14 @@ json tile_plan(const ModelSpec& spec, const Dims3& dims, const TileRequest& t, i
   const std::int64_t in_use = heap_in_use();
   const std::int64_t room = budget - in_use - inputs;
   const auto peak = [&](std::int64_t n) { return registry_peak(spec, cfg, dims, n, field_copy); };
-  std::int64_t n = std::min<std::int64_t>(static_cast<std::int64_t>(registry), tiles);
-  while (n > 1 && peak(n) > room) --n;
+  // Lowered under the room by wasm_tiles_in_flight's budget (tile_concurrency's rule, which
+  // tiled_peak_bytes counts with); where the room holds not even the step before the tiles, one.
+  const std::uint64_t wrapper = tiled_wrapper_bytes(spec, voxels, field_copy);
+  std::int64_t n = room <= 0 ? 1
+                             : std::min<std::int64_t>(static_cast<std::int64_t>(wasm_tiles_in_flight(
+                                                          spec, cfg, pool, static_cast<std::uint64_t>(room), wrapper)),
+                                                      tiles);
+  if (peak(n) > room) n = 1;
   plan["tiles_in_flight"] = n;
   plan["predicted_peak_bytes"] = peak(n);
   plan["inputs_bytes"] = inputs;
