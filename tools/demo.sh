@@ -14,7 +14,8 @@
 # build/qsm-demo unless --out is given.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-QSM_SETUP_TARGETS="${QSM_SETUP_TARGETS:-qsm}" bash tools/setup.sh  # the command only, not the test binaries
+# The command only (not the test binaries), and only the packages it needs (setup.sh).
+QSM_SETUP_PACKAGES=demo QSM_SETUP_TARGETS="${QSM_SETUP_TARGETS:-qsm}" bash tools/setup.sh
 args=("$@")
 case " $* " in *" --out "*) ;; *) args=(--out build/qsm-demo "${args[@]}") ;; esac
 build/qsm demo "${args[@]}"
