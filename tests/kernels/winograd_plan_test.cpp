@@ -24,6 +24,7 @@
 #include "qsmcore/onnx_model.h"
 #include "runtime/model_internals.h"
 #include "runtime/plan.h"
+#include "support/unet_like_graph.h"
 
 using namespace qsmtest::onnxw;
 using qsmcore::Backend;
@@ -54,52 +55,12 @@ class ScopedAlgo {
   std::optional<std::string> old_;
 };
 
-std::vector<float> random_values(std::int64_t n, unsigned seed, float lo = -1.0f, float hi = 1.0f) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> d(lo, hi);
-  std::vector<float> v(static_cast<std::size_t>(n));
-  for (auto& x : v) x = d(rng);
-  return v;
-}
-
-/// Two levels of a U-Net on [1, 1, d, h, w] (h, w even; odd halves give tiles past the faces):
-/// conv 1→16, conv 16→16, max-pool, conv 16→32, conv 32→32, ConvTranspose 32→16, concat with
-/// the skip, conv 32→16, conv 16→16, + the first conv's output (a residual), conv 16→1. ReLU
-/// after each conv but the last. In chains, the up-sampling and the skip are the two parts of
-/// one layer (a split concat), which Winograd joins again.
-GraphParts unet_like(const Shape& x, unsigned seed) {
-  GraphParts p;
-  p.inputs.push_back(value_info("x", 1, x));
-  p.outputs.push_back(value_info("y", 1, {}));
-  auto weight = [&](const std::string& name, const Shape& s) {
-    const float scale = 1.5f / std::sqrt(static_cast<float>(qsmcore::numel(s) / s[0]));
-    p.initializers.push_back(float_tensor(name, s, random_values(qsmcore::numel(s), seed++, -scale, scale)));
-  };
-  auto conv = [&](const std::string& in, const std::string& out, std::int64_t c, std::int64_t m, bool relu) {
-    weight(out + "_w", {m, c, 3, 3, 3});
-    weight(out + "_b", {m});
-    const std::string raw = relu ? out + "_pre" : out;
-    p.nodes.push_back(
-        node("Conv", {in, out + "_w", out + "_b"}, {raw}, out + "_conv", {attr_ints("pads", {1, 1, 1, 1, 1, 1})}));
-    if (relu) p.nodes.push_back(node("Relu", {raw}, {out}, out + "_relu"));
-  };
-  conv("x", "c1", 1, 16, true);
-  conv("c1", "c2", 16, 16, true);
-  p.nodes.push_back(
-      node("MaxPool", {"c2"}, {"p"}, "pool", {attr_ints("kernel_shape", {2, 2, 2}), attr_ints("strides", {2, 2, 2})}));
-  conv("p", "c3", 16, 32, true);
-  conv("c3", "c4", 32, 32, true);
-  weight("up_w", {32, 16, 2, 2, 2});
-  weight("up_b", {16});
-  p.nodes.push_back(node("ConvTranspose", {"c4", "up_w", "up_b"}, {"u"}, "up",
-                         {attr_ints("kernel_shape", {2, 2, 2}), attr_ints("strides", {2, 2, 2})}));
-  p.nodes.push_back(node("Concat", {"u", "c2"}, {"cat"}, "cat", {attr_int("axis", 1)}));
-  conv("cat", "c5", 32, 16, true);
-  conv("c5", "c6", 16, 16, true);
-  p.nodes.push_back(node("Add", {"c6", "c1"}, {"r"}, "res"));
-  conv("r", "y", 16, 1, false);
-  return p;
-}
+// The U-Net-like graph (tests/support/unet_like_graph.h). In chains, its up-sampling and skip
+// are the two parts of one layer (a split concat), which Winograd joins again; odd halves of h
+// and w give tiles past the faces.
+using qsmtest::error_over_range;
+using qsmtest::unet_like_graph;
+using qsmtest::uniform_values;
 
 OnnxModel load(const GraphParts& g, Backend b, bool chains) {
   qsmcore::ModelOptions o;
@@ -107,20 +68,6 @@ OnnxModel load(const GraphParts& g, Backend b, bool chains) {
   o.threads = 2;
   o.stream_conv_chains = chains;
   return OnnxModel::load(model(graph(g), 17).bytes, o, "unet_like.onnx");
-}
-
-/// Max |Δ| over the reference's range; +inf where either holds a NaN or Inf.
-double relative_error(const Tensor& got, const Tensor& want) {
-  const float* a = want.data<float>();
-  const float* b = got.data<float>();
-  double lo = a[0], hi = a[0], err = 0.0;
-  for (std::int64_t i = 0; i < want.numel(); ++i) {
-    if (!std::isfinite(a[i]) || !std::isfinite(b[i])) return INFINITY;
-    lo = std::min<double>(lo, a[i]);
-    hi = std::max<double>(hi, a[i]);
-    err = std::max(err, std::abs(static_cast<double>(a[i]) - b[i]));
-  }
-  return err / std::max(hi - lo, 1e-30);
 }
 
 struct Steps {
@@ -148,14 +95,14 @@ Steps count_steps(const qsmcore::Plan& plan) {
 /// The U-Net-like graph with QSM_CONV_ALGO=algo against the reference; the plan's steps.
 Steps unet_parity(const char* algo, bool chains, const Shape& shape) {
   const ScopedAlgo scoped(algo);
-  const GraphParts g = unet_like(shape, 7);
-  const std::vector<Tensor> in{Tensor::from_vector(shape, random_values(qsmcore::numel(shape), 99))};
+  const GraphParts g = unet_like_graph(shape, 7);
+  const std::vector<Tensor> in{Tensor::from_vector(shape, uniform_values(qsmcore::numel(shape), 99))};
   OnnxModel ref = load(g, Backend::Reference, chains);
   OnnxModel dnn = load(g, Backend::OneDnn, chains);
   const auto want = ref.run(in);
   const auto got = dnn.run(in);
   EXPECT_EQ(want.at(0).shape(), got.at(0).shape());
-  const double err = relative_error(got.at(0), want.at(0));
+  const double err = error_over_range(got.at(0), want.at(0));
   std::printf("  %s, chains %s: max|Δ|/range %.2e\n", algo, chains ? "on" : "off", err);
   EXPECT_LE(err, 1e-5) << algo << (chains ? " in chains" : " standalone");
   return count_steps(qsmcore::plan_for(dnn, {shape}));
@@ -197,8 +144,8 @@ TEST(WinogradPlan, ThreeLayerChainMatchesTheReference) {
   auto conv = [&](const std::string& in, const std::string& out, std::int64_t c, std::int64_t m) {
     const float scale = 1.5f / std::sqrt(27.0f * static_cast<float>(c));
     p.initializers.push_back(
-        float_tensor(out + "_w", {m, c, 3, 3, 3}, random_values(m * c * 27, seed++, -scale, scale)));
-    p.initializers.push_back(float_tensor(out + "_b", {m}, random_values(m, seed++, -0.1f, 0.1f)));
+        float_tensor(out + "_w", {m, c, 3, 3, 3}, uniform_values(m * c * 27, seed++, -scale, scale)));
+    p.initializers.push_back(float_tensor(out + "_b", {m}, uniform_values(m, seed++, -0.1f, 0.1f)));
     p.nodes.push_back(
         node("Conv", {in, out + "_w", out + "_b"}, {out}, out + "_conv", {attr_ints("pads", {1, 1, 1, 1, 1, 1})}));
   };
@@ -209,10 +156,10 @@ TEST(WinogradPlan, ThreeLayerChainMatchesTheReference) {
   conv("br", "c", 32, 16);
   p.nodes.push_back(node("Add", {"c", "x"}, {"s"}, "res"));
   p.nodes.push_back(node("Relu", {"s"}, {"y"}, "yr"));
-  const std::vector<Tensor> in{Tensor::from_vector(shape, random_values(qsmcore::numel(shape), 41))};
+  const std::vector<Tensor> in{Tensor::from_vector(shape, uniform_values(qsmcore::numel(shape), 41))};
   OnnxModel ref = load(p, Backend::Reference, true);
   OnnxModel dnn = load(p, Backend::OneDnn, true);
-  const double err = relative_error(dnn.run(in).at(0), ref.run(in).at(0));
+  const double err = error_over_range(dnn.run(in).at(0), ref.run(in).at(0));
   std::printf("  three-layer chain on Winograd: max|Δ|/range %.2e\n", err);
   EXPECT_LE(err, 1e-5);
   int longest = 0;
@@ -274,12 +221,12 @@ TEST(WinogradChoice, OverrideAndItsErrors) {
 // peak above what the model holds stays within the plan's prediction, as for direct plans.
 TEST(WinogradPlan, PredictedMemoryCoversTheRun) {
   const Shape shape{1, 1, 36, 10, 14};
-  const std::vector<Tensor> in{Tensor::from_vector(shape, random_values(qsmcore::numel(shape), 5))};
+  const std::vector<Tensor> in{Tensor::from_vector(shape, uniform_values(qsmcore::numel(shape), 5))};
   for (const char* algo : {"direct", "winograd"})
     for (bool chains : {false, true}) {
       SCOPED_TRACE(std::string(algo) + (chains ? " chains" : " standalone"));
       const ScopedAlgo scoped(algo);
-      OnnxModel m = load(unet_like(shape, 3), Backend::OneDnn, chains);
+      OnnxModel m = load(unet_like_graph(shape, 3), Backend::OneDnn, chains);
       const qsmcore::PlanMemory pm = m.plan_memory({shape});
       const std::int64_t base = qsmcore::memory_current();
       qsmcore::reset_memory_peak();

@@ -1,7 +1,6 @@
-// A small U-Net-like ONNX graph for plan-level kernel tests (tests/kernels: bf16_conv_test.cpp;
-// the same graph as winograd_plan_test.cpp's, which can move onto this header): two levels,
-// max-pool, ConvTranspose up-sampling, skip concat, a residual add; and the error measure those
-// tests compare a backend with the reference backend by.
+// A small U-Net-like ONNX graph for plan-level kernel tests (tests/kernels: bf16_conv_test.cpp,
+// winograd_plan_test.cpp): two levels, max-pool, ConvTranspose up-sampling, skip concat, a
+// residual add; and the error measure those tests compare a backend with the reference backend by.
 #pragma once
 #include <algorithm>
 #include <cmath>
