@@ -1,5 +1,6 @@
 #include "runtime/residency_executor.h"
 
+#include <algorithm>
 #include <chrono>
 #include <limits>
 #include <nlohmann/json.hpp>
@@ -422,13 +423,22 @@ void ResidencyExecutor::finish_forward(bool ok) {
 }
 
 std::uint64_t ResidencyExecutor::forward_weight_bytes() const {
-  std::uint64_t largest = 0, total = 0;
+  std::uint64_t largest = 0, total = 0, largest_sliced = 0;
   for (const auto& u : plan_.units()) {
     largest = std::max(largest, u.host_bytes);
     total += u.host_bytes;
+    const bool sliced = std::any_of(u.leaves.begin(), u.leaves.end(), [](const auto& k) { return k.channels >= 0; });
+    if (sliced) largest_sliced = std::max(largest_sliced, u.host_bytes);
   }
   // The device window, plus one derived copy (a BN-folded weight) while a unit is built.
   std::uint64_t b = max_window_bytes_ + largest;
+  // Under LayerwiseHost a unit's leaves are views of the host store, except channel slices (the
+  // per-input convs of a split concat read part of a weight): those are cut as copies for the
+  // build (ensure_device), so one is held beside the derived copy and the packed one. Uncounted,
+  // the test U-Net's BN-folded 512->256 conv, split in two parts of 13.5 MiB, ran 13.5 MiB above
+  // its prediction at every window depth. (Where a sliced unit derives nothing, this counts one
+  // slice more than is held: the cheaper error.)
+  if (mode_ == ExecutionResidency::LayerwiseHost) b += largest_sliced;
   if (mode_ == ExecutionResidency::DenseDiskStream) {
     if (lookahead_ > 0) {
       b += std::min(ledger_->budget(MemoryTier::Host).value_or(total), total);  // the host cache

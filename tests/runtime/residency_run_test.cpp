@@ -10,6 +10,7 @@
 
 #include "../support/test_data.h"
 #include "../support/twin_cases.h"
+#include "onnx/onnx_writer.h"
 #include "qsmcore/error.h"
 #include "qsmcore/onnx_model.h"
 #include "qsmcore/residency.h"
@@ -340,6 +341,59 @@ TEST(ResidencyPrediction, PredictedPeakCoversTheStreamedWeights) {
       EXPECT_LE(qsmcore::memory_peak(), predicted);
     }
   }
+}
+
+}  // namespace
+
+namespace {
+
+// Under LayerwiseHost a split concat's per-input convs read channel slices of one weight, cut as
+// copies while their unit is built, beside the derived (BN-folded) copy and the packed one: the
+// prediction must count the slice. A graph where those slices are the largest units: two 1->256
+// convs, concatenated, into a 512->256 conv with a BatchNormalization (its 14 MiB weight folded
+// and run as two 7 MiB parts); before the fix it ran one slice (7 MiB) above its prediction.
+qsmtest::onnxw::GraphParts split_concat_graph() {
+  using namespace qsmtest::onnxw;
+  GraphParts p;
+  p.inputs.push_back(value_info("x", 1, {1, 1, 8, 8, 8}));
+  p.outputs.push_back(value_info("y", 1, {}));
+  const auto conv = [&](const std::string& in, const std::string& out, std::int64_t c, std::int64_t m) {
+    const std::int64_t n = m * c * 27;
+    std::vector<float> w(static_cast<std::size_t>(n));
+    for (std::int64_t i = 0; i < n; ++i)
+      w[static_cast<std::size_t>(i)] = static_cast<float>((i * 7919) % 201 - 100) * 1e-4f;
+    p.initializers.push_back(float_tensor(out + "_w", {m, c, 3, 3, 3}, w));
+    p.nodes.push_back(node("Conv", {in, out + "_w"}, {out}, out + "_conv", {attr_ints("pads", {1, 1, 1, 1, 1, 1})}));
+  };
+  conv("x", "a", 1, 256);
+  conv("x", "b", 1, 256);
+  p.nodes.push_back(node("Concat", {"a", "b"}, {"ab"}, "cat", {attr_int("axis", 1)}));
+  conv("ab", "c", 512, 256);
+  for (const char* t : {"scale", "bias", "mean", "var"})
+    p.initializers.push_back(float_tensor(std::string("bn_") + t, {256}, std::vector<float>(256, 0.5f)));
+  p.nodes.push_back(node("BatchNormalization", {"c", "bn_scale", "bn_bias", "bn_mean", "bn_var"}, {"y"}, "bn"));
+  return p;
+}
+
+TEST(ResidencyPrediction, LayerwiseCountsTheChannelSliceOfASplitConcat) {
+  const std::string path = testing::TempDir() + "/split_concat_layerwise.onnx";
+  qsmtest::onnxw::write_file(path, qsmtest::onnxw::model(qsmtest::onnxw::graph(split_concat_graph())).bytes);
+  const qsmcore::Shape shape{1, 1, 8, 8, 8};
+  const std::vector<qsmcore::Tensor> in{qsmcore::Tensor::from_vector(shape, std::vector<float>(512, 0.5f))};
+  for (std::size_t depth : {1, 2}) {
+    SCOPED_TRACE("layerwise depth " + std::to_string(depth));
+    auto m = qsmcore::OnnxModel::load(path, options(layerwise(depth)));
+    const qsmcore::PlanMemory pm = m.plan_memory({shape});
+    const std::int64_t predicted = qsmcore::memory_current() + pm.run_peak_bytes();
+    qsmcore::reset_memory_peak();
+    (void)m.run(in);
+    const std::int64_t measured = qsmcore::memory_peak();
+    std::printf("  depth %zu: measured %lld B, predicted %lld B\n", depth, static_cast<long long>(measured),
+                static_cast<long long>(predicted));
+    EXPECT_LE(measured, predicted);
+    EXPECT_LE(static_cast<double>(predicted), 1.05 * static_cast<double>(measured));  // and not far above
+  }
+  std::remove(path.c_str());
 }
 
 }  // namespace
