@@ -296,6 +296,7 @@ ScanRun run_scan(const PipelineArgs& a, Setup s, std::vector<std::string> notes)
   run.scan = scan_json(scan);
   run.memory.measured = memory_peak() - start;
   const std::int64_t held = memory_current() - start;  // the scan and the given mask
+  run.memory.held_before_stages = held;
 
   ProgressBar bar(a.quiet);
   if (bar.enabled()) s.opts.progress = [&bar](double f, const std::string& stage) { bar.update(f, stage); };
@@ -421,9 +422,14 @@ nlohmann::json stage_outputs(const PipelineArgs& a, const FieldPipelineResult& r
 
 void print_summary(const FieldPipelineResult& r, const StagedOutputs& staged, const CommandMemory& m) {
   for (const std::string& p : staged.final_paths()) std::printf("wrote %s\n", p.c_str());
+  // A stage's figures are counted above what the stages started with; the command's bytes at
+  // the stage's peak are what a user compares with the budget (and never negative: the scan a
+  // stage frees was counted in what was held), the last line their maximum.
+  const std::int64_t held = m.held_before_stages;
   for (const StageRecord& s : r.stages)
-    std::printf("  %-20s %-44s %7.2f s  memory predicted %s, measured %s\n", s.stage.c_str(), s.method.c_str(),
-                s.seconds, mib(s.predicted_peak_bytes).c_str(), mib(s.measured_peak_bytes).c_str());
+    std::printf("  %-20s %-44s %7.2f s  memory at its peak: predicted %s, measured %s\n", s.stage.c_str(),
+                s.method.c_str(), s.seconds, mib(held + s.predicted_peak_bytes).c_str(),
+                mib(held + s.measured_peak_bytes).c_str());
   std::printf("peak memory predicted %s, measured %s (accounted), process peak RSS %s\n", mib(m.predicted).c_str(),
               mib(m.measured).c_str(), mib(process_peak_rss()).c_str());
 }

@@ -51,9 +51,11 @@ Setup parse_setup(const PipelineArgs& a);
 void add_pipeline_options(CLI::App* cmd, PipelineArgs& a);
 
 /// What the command's run of one scan held at its peak: the scan read, then the stages on top of
-/// what was held when they started.
+/// what was held when they started (held_before_stages: the scan and a given mask, which the
+/// stages' own figures are counted above).
 struct CommandMemory {
   std::int64_t predicted = 0, measured = 0;
+  std::int64_t held_before_stages = 0;
 };
 
 /// One scan read and run through the stages.
