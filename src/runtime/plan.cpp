@@ -22,6 +22,19 @@ std::size_t value_bytes(const graph::TValue& tv, const kernels::Layout& l) {
 
 }  // namespace
 
+// Here, beside the plan that checks it, rather than with ModelOptions' defaults: the plan is
+// built without the rest of the runtime too (the graph_plan fuzz target).
+void check_precision(Backend backend, Precision precision) {
+  if (precision == Precision::F32) return;
+  if (backend != Backend::OneDnn)
+    throw Error(ErrorKind::Unsupported, std::string("precision bf16 runs only on the onednn backend, not on ") +
+                                            (backend == Backend::Reference ? "reference" : "simd128"));
+  if (!kernels::onednn_runs_bf16())
+    throw Error(ErrorKind::Unsupported,
+                "precision bf16 needs a CPU with native bf16 convolutions (avx512_bf16 or AMX, as oneDNN reports "
+                "it); this one has none: use --precision f32");
+}
+
 int Plan::add_value(Value v) {
   values_.push_back(std::move(v));
   return static_cast<int>(values_.size() - 1);
