@@ -49,6 +49,8 @@ struct TileRequest {
   std::int64_t halo = -1;
 };
 
+struct NetworkRun;
+
 struct NetworkOptions {
   ModelOptions model;  // backend, threads, mem_budget (the engine's options; by default what the process may use)
   std::optional<TileRequest> tile;
@@ -81,6 +83,13 @@ struct NetworkOptions {
   /// run_network then returns predicted_peak_bytes, tiles and tiles_in_flight, and no output.
   /// What `qsm batch plan` sizes cluster jobs with; a budget still refuses as in a real run.
   bool predict_only = false;
+  /// Called on the calling thread each time the run's peak is predicted (where predict_only
+  /// would stop: plans built, nothing run yet), with predicted_peak_bytes, tiles, tiles_in_flight
+  /// and threads_per_run set; may throw to stop the run. A host that shows the prediction
+  /// before the run (the web page) so needs one run_network, not a predict_only one first: a
+  /// fully resident model packs its weights in each, and wasm32's heap, which never shrinks,
+  /// kept both builds (QSMnet's full twin: 541 MB of growth for 453 MB accounted; issue #54).
+  std::function<void(const NetworkRun& predicted)> on_predicted;
   /// Called after each run of one of the network's graphs with what the wrapper fed it and what
   /// it returned: the file's index in spec.files, the inputs, the outputs (in call order; calls
   /// are serialised, tiles run in parallel may arrive in any order). What the wrapper computes

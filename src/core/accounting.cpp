@@ -58,8 +58,11 @@ std::size_t rounded_size(std::size_t bytes) {
 // dlmalloc's reach, for the next request of exactly their size (the next run of the same plan).
 // Kept blocks are counted as freed, as any freed heap memory in wasm32 is: the heap's high-water
 // is unchanged by keeping them. A request they cannot serve frees them all first, so dlmalloc
-// can join them into the space it needs.
-constexpr std::size_t kKeepBytes = std::size_t{1} << 20;
+// can join them into the space it needs. From 256 KiB: a plan build frees each layer's plain
+// weights as it packs them into a block of their size, and IR2QSM's 0.9 MB layers, below the
+// 1 MiB this started at, left dlmalloc holes an aligned request of the same size does not fit
+// (1.6 MB of its tiled run's heap growth at 64³, 89.9 to 88.3 MB; issue #54).
+constexpr std::size_t kKeepBytes = std::size_t{256} << 10;
 constexpr std::size_t kKeptBlocks = 16;
 
 struct KeptBlocks {

@@ -241,6 +241,7 @@ std::int64_t Context::reserve(const Reservation& r, const std::vector<std::size_
   run.tiles = r.tiles;
   run.tiles_in_flight = n;
   run.threads_per_run = threads_;
+  if (opts.on_predicted) opts.on_predicted(run);
   if (opts.predict_only) throw PredictionMade{};
   return n;
 }

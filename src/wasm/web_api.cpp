@@ -5,7 +5,7 @@
 // wasm heap (x fastest, as in NIfTI), model files as files the Worker put in the FS: MEMFS copies
 // of their bytes, or, for streamed weights, WORKERFS mounts of the user's File/Blob, read on demand.
 //
-// Memory: before a run, the run's peak is predicted (NetworkOptions::predict_only) and reported;
+// Memory: before a run, the run's peak is predicted (NetworkOptions::on_predicted) and reported;
 // the run is admitted only when the bytes already in use plus that peak fit the page's budget
 // (default: the heap maximum, 4 GiB). Over it, the engine refuses before allocating the run;
 // spilling to disk and automatic tiling are off here: in a browser "disk" is the JS heap, and a
@@ -188,32 +188,35 @@ json weights_json(const LayerWeightResidency& residency, const NetworkRun& run) 
 }
 
 // Predicts the run's peak (posted as a "predicted" event: the page shows it before the run
-// starts), then runs it. Over budget, the prediction itself throws OutOfBudget: nothing of the
-// run has been allocated. The predicted heap is what malloc has handed out when the run starts
-// plus the run's predicted peak above it.
+// starts), then runs it: one run_network, whose on_predicted hook posts the prediction once the
+// plans are built and before anything runs. Over budget, the prediction itself throws
+// OutOfBudget: nothing of the run has been allocated beyond its plans. The predicted heap is
+// what malloc has handed out when the run starts plus the run's predicted peak above it. (A
+// predict_only run_network first, as before issue #54, packed every weight of a fully resident
+// model twice, and the heap kept both builds: QSMnet's tiled run grew 541 MB for 453 MB.)
 NetworkRun predict_then_run(const ModelSpec& spec, const std::string& model_path, const NetworkInputs& in,
                             NetworkOptions opts, std::int64_t budget, json& reply) {
   progress(0.0, "planning");
-  NetworkOptions dry = opts;
-  dry.predict_only = true;
   const std::int64_t in_use = heap_in_use();
   const auto t_plan = Clock::now();
-  const NetworkRun predicted = run_network(spec, {model_path}, in, dry);
-  reply["predict_seconds"] = std::chrono::duration<double>(Clock::now() - t_plan).count();
-  reply["predicted_peak_bytes"] = predicted.predicted_peak_bytes;
-  reply["predicted_heap_bytes"] = in_use + predicted.predicted_peak_bytes;
-  reply["budget_bytes"] = budget;
-  reply["predicted_tiles"] = predicted.tiles;
-  reply["predicted_tiles_in_flight"] = predicted.tiles_in_flight;
-  post({{"type", "predicted"},
-        {"predicted_peak_bytes", predicted.predicted_peak_bytes},
-        {"predicted_heap_bytes", in_use + predicted.predicted_peak_bytes},
-        {"budget_bytes", budget},
-        {"heap_bytes", heap_bytes()},
-        {"tiles", predicted.tiles},
-        {"tiles_in_flight", predicted.tiles_in_flight}});
-  progress(0.0, "running " + std::string(spec.name));
-  const auto t = Clock::now();
+  auto t = t_plan;
+  opts.on_predicted = [&](const NetworkRun& predicted) {
+    t = Clock::now();
+    reply["predict_seconds"] = std::chrono::duration<double>(t - t_plan).count();
+    reply["predicted_peak_bytes"] = predicted.predicted_peak_bytes;
+    reply["predicted_heap_bytes"] = in_use + predicted.predicted_peak_bytes;
+    reply["budget_bytes"] = budget;
+    reply["predicted_tiles"] = predicted.tiles;
+    reply["predicted_tiles_in_flight"] = predicted.tiles_in_flight;
+    post({{"type", "predicted"},
+          {"predicted_peak_bytes", predicted.predicted_peak_bytes},
+          {"predicted_heap_bytes", in_use + predicted.predicted_peak_bytes},
+          {"budget_bytes", budget},
+          {"heap_bytes", heap_bytes()},
+          {"tiles", predicted.tiles},
+          {"tiles_in_flight", predicted.tiles_in_flight}});
+    progress(0.0, "running " + std::string(spec.name));
+  };
   NetworkRun run = run_network(spec, {model_path}, in, opts);
   reply["network_seconds"] = std::chrono::duration<double>(Clock::now() - t).count();
   reply["measured_peak_bytes"] = run.measured_peak_bytes;

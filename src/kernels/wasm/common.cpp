@@ -30,32 +30,38 @@ bool all_finite(const float* p, std::int64_t n) {
 
 float* PackedConstants::allocate(std::size_t floats) {
   const std::size_t bytes = floats * sizeof(float);
-  bytes_ = static_cast<std::int64_t>(bytes);
+  bytes_ += static_cast<std::int64_t>(bytes);
   PackCache* cache = active_pack_cache();
   if (cache != nullptr && cache->dry) {
     // Nothing is shared between plans on this backend: every packed byte is new.
-    cache->dry_new_bytes += bytes_;
+    cache->dry_new_bytes += static_cast<std::int64_t>(bytes);
     return nullptr;
   }
-  buf_ = Buffer(bytes, MemCategory::Weights);
-  std::memset(buf_.data(), 0, bytes);
-  return reinterpret_cast<float*>(buf_.data());
+  Buffer& part = parts_.emplace_back(bytes, MemCategory::Weights);
+  std::memset(part.data(), 0, bytes);
+  return reinterpret_cast<float*>(part.data());
 }
 
 void PackedConstants::relocate() {
-  if (buf_.data() == nullptr) return;
-  Buffer fresh(buf_.size(), MemCategory::Weights);
-  const auto old_at = reinterpret_cast<std::uintptr_t>(buf_.data());
+  for (Buffer& part : parts_) relocate(part);
+}
+
+void PackedConstants::relocate(Buffer& part) {
+  if (part.data() == nullptr) return;
+  Buffer fresh(part.size(), MemCategory::Weights);
+  const auto old_at = reinterpret_cast<std::uintptr_t>(part.data());
   if (reinterpret_cast<std::uintptr_t>(fresh.data()) >= old_at) return;  // no lower hole: stay
-  std::memcpy(fresh.data(), buf_.data(), buf_.size());
-  const auto* old_floats = reinterpret_cast<const float*>(buf_.data());
+  std::memcpy(fresh.data(), part.data(), part.size());
+  const auto* old_floats = reinterpret_cast<const float*>(part.data());
   const auto* new_floats = reinterpret_cast<const float*>(fresh.data());
-  for (const float** slot : slots_)
-    if (*slot != nullptr) *slot = new_floats + (*slot - old_floats);
+  for (const float** slot : slots_) {
+    const auto at = reinterpret_cast<std::uintptr_t>(*slot);
+    if (at >= old_at && at < old_at + part.size()) *slot = new_floats + (*slot - old_floats);
+  }
   // NaNs where the weights were: a pointer the kernel did not track would read them, and every
   // wasm test comparing with the native engine fails on a non-finite value.
-  std::memset(buf_.data(), 0xff, buf_.size());
-  buf_ = std::move(fresh);
+  std::memset(part.data(), 0xff, part.size());
+  part = std::move(fresh);
 }
 
 PostChain::PostChain(const std::vector<PostOp>& post) : post_(post) {

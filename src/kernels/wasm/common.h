@@ -22,22 +22,30 @@ bool all_f32(const graph::TypedGraph& g, const graph::TNode& n);
 /// which the reference skips: 0·inf would be a NaN the reference does not produce.
 bool all_finite(const float* p, std::int64_t n);
 
-/// Constants a kernel packed at construction, in one accounted buffer (MemCategory::Weights, as
-/// oneDNN's packed weights). When the active PackCache is dry (a plan built only for its
-/// figures) nothing is allocated: the bytes are counted and the kernel must never run.
+/// Constants a kernel packed at construction, in accounted buffers (MemCategory::Weights, as
+/// oneDNN's packed weights): one per allocate() call. A kernel packs its weights into a block of
+/// exactly the plain weight's size and its bias into another: the plain tensor it packs from (or
+/// the leaf a BN fold read) is freed just before or after, and wasm32's kept blocks
+/// (core/accounting.cpp) hand a freed block only to a request of its exact size. With the bias in
+/// the weights' block, that block was a few bytes larger than the plain weight, never took its
+/// freed block and went above it: each 16 MB slice of QSMnet's full twin left a hole of its size,
+/// 110 MB in all, that the accounting never saw (issue #54). When the active PackCache is dry (a
+/// plan built only for its figures) nothing is allocated: the bytes are counted and the kernel
+/// must never run.
 class PackedConstants {
  public:
-  /// Zeroed room for `floats` floats; nullptr when dry.
+  /// Zeroed room for `floats` floats in a block of its own; nullptr when dry.
   float* allocate(std::size_t floats);
   std::int64_t bytes() const { return bytes_; }
   /// A kernel's pointer into the packed floats, which relocate() moves with them.
   void track(const float** slot) { slots_.push_back(slot); }
-  /// Kernel::relocate_packed: copies the floats into a fresh block if that lies lower in the
-  /// heap (dlmalloc's best fit: the lowest hole they fit in), and frees the old one.
+  /// Kernel::relocate_packed: copies each block into a fresh one if that lies lower in the heap
+  /// (dlmalloc's best fit: the lowest hole it fits in), and frees the old one.
   void relocate();
 
  private:
-  Buffer buf_;
+  void relocate(Buffer& part);
+  std::vector<Buffer> parts_;
   std::int64_t bytes_ = 0;
   std::vector<const float**> slots_;
 };

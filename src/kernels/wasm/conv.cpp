@@ -106,7 +106,8 @@ ConvKernel::ConvKernel(const ConvShape& sh, const float* w, const float* bias, c
     : PackedKernel(n), sh_(sh) {
   const int taps = sh_.taps(), blocks = sh_.blocks(), nc = sh_.nc;
   const std::size_t wfloats = static_cast<std::size_t>(blocks) * nc * sh_.c * taps;
-  float* p = packed_.allocate(wfloats + static_cast<std::size_t>(blocks) * nc);
+  float* p = packed_.allocate(wfloats);  // the bias apart: PackedConstants says why
+  float* b = packed_.allocate(static_cast<std::size_t>(blocks) * nc);
   if (p != nullptr) {
     for (int oc = 0; oc < sh_.m; ++oc) {
       const int blk = oc / nc, j = oc % nc;
@@ -114,10 +115,10 @@ ConvKernel::ConvKernel(const ConvShape& sh, const float* w, const float* bias, c
         for (int t = 0; t < taps; ++t)
           p[((static_cast<std::size_t>(blk) * sh_.c + ic) * taps + t) * nc + j] =
               w[(static_cast<std::size_t>(oc) * sh_.c + ic) * taps + t];
-      if (bias != nullptr) p[wfloats + static_cast<std::size_t>(oc)] = bias[oc];
+      if (bias != nullptr) b[oc] = bias[oc];
     }
     w_ = p;
-    bias_ = p + wfloats;
+    bias_ = b;
     packed_.track(&w_);
     packed_.track(&bias_);
   }

@@ -216,7 +216,8 @@ WinogradConvKernel<M>::WinogradConvKernel(const WinogradShape& s, const float* w
     ++r_rows_;  // whole register blocks: a row past the end is computed, not stored
   tb_ = r_rows_ * w_tiles_;
   const std::size_t wfloats = static_cast<std::size_t>(blocks()) * sh_.kd * sh_.c * 9 * kNc;
-  float* p = packed_.allocate(wfloats + static_cast<std::size_t>(blocks()) * kNc);
+  float* p = packed_.allocate(wfloats);  // the bias apart: PackedConstants says why
+  float* b = packed_.allocate(static_cast<std::size_t>(blocks()) * kNc);
   if (p == nullptr) return;  // a dry plan: counted, never run
   for (int oc = 0; oc < sh_.m; ++oc) {
     const int blk = oc / kNc, j = oc % kNc;
@@ -225,10 +226,10 @@ WinogradConvKernel<M>::WinogradConvKernel(const WinogradShape& s, const float* w
         for (int t = 0; t < 9; ++t)
           p[(((static_cast<std::size_t>(blk) * sh_.kd + kd) * sh_.c + ic) * 9 + t) * kNc + j] =
               w[((static_cast<std::size_t>(oc) * sh_.c + ic) * sh_.kd + kd) * 9 + t];
-    if (bias != nullptr) p[wfloats + static_cast<std::size_t>(oc)] = bias[oc];
+    if (bias != nullptr) b[oc] = bias[oc];
   }
   w_ = p;
-  bias_ = p + wfloats;
+  bias_ = b;
   packed_.track(&w_);
   packed_.track(&bias_);
 }

@@ -67,7 +67,8 @@ DeconvKernel::DeconvKernel(const DeconvShape& sh, const float* w, const float* b
   segs_ = segments_per_copy(static_cast<std::int64_t>(sh_.c) * kSeg, (sh_.in[2] + kSeg - 1) / kSeg);
   const int kd = sh_.k[0], kh = sh_.k[1], kw = sh_.k[2], pb = sh_.per_block(), c = sh_.c, m = sh_.m;
   const std::size_t wfloats = static_cast<std::size_t>(kd) * kh * sh_.blocks() * c * 4;
-  float* p = packed_.allocate(wfloats + static_cast<std::size_t>(sh_.blocks()) * 4);
+  float* p = packed_.allocate(wfloats);  // the bias apart: PackedConstants says why
+  float* b = packed_.allocate(static_cast<std::size_t>(sh_.blocks()) * 4);
   if (p == nullptr) return;
   // W is [C, M, kd, kh, kw]; lane l of block blk is output channel blk·pb + l % pb at x offset l / pb.
   for (int a = 0; a < kd * kh; ++a)
@@ -81,9 +82,9 @@ DeconvKernel::DeconvKernel(const DeconvShape& sh, const float* w, const float* b
         }
   for (int blk = 0; blk < sh_.blocks() && bias != nullptr; ++blk)
     for (int l = 0; l < 4; ++l)
-      if (blk * pb + l % pb < m) p[wfloats + static_cast<std::size_t>(blk) * 4 + l] = bias[blk * pb + l % pb];
+      if (blk * pb + l % pb < m) b[static_cast<std::size_t>(blk) * 4 + l] = bias[blk * pb + l % pb];
   w_ = p;
-  bias_ = p + wfloats;
+  bias_ = b;
   packed_.track(&w_);
   packed_.track(&bias_);
 }

@@ -80,12 +80,13 @@ StridedDeconvKernel::StridedDeconvKernel(const StridedShape& sh, const float* w,
     for (int o : sh_.off[a]) toff_[a].push_back(o - sh_.lo);
   const std::size_t per_tap = static_cast<std::size_t>(sh_.blocks()) * 4 * sh_.c * sh_.k[0] * sh_.k[1];
   const std::size_t wfloats = per_tap * (sh_.taps[0].size() + sh_.taps[1].size());
-  float* p = packed_.allocate(wfloats + static_cast<std::size_t>(sh_.blocks()) * 4);
+  float* p = packed_.allocate(wfloats);  // the bias apart: PackedConstants says why
+  float* b = packed_.allocate(static_cast<std::size_t>(sh_.blocks()) * 4);
   if (p == nullptr) return;
   pack(w, p);
-  for (int oc = 0; bias != nullptr && oc < sh_.m; ++oc) p[wfloats + static_cast<std::size_t>(oc)] = bias[oc];
+  for (int oc = 0; bias != nullptr && oc < sh_.m; ++oc) b[oc] = bias[oc];
   w_[0] = p, w_[1] = p + per_tap * sh_.taps[0].size();
-  bias_ = p + wfloats;
+  bias_ = b;
   for (const float** slot : {&w_[0], &w_[1], &bias_}) packed_.track(slot);
 }
 
