@@ -38,6 +38,10 @@ struct ChainLayer {
   int mask_pos = -1;             // Where(mask, output, fill) after it: the mask's position among the inputs
   float mask_fill = 0.0f;        // and the value where the mask is false
   std::int64_t max_out = 0;      // most planes one slab of it writes (sized by the dry walk)
+  // Its slabs start and end on even planes (or the volume's end): set by a backend whose kernel
+  // computes the layer in 2-plane tiles (the native Winograd F(2³, 3³)), so that every tile lies
+  // in one slab and reads real planes, and the output is the same bits whatever the slabs.
+  bool even_slabs = false;
 };
 
 /// An up-sampling ConvTranspose (kernel = stride) feeding a first-layer part, run a few
@@ -112,12 +116,15 @@ void ChainSchedule::walk(Conv&& conv, Shift&& shift, Src&& source, SrcShift&& so
     for (std::size_t j = 1; j <= nl; ++j) {
       ChainLayer& l = layers[j - 1];
       const std::int64_t limit = hi[j - 1] == d ? d : hi[j - 1] - l.pb;
-      std::int64_t target = std::min({limit, hi[j] + slab, d});
+      // Even slabs take 2 planes where a budget's finest slab is 1 (else they would never move).
+      const std::int64_t step = l.even_slabs ? std::max<std::int64_t>(slab, 2) : slab;
+      std::int64_t target = std::min({limit, hi[j] + step, d});
       // A last layer adding an up-sampling's planes computes whole sub-lattice planes of it.
       if (j == nl && l.addend_source >= 0 && target < d) {
         const std::int64_t s = sources[static_cast<std::size_t>(l.addend_source)].s[0];
         target = target / s * s;
       }
+      if (l.even_slabs && target < d) target = target / 2 * 2;
       if (target <= hi[j]) continue;
       const std::int64_t in_lo = std::max<std::int64_t>(0, hi[j] - l.pf);
       const std::int64_t in_hi = std::min(d, target + l.pb);

@@ -71,6 +71,10 @@ class Kernel {
   virtual std::size_t scratch_bytes() const { return 0; }
   /// Bytes of execution-ready weights the kernel owns (packed, folded).
   virtual std::int64_t packed_bytes() const { return 0; }
+  /// Bytes it derived from its weights while packing them and freed after (Winograd's
+  /// transformed weights before their reordering): a unit rebuilt under a residency policy holds
+  /// them for a moment beside its packed weights. 0 when packing is a reorder of the weights.
+  virtual std::int64_t derived_bytes() const { return 0; }
   /// Called once the plan build has freed the copies this kernel packed from: moves the packed
   /// weights into a fresh block where that lies lower in the heap. In wasm32's heap, which never
   /// shrinks, the freed copies otherwise stay as holes under the packed weights, and where the

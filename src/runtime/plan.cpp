@@ -309,6 +309,7 @@ void Plan::finish_unit(Scheduling& s, std::size_t ni, const kernels::Kernel& k, 
     tv.constant.reset();
   }
   unit.device_bytes += static_cast<std::uint64_t>(k.packed_bytes());
+  unit.derived_bytes = static_cast<std::uint64_t>(k.derived_bytes());
   for (const auto& l : unit.leaves) unit.host_bytes += s.leaf_bytes.at(l);
   unit.step = static_cast<int>(steps_.size());
   unit.node = static_cast<int>(ni);

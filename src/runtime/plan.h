@@ -30,6 +30,7 @@ struct WeightUnit {
   std::vector<graph::LeafKey> leaves;     // what it reads from the file
   std::uint64_t host_bytes = 0;           // raw bytes of its leaves
   std::uint64_t device_bytes = 0;         // execution-ready bytes: packed + plain read at run
+  std::uint64_t derived_bytes = 0;        // held for a moment while it is built (Kernel::derived_bytes)
 };
 
 /// The execution-ready form of a unit (the "device copy"): its kernel with weights packed, and

@@ -423,15 +423,17 @@ void ResidencyExecutor::finish_forward(bool ok) {
 }
 
 std::uint64_t ResidencyExecutor::forward_weight_bytes() const {
-  std::uint64_t largest = 0, total = 0, largest_sliced = 0;
+  std::uint64_t largest = 0, total = 0, largest_sliced = 0, largest_derived = 0;
   for (const auto& u : plan_.units()) {
     largest = std::max(largest, u.host_bytes);
+    largest_derived = std::max(largest_derived, u.derived_bytes);
     total += u.host_bytes;
     const bool sliced = std::any_of(u.leaves.begin(), u.leaves.end(), [](const auto& k) { return k.channels >= 0; });
     if (sliced) largest_sliced = std::max(largest_sliced, u.host_bytes);
   }
-  // The device window, plus one derived copy (a BN-folded weight) while a unit is built.
-  std::uint64_t b = max_window_bytes_ + largest;
+  // The device window, plus one derived copy (a BN-folded weight) while a unit is built, and
+  // what its kernel derives while packing (Winograd's transformed weights: 64/27 of the unit's).
+  std::uint64_t b = max_window_bytes_ + largest + largest_derived;
   // Under LayerwiseHost a unit's leaves are views of the host store, except channel slices (the
   // per-input convs of a split concat read part of a weight): those are cut as copies for the
   // build (ensure_device), so one is held beside the derived copy and the packed one. Uncounted,

@@ -23,6 +23,7 @@
 #include "qsmcore/onnx_model.h"
 #include "runtime/model_internals.h"
 #include "runtime/plan.h"
+#include "support/scoped_conv_algo.h"
 #include "support/unet_like_graph.h"
 
 using qsmcore::Backend;
@@ -38,20 +39,7 @@ namespace {
 #define SKIP_WITHOUT_BF16() \
   if (!qsmcore::kernels::onednn_runs_bf16()) GTEST_SKIP() << "this CPU has no native bf16 convolutions"
 
-/// Sets QSM_CONV_ALGO for a scope (read when a plan's kernels are made).
-class ScopedConvAlgo {
- public:
-  explicit ScopedConvAlgo(const char* v) {
-    if (const char* o = std::getenv("QSM_CONV_ALGO")) old_ = o;
-    setenv("QSM_CONV_ALGO", v, 1);
-  }
-  ~ScopedConvAlgo() { old_ ? setenv("QSM_CONV_ALGO", old_->c_str(), 1) : unsetenv("QSM_CONV_ALGO"); }
-  ScopedConvAlgo(const ScopedConvAlgo&) = delete;
-  ScopedConvAlgo& operator=(const ScopedConvAlgo&) = delete;
-
- private:
-  std::optional<std::string> old_;
-};
+using qsmtest::ScopedConvAlgo;
 
 OnnxModel load(const qsmtest::onnxw::GraphParts& g, Backend b, Precision p, bool chains) {
   qsmcore::ModelOptions o;

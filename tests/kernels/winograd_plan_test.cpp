@@ -22,8 +22,11 @@
 #include "qsmcore/error.h"
 #include "qsmcore/memory.h"
 #include "qsmcore/onnx_model.h"
+#include "runtime/model_budget.h"
 #include "runtime/model_internals.h"
 #include "runtime/plan.h"
+#include "support/scoped_conv_algo.h"
+#include "support/test_data.h"
 #include "support/unet_like_graph.h"
 
 using namespace qsmtest::onnxw;
@@ -35,25 +38,7 @@ namespace wg = qsmcore::kernels::winograd;
 
 namespace {
 
-/// Sets QSM_CONV_ALGO for a scope (the choice reads it when a plan's kernels are made).
-class ScopedAlgo {
- public:
-  explicit ScopedAlgo(const char* v) {
-    if (const char* o = std::getenv("QSM_CONV_ALGO")) old_ = o;
-    setenv("QSM_CONV_ALGO", v, 1);
-  }
-  ~ScopedAlgo() {
-    if (old_)
-      setenv("QSM_CONV_ALGO", old_->c_str(), 1);
-    else
-      unsetenv("QSM_CONV_ALGO");
-  }
-  ScopedAlgo(const ScopedAlgo&) = delete;
-  ScopedAlgo& operator=(const ScopedAlgo&) = delete;
-
- private:
-  std::optional<std::string> old_;
-};
+using ScopedAlgo = qsmtest::ScopedConvAlgo;
 
 // The U-Net-like graph (tests/support/unet_like_graph.h). In chains, its up-sampling and skip
 // are the two parts of one layer (a split concat), which Winograd joins again; odd halves of h
@@ -134,9 +119,7 @@ TEST(WinogradPlan, DirectOverrideKeepsEveryConvOnDirect) {
 
 // Three convs in one chain (16→32→32→16, the input added back before the last ReLU): the
 // windows feed each other, interior windows have no depth pads, the residual is a Sum.
-TEST(WinogradPlan, ThreeLayerChainMatchesTheReference) {
-  const ScopedAlgo scoped("winograd");
-  const Shape shape{1, 16, 40, 9, 7};
+GraphParts three_layer_chain(const Shape& shape) {
   GraphParts p;
   p.inputs.push_back(value_info("x", 1, shape));
   p.outputs.push_back(value_info("y", 1, {}));
@@ -156,6 +139,13 @@ TEST(WinogradPlan, ThreeLayerChainMatchesTheReference) {
   conv("br", "c", 32, 16);
   p.nodes.push_back(node("Add", {"c", "x"}, {"s"}, "res"));
   p.nodes.push_back(node("Relu", {"s"}, {"y"}, "yr"));
+  return p;
+}
+
+TEST(WinogradPlan, ThreeLayerChainMatchesTheReference) {
+  const ScopedAlgo scoped("winograd");
+  const Shape shape{1, 16, 40, 9, 7};
+  const GraphParts p = three_layer_chain(shape);
   const std::vector<Tensor> in{Tensor::from_vector(shape, uniform_values(qsmcore::numel(shape), 41))};
   OnnxModel ref = load(p, Backend::Reference, true);
   OnnxModel dnn = load(p, Backend::OneDnn, true);
@@ -171,6 +161,28 @@ TEST(WinogradPlan, ThreeLayerChainMatchesTheReference) {
   EXPECT_EQ(longest, 3) << "no chain of three Winograd layers in the plan";
 }
 
+// A budget below the default slabs' least runs the chain on finer slabs (1-plane ones for the
+// first layer at the finest share): Winograd's layers still start and end their slabs on even
+// planes (conv_chain_schedule.h), so each 2×2×2 tile reads the same planes as in the unbudgeted
+// run and the output is the same bits. Without even slabs the streamed run differed.
+TEST(WinogradPlan, FinerSlabsUnderABudgetGiveTheSameBits) {
+  const ScopedAlgo scoped("winograd");
+  const Shape shape{1, 16, 96, 12, 10};
+  const std::vector<Tensor> in{Tensor::from_vector(shape, uniform_values(qsmcore::numel(shape), 43))};
+  qsmcore::ModelOptions o;
+  o.threads = 2;
+  o.mem_budget = 0;
+  OnnxModel m = OnnxModel::load(model(graph(three_layer_chain(shape)), 17).bytes, o, "chain.onnx");
+  const auto ref = m.run(in);
+  EXPECT_EQ(m.last_spill().chain_window_share, 6);
+  EXPECT_GT(count_steps(qsmcore::plan_for(m, {shape})).winograd, 0);
+  const std::int64_t least = m.min_run_bytes({shape});
+  qsmcore::ModelBudget::limit_run_bytes(m, least);
+  const auto out = m.run(in);
+  EXPECT_GT(m.last_spill().chain_window_share, 6) << "the budget did not take finer slabs";
+  qsmtest::expect_bitwise(out, ref, "a Winograd chain on finer slabs");
+}
+
 bool avx512() {
   const auto isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
   const auto want = static_cast<unsigned>(dnnl::cpu_isa::avx512_core);
@@ -180,27 +192,58 @@ bool avx512() {
 // The oracle: the layers measured with bench/conv_winograd.sh on this project's AVX-512 machine
 // (choice.cpp's table, best of 3 alternating runs): 64→64 at 64³ Winograd/direct 0.44–0.62,
 // 32→32 at 128³ 0.68–0.69, 128→128 at 32³ 0.50; 4→4 3.7–4.0, 1→32 4.8, 16→16 at 64³
-// 0.92–1.06, 512→512 at 8³ 1.19–1.24.
+// 0.92–1.06. 256→256 (0.625 at 16³) and 512→512 stay direct by the channel cap (choice.h).
 TEST(WinogradChoice, TakesWinogradWhereMeasuredFasterOnly) {
   using wg::ConvAlgo;
   using wg::ConvAlgoMode;
   if (!avx512()) GTEST_SKIP() << "the table was measured at AVX-512; below it auto keeps direct";
-  EXPECT_EQ(wg::choose_conv_algo(64, 64, 64 * 64 * 64, ConvAlgoMode::Auto), ConvAlgo::Winograd);
-  EXPECT_EQ(wg::choose_conv_algo(32, 32, 128 * 128 * 128, ConvAlgoMode::Auto), ConvAlgo::Winograd);
-  EXPECT_EQ(wg::choose_conv_algo(128, 128, 32 * 32 * 32, ConvAlgoMode::Auto), ConvAlgo::Winograd);
-  EXPECT_EQ(wg::choose_conv_algo(4, 4, 64 * 64 * 64, ConvAlgoMode::Auto), ConvAlgo::Direct);
-  EXPECT_EQ(wg::choose_conv_algo(1, 32, 128 * 128 * 128, ConvAlgoMode::Auto), ConvAlgo::Direct);
-  EXPECT_EQ(wg::choose_conv_algo(16, 16, 64 * 64 * 64, ConvAlgoMode::Auto), ConvAlgo::Direct);
-  EXPECT_EQ(wg::choose_conv_algo(512, 512, 8 * 8 * 8, ConvAlgoMode::Auto), ConvAlgo::Direct);
-  // Between measured shapes, the nearest: 48→48 at 96³ (near 32→32 and 64→64 at 64–128³).
-  EXPECT_EQ(wg::choose_conv_algo(48, 48, 96 * 96 * 96, ConvAlgoMode::Auto), ConvAlgo::Winograd);
+  EXPECT_EQ(wg::choose_conv_algo(64, 64, ConvAlgoMode::Auto), ConvAlgo::Winograd);
+  EXPECT_EQ(wg::choose_conv_algo(32, 32, ConvAlgoMode::Auto), ConvAlgo::Winograd);
+  EXPECT_EQ(wg::choose_conv_algo(128, 128, ConvAlgoMode::Auto), ConvAlgo::Winograd);
+  EXPECT_EQ(wg::choose_conv_algo(4, 4, ConvAlgoMode::Auto), ConvAlgo::Direct);
+  EXPECT_EQ(wg::choose_conv_algo(1, 32, ConvAlgoMode::Auto), ConvAlgo::Direct);
+  EXPECT_EQ(wg::choose_conv_algo(16, 16, ConvAlgoMode::Auto), ConvAlgo::Direct);
+  EXPECT_EQ(wg::choose_conv_algo(256, 256, ConvAlgoMode::Auto), ConvAlgo::Direct);
+  EXPECT_EQ(wg::choose_conv_algo(512, 512, ConvAlgoMode::Auto), ConvAlgo::Direct);
+  // Between measured shapes, the nearest: 48→48 (between 32→32 and 64→64).
+  EXPECT_EQ(wg::choose_conv_algo(48, 48, ConvAlgoMode::Auto), ConvAlgo::Winograd);
+}
+
+// Why the choice ignores the volume (choice.h): a plan's packed weights, Winograd's included,
+// are the same at every volume, so the registry's fixed + per-voxel line, fitted at 32³–64³,
+// holds at 128³ and above. The U-Net-like graph has layers auto takes (16→32, 32→32, 32→16) and
+// leaves (1→16, 16→16), standalone and in chains (at the registry's sizes, where chains form: at 16³
+// the concat's conv stays two direct 16→16 parts, fewer weights, on the line's safe side).
+TEST(WinogradChoice, AutoPacksTheSameWeightsAtEveryVolume) {
+  if (!avx512()) GTEST_SKIP() << "below AVX-512 auto keeps direct";
+  for (bool chains : {false, true}) {
+    SCOPED_TRACE(chains ? "chains" : "standalone");
+    std::int64_t direct = 0;
+    {
+      const ScopedAlgo scoped("direct");
+      direct = load(unet_like_graph({1, 1, 8, 8, 8}, 3), Backend::OneDnn, chains)
+                   .plan_memory({{1, 1, 8, 8, 8}})
+                   .packed_weight_bytes;
+    }
+    const ScopedAlgo scoped("auto");
+    std::vector<std::int64_t> packed;
+    for (std::int64_t side : {32, 64, 128}) {
+      const qsmcore::Shape shape{1, 1, side, side, side};
+      OnnxModel m = load(unet_like_graph(shape, 3), Backend::OneDnn, chains);
+      packed.push_back(m.plan_memory({shape}).packed_weight_bytes);
+      EXPECT_GT(count_steps(qsmcore::plan_for(m, {shape})).winograd, 0) << side << "³";
+    }
+    EXPECT_GT(packed[0], direct) << "auto took no Winograd layer";
+    EXPECT_EQ(packed[1], packed[0]);
+    EXPECT_EQ(packed[2], packed[0]);
+  }
 }
 
 TEST(WinogradChoice, OverrideAndItsErrors) {
   using wg::ConvAlgo;
   using wg::ConvAlgoMode;
-  EXPECT_EQ(wg::choose_conv_algo(1, 1, 8, ConvAlgoMode::Winograd), ConvAlgo::Winograd);
-  EXPECT_EQ(wg::choose_conv_algo(256, 256, 1 << 18, ConvAlgoMode::Direct), ConvAlgo::Direct);
+  EXPECT_EQ(wg::choose_conv_algo(1, 1, ConvAlgoMode::Winograd), ConvAlgo::Winograd);
+  EXPECT_EQ(wg::choose_conv_algo(64, 64, ConvAlgoMode::Direct), ConvAlgo::Direct);
   {
     const ScopedAlgo a("winograd");
     EXPECT_EQ(wg::conv_algo_mode(), ConvAlgoMode::Winograd);
@@ -210,7 +253,11 @@ TEST(WinogradChoice, OverrideAndItsErrors) {
     EXPECT_EQ(wg::conv_algo_mode(), ConvAlgoMode::Auto);
   }
   {
-    const ScopedAlgo a("");  // unset: direct until the memory tables are regenerated (choice.cpp)
+    const ScopedAlgo a("");  // unset: direct until auto's last gaps are closed (choice.h)
+    EXPECT_EQ(wg::conv_algo_mode(), ConvAlgoMode::Direct);
+  }
+  {
+    const ScopedAlgo a("direct");
     EXPECT_EQ(wg::conv_algo_mode(), ConvAlgoMode::Direct);
   }
   const ScopedAlgo bad("fastest");

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <random>
 
+#include "../support/scoped_conv_algo.h"
 #include "onnx/onnx_writer.h"
 #include "qsmcore/error.h"
 #include "qsmcore/memory.h"
@@ -63,7 +64,8 @@ std::int64_t weights_now() {
   return qsmcore::memory_counters().current[static_cast<int>(MemCategory::Weights)];
 }
 
-TEST(PlanCache, PlansOfTwoShapesShareOnePackedCopyOfTheWeights) {
+/// Two plans of one model share one packed copy; `packed`: what each plan counts.
+void plans_of_two_shapes_share_weights(std::int64_t& packed) {
   const auto bytes = conv_net();
   OnnxModel m = load(bytes);
   const std::int64_t before = weights_now();
@@ -71,6 +73,7 @@ TEST(PlanCache, PlansOfTwoShapesShareOnePackedCopyOfTheWeights) {
   const std::int64_t after_one = weights_now();
   const auto& b = qsmcore::plan_for(m, {{1, 16, 12, 10, 8}});
   const std::int64_t after_two = weights_now();
+  packed = a.memory().packed_weight_bytes;
   ASSERT_GT(a.memory().packed_weight_bytes, 0) << "the plan packed no weights: nothing to share";
   // Each plan still counts what it holds; the process holds it once.
   EXPECT_EQ(b.memory().packed_weight_bytes, a.memory().packed_weight_bytes);
@@ -84,6 +87,24 @@ TEST(PlanCache, PlansOfTwoShapesShareOnePackedCopyOfTheWeights) {
     const float* g = got.data<float>();
     const float* w = want.data<float>();
     for (std::int64_t i = 0; i < got.numel(); ++i) ASSERT_EQ(g[i], w[i]) << "element " << i;
+  }
+}
+
+// Both algorithms' weights go through the pack cache: oneDNN's direct ones and the native
+// Winograd's transformed ones (kernels/winograd: 64/27 of the bytes, derived before packing).
+constexpr const char* kAlgos[] = {"direct", "winograd"};
+
+TEST(PlanCache, PlansOfTwoShapesShareOnePackedCopyOfTheWeights) {
+  std::int64_t direct_packed = 0;
+  for (const char* algo : kAlgos) {
+    SCOPED_TRACE(algo);
+    const qsmtest::ScopedConvAlgo scoped(algo);
+    std::int64_t packed = 0;
+    plans_of_two_shapes_share_weights(packed);
+    if (std::string(algo) == "direct")
+      direct_packed = packed;
+    else
+      EXPECT_GT(packed, 2 * direct_packed) << "no Winograd weights packed";
   }
 }
 
@@ -106,7 +127,7 @@ TEST(PlanCache, TheCacheKeepsTheMostRecentlyUsedPlansOnly) {
 // weight is packed: the model loaded from a file keeps its weights there until a plan needs
 // them, and the refusal comes from a dry plan that only counts them. The run's peak stays
 // below one layer's weights (the dry plan reads each once, to fold and size it).
-TEST(PlanCache, ARunThatCannotPackItsWeightsIsRefusedBeforePacking) {
+void refused_before_packing() {
   const std::string path =
       (std::filesystem::temp_directory_path() / ("qsm-plan-cache-" + std::to_string(::getpid()) + ".onnx")).string();
   write_file(path, conv_net(96));  // 3 × 0.95 MiB of weights
@@ -140,6 +161,14 @@ TEST(PlanCache, ARunThatCannotPackItsWeightsIsRefusedBeforePacking) {
   EXPECT_EQ(after.current[w], before.current[w]);
   EXPECT_EQ(qsmcore::ModelInternals::cached_plans(m), 0u);
   std::filesystem::remove(path);
+}
+
+TEST(PlanCache, ARunThatCannotPackItsWeightsIsRefusedBeforePacking) {
+  for (const char* algo : kAlgos) {
+    SCOPED_TRACE(algo);
+    const qsmtest::ScopedConvAlgo scoped(algo);
+    refused_before_packing();
+  }
 }
 
 }  // namespace

@@ -2,8 +2,10 @@
 // ONNX shapes, Layout <-> memory::desc conversion, and a base kernel that executes one
 // primitive with a user-managed scratchpad (so scratch is planned and accounted by us).
 #pragma once
+#include <functional>
 #include <memory>
 #include <oneapi/dnnl/dnnl.hpp>
+#include <span>
 #include <unordered_map>
 #include <vector>
 
@@ -68,6 +70,13 @@ dnnl::primitive_attr make_attr(const std::vector<PostOp>& post);
 /// `packed_bytes`); a plain-to-plain "packing" is a copy.
 memory pack_constant(const Tensor& plain, const memory::desc& plain_md, const memory::desc& md,
                      std::vector<std::shared_ptr<Buffer>>& owned, std::int64_t& packed_bytes);
+/// The same for a constant a kernel derives from `source` before packing (Winograd's transformed
+/// weights): shared through the cache by the digest of `source` and both layouts, and `derive`
+/// is called only when something is packed anew (not in a dry build): it makes the plain values
+/// in plain_md and hands them to the packing routine it is given, so they live only that long.
+memory pack_derived(std::span<const std::byte> source, const memory::desc& plain_md, const memory::desc& md,
+                    const std::function<void(const std::function<void(const void*)>&)>& derive,
+                    std::vector<std::shared_ptr<Buffer>>& owned, std::int64_t& packed_bytes);
 
 /// A kernel running one primitive. Subclasses fill `args_` slots: input i -> DNNL arg,
 /// output i -> DNNL arg, plus constant memories (packed weights) bound once.

@@ -292,6 +292,8 @@ class WinogradConvKernel final : public ConvLikeKernel {
     impl_ = wg_->impl_name();
   }
 
+  std::int64_t derived_bytes() const override { return wg_->derived_bytes(); }
+
   void run(std::span<const Tensor> inputs, std::span<Tensor> outputs, ExecContext& ctx) override {
     QSM_ASSERT(ctx.scratch_bytes >= scratch_bytes_, "scratch block smaller than a kernel's scratchpad");
     prepare(inputs, outputs);
@@ -320,8 +322,7 @@ bool winograd_chosen(const graph::TypedGraph& g, const graph::TNode& n) {
   const auto& y = value(g, n.out[0]);
   if (y.shape.size() != 5 || y.shape[2] != x.shape[2] || y.shape[3] != x.shape[3] || y.shape[4] != x.shape[4])
     return false;
-  const std::int64_t voxels = y.shape[2] * y.shape[3] * y.shape[4];
-  return winograd::choose_conv_algo(x.shape[1], y.shape[1], voxels) == winograd::ConvAlgo::Winograd;
+  return winograd::choose_conv_algo(x.shape[1], y.shape[1]) == winograd::ConvAlgo::Winograd;
 }
 
 }  // namespace

@@ -34,6 +34,7 @@
 #include <map>
 #include <optional>
 
+#include "core/accounted_array.h"
 #include "core/parallel.h"
 #include "graph/conv_geometry.h"
 #include "kernels/conv_chain_schedule.h"
@@ -154,6 +155,11 @@ class ConvChainKernel final : public Kernel {
       if (cl.addend_source >= 0) add_upsampled_addend(l, *cs_.sources[static_cast<std::size_t>(cl.addend_source)].node);
     }
     choose_algorithms();
+    bool even = false;  // Winograd's 2-plane tiles: slabs on even planes (conv_chain_schedule.h)
+    for (std::size_t j = 0; j < layers_.size(); ++j) {
+      cs_.layers[j].even_slabs = layers_[j].wg != nullptr;
+      even = even || cs_.layers[j].even_slabs;
+    }
     if (cs_.pool) {
       Pool pl;
       pl.alg = cs_.pool->node->node.op_type == "MaxPool" ? dnnl::algorithm::pooling_max
@@ -194,9 +200,12 @@ class ConvChainKernel final : public Kernel {
       off += align(static_cast<std::size_t>(src.t_planes * src.lh * src.lw * src.m) * sizeof(float));
     }
     // The pass reserved a fixed share of the intermediates for the windows, so the chain's
-    // memory is linear in the voxel count; the walk's windows always fit in it.
+    // memory is linear in the voxel count; the walk's windows always fit in it. Even slabs (a
+    // Winograd layer's) may leave a layer or an up-sampling a few planes more than its share:
+    // the step's scratch counts them (so do the plan's figures), a few planes' worth, which grows
+    // with the volume slower than its voxels (the registry's line, fitted at 32³-64³, stays above).
     const auto reserved = static_cast<std::size_t>(n.node.attrs.get_int("window_bytes", 0));
-    QSM_ASSERT(off <= reserved || reserved == 0, "conv chain windows exceed their reservation");
+    QSM_ASSERT(off <= reserved || reserved == 0 || even, "conv chain windows exceed their reservation");
     prim_scratch_off_ = align(std::max(off, reserved));
     bf16_stage_off_ = prim_scratch_off_ + align(prim_scratch_);
     scratch_bytes_ = bf16_stage_off_ + bf16_stage_;
@@ -242,6 +251,7 @@ class ConvChainKernel final : public Kernel {
 
   std::size_t scratch_bytes() const override { return scratch_bytes_; }
   std::int64_t packed_bytes() const override { return packed_bytes_; }
+  std::int64_t derived_bytes() const override { return derived_bytes_; }
   std::string impl_name() const override { return impl_; }
   int inplace_input() const override { return inplace_; }
   // Streamed (issue #16): a first-layer input is read into a window of the planes one slab
@@ -513,17 +523,18 @@ class ConvChainKernel final : public Kernel {
       bool fits = true;
       for (const auto& p : l.parts) c += p.cin, fits = fits && p.winograd_fits;
       std::vector<PostOp> post;
-      if (!fits || !joined_post_ops(l, post) ||
-          winograd::choose_conv_algo(c, l.m, d_ * h_ * w_) != winograd::ConvAlgo::Winograd)
+      if (!fits || !joined_post_ops(l, post) || winograd::choose_conv_algo(c, l.m) != winograd::ConvAlgo::Winograd)
         continue;
-      // The parts' weights side by side along the input channels, their biases added.
-      std::vector<float> w(static_cast<std::size_t>(l.m * c * 27)), b(static_cast<std::size_t>(l.m), 0.0f);
+      // The parts' weights side by side along the input channels (accounted: a layer's whole
+      // weights, held while its Winograd weights are derived), their biases added.
+      AccountedArray<float> w(static_cast<std::size_t>(l.m * c * 27), MemCategory::Weights);
+      std::vector<float> b(static_cast<std::size_t>(l.m), 0.0f);
       bool has_bias = false;
       std::int64_t c0 = 0;
       for (const auto& p : l.parts) {
         const float* pw = p.w->data<float>();
         for (std::int64_t oc = 0; oc < l.m; ++oc)
-          std::copy(pw + oc * p.cin * 27, pw + (oc + 1) * p.cin * 27, w.begin() + (oc * c + c0) * 27);
+          std::copy(pw + oc * p.cin * 27, pw + (oc + 1) * p.cin * 27, w.data() + (oc * c + c0) * 27);
         if (p.has_bias)
           for (std::int64_t oc = 0; oc < l.m; ++oc) b[static_cast<std::size_t>(oc)] += p.b->data<float>()[oc];
         has_bias = has_bias || p.has_bias;
@@ -537,6 +548,8 @@ class ConvChainKernel final : public Kernel {
                                     static_cast<int>(w_)};
       l.wg = std::make_unique<winograd::WinogradConv3d>(s, w.data(), has_bias ? b.data() : nullptr, std::move(post));
       packed_bytes_ += l.wg->packed_bytes();
+      derived_bytes_ = std::max<std::int64_t>(
+          derived_bytes_, l.wg->derived_bytes() + static_cast<std::int64_t>(w.size() * sizeof(float)));
       prim_scratch_ = std::max(prim_scratch_, l.wg->scratch_bytes(wg_threads_));
       if (wg_impl_.empty()) wg_impl_ = l.wg->impl_name();
     }
@@ -744,6 +757,7 @@ class ConvChainKernel final : public Kernel {
   std::size_t bf16_stage_ = 0, bf16_stage_off_ = 0;      // a part's input planes in bf16
   std::int64_t in_planes_ = 0, out_planes_ = 0;  // most planes one slab reads of the input, writes of the output
   std::int64_t packed_bytes_ = 0;
+  std::int64_t derived_bytes_ = 0;  // a Winograd layer's joined and transformed weights while it packs
   int inplace_ = -1;
   int wg_threads_ = 1;  // the Winograd parts' scratch is sized for this many workers
   std::string impl_, wg_impl_;

@@ -2,6 +2,7 @@
 // when a PackCache is active (kernels/pack_cache.h), a buffer packed earlier from the same bytes
 // into the same layout — by another plan of the model — is shared instead of packed again.
 #include <cstring>
+#include <functional>
 #include <mutex>
 
 #include "io/sha256.h"
@@ -41,13 +42,13 @@ class PackedWeightsCache final : public PackCache {
   std::vector<Entry> entries_;
 };
 
-std::shared_ptr<Buffer> pack_new(const Tensor& plain, const memory::desc& plain_md, const memory::desc& md) {
+std::shared_ptr<Buffer> pack_new(const void* plain, const memory::desc& plain_md, const memory::desc& md) {
   auto buf = std::make_shared<Buffer>(md.get_size(), MemCategory::Weights);
   memory dst(md, engine(), buf->data());
   if (md == plain_md) {
-    std::memcpy(buf->data(), plain.raw(), md.get_size());
+    std::memcpy(buf->data(), plain, md.get_size());
   } else {
-    memory src(plain_md, engine(), plain.raw());
+    memory src(plain_md, engine(), const_cast<void*>(plain));
     dnnl::reorder(src, dst).execute(stream(), src, dst);
     stream().wait();
   }
@@ -62,11 +63,19 @@ std::shared_ptr<PackCache> make_packed_weights_cache() {
 
 memory pack_constant(const Tensor& plain, const memory::desc& plain_md, const memory::desc& md,
                      std::vector<std::shared_ptr<Buffer>>& owned, std::int64_t& packed_bytes) {
+  return pack_derived(
+      std::span<const std::byte>(static_cast<const std::byte*>(plain.raw()), plain.nbytes()), plain_md, md,
+      [&](const std::function<void(const void*)>& pack) { pack(plain.raw()); }, owned, packed_bytes);
+}
+
+memory pack_derived(std::span<const std::byte> source, const memory::desc& plain_md, const memory::desc& md,
+                    const std::function<void(const std::function<void(const void*)>&)>& derive,
+                    std::vector<std::shared_ptr<Buffer>>& owned, std::int64_t& packed_bytes) {
   auto* cache = dynamic_cast<PackedWeightsCache*>(active_pack_cache());
   std::string digest;
   std::shared_ptr<Buffer> buf;
   if (cache != nullptr) {
-    digest = io::sha256_hex(std::span<const std::byte>(static_cast<const std::byte*>(plain.raw()), plain.nbytes()));
+    digest = io::sha256_hex(source);
     buf = cache->find(digest, plain_md, md);
   }
   if (cache != nullptr && cache->dry) {
@@ -75,7 +84,7 @@ memory pack_constant(const Tensor& plain, const memory::desc& plain_md, const me
     return memory(md, engine(), DNNL_MEMORY_NONE);
   }
   if (!buf) {
-    buf = pack_new(plain, plain_md, md);
+    derive([&](const void* plain) { buf = pack_new(plain, plain_md, md); });
     if (cache != nullptr) cache->insert(std::move(digest), plain_md, md, buf);
   }
   // The plan counts what it holds, shared or not: its figures do not depend on other plans.

@@ -38,20 +38,12 @@ double lg(double v) {
 }  // namespace
 
 ConvAlgoMode conv_algo_mode() {
-  // Unset means direct for now. Auto packs Winograd's transformed weights (~2.4x the direct
-  // ones) for the layers it picks, and it picks by volume (deep layers only once their planes are
-  // large), so a plan's packed weights grow with the volume: measured with auto on the full-size
-  // twins (2026-12-06), the registry's line of fixed + per-voxel bytes came out 6-74 % steeper per
-  // voxel for 13 of 21 networks (HD-BET 301 -> 476 B/voxel: its plan 129.6 MiB at 64x64x32, 166.6 at
-  // 64^3, 238.9 with every layer on Winograd; its activations unchanged), and the reduced twins'
-  // held-out prediction failed (measured above the line). The way there: the table counts the
-  // weights of every layer auto may pick (a line that stays above every volume's plan), or the
-  // plan picks per layer within the budget; until then auto is asked for.
+  // Unset means direct for now: what auto still lacks is listed in choice.h.
   const char* e = std::getenv("QSM_CONV_ALGO");
   if (e == nullptr || *e == '\0' || std::string(e) == "direct") return ConvAlgoMode::Direct;
   if (std::string(e) == "auto") return ConvAlgoMode::Auto;
   if (std::string(e) == "winograd") return ConvAlgoMode::Winograd;
-  throw Error(ErrorKind::InvalidInput, std::string("QSM_CONV_ALGO='") + e + "': expected direct, winograd or auto");
+  throw Error(ErrorKind::InvalidInput, std::string("QSM_CONV_ALGO='") + e + "': expected direct, auto or winograd");
 }
 
 double predicted_winograd_ratio(std::int64_t c, std::int64_t m, std::int64_t voxels) {
@@ -67,7 +59,7 @@ double predicted_winograd_ratio(std::int64_t c, std::int64_t m, std::int64_t vox
   return ratio;
 }
 
-ConvAlgo choose_conv_algo(std::int64_t c, std::int64_t m, std::int64_t voxels, ConvAlgoMode mode) {
+ConvAlgo choose_conv_algo(std::int64_t c, std::int64_t m, ConvAlgoMode mode) {
   if (mode == ConvAlgoMode::Direct) return ConvAlgo::Direct;
   if (mode == ConvAlgoMode::Winograd) return ConvAlgo::Winograd;
   // The table holds AVX-512 measurements: at a lower ISA (or ONEDNN_MAX_CPU_ISA capping it),
@@ -75,11 +67,15 @@ ConvAlgo choose_conv_algo(std::int64_t c, std::int64_t m, std::int64_t voxels, C
   const auto isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
   const auto avx512 = static_cast<unsigned>(dnnl::cpu_isa::avx512_core);
   if ((isa & avx512) != avx512) return ConvAlgo::Direct;
-  return predicted_winograd_ratio(c, m, voxels) <= kWinogradMaxRatio ? ConvAlgo::Winograd : ConvAlgo::Direct;
+  if (std::max(c, m) > kAutoMaxChannels) return ConvAlgo::Direct;
+  const double side = kAutoReferenceSide;
+  return predicted_winograd_ratio(c, m, static_cast<std::int64_t>(side * side * side)) <= kWinogradMaxRatio
+             ? ConvAlgo::Winograd
+             : ConvAlgo::Direct;
 }
 
-ConvAlgo choose_conv_algo(std::int64_t c, std::int64_t m, std::int64_t voxels) {
-  return choose_conv_algo(c, m, voxels, conv_algo_mode());
+ConvAlgo choose_conv_algo(std::int64_t c, std::int64_t m) {
+  return choose_conv_algo(c, m, conv_algo_mode());
 }
 
 std::string to_string(ConvAlgo a) {

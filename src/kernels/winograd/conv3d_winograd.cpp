@@ -8,7 +8,9 @@
 //   2. M[p] = V[p] · U[p] for each p: 64 products [tb × c] · [c × m], one batched matmul;
 //   3. y = Aᵀ M A + bias, the post-ops, stored (transforms.cpp).
 // U[p] = G g Gᵀ (nested likewise) is computed once at construction, in double, and packed into
-// the matmul's preferred layout (category Weights): 64/27 = 2.4× the weights' bytes.
+// the matmul's preferred layout (category Weights): 64/27 = 2.4× the weights' bytes. Packed
+// through the model's pack cache, as direct convs' weights are: not at all in a dry build (a
+// budget check), once for all plans of a model.
 //
 // Why oneDNN's matmul for step 2 rather than our own intrinsics: it is already the engine's
 // dependency, it picks its brgemm kernels for AVX2, AVX-512 or AMX at run time from the CPU it
@@ -23,6 +25,7 @@
 #include "kernels/winograd/conv3d_winograd.h"
 
 #include <algorithm>
+#include <functional>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <string>
 #include <unordered_map>
@@ -96,7 +99,11 @@ struct WinogradConv3d::Impl {
   std::vector<float> bias;  // [m] padded with zeros to whole chunks: a per-channel table
   std::vector<graph::PostOp> post;
   TransformFns fns{};
-  AccountedArray<std::byte> packed;  // U in the matmul's weights layout
+  // U in the matmul's weights layout, packed through the model's pack cache (shared by plans of
+  // other shapes; counted, not packed, in a dry build for a budget check).
+  std::vector<std::shared_ptr<Buffer>> owned;
+  std::int64_t packed_bytes = 0;
+  memory wei_mem;
   memory::desc src_md, wei_md, dst_md;
   dnnl::matmul prim;
   std::size_t mm_scratch = 0;
@@ -105,15 +112,16 @@ struct WinogradConv3d::Impl {
   std::size_t v_bytes() const { return round64(static_cast<std::size_t>(kPoints) * tb * s.c * sizeof(float)); }
   std::size_t m_bytes() const { return round64(static_cast<std::size_t>(kPoints) * tb * s.m * sizeof(float)); }
   std::size_t worker_bytes() const { return v_bytes() + m_bytes() + round64(mm_scratch); }
-  void make_matmul(const AccountedArray<float>& u);
+  void make_matmul(const float* weights);
   void run_worker(const TileGrid& g, std::span<const WinogradConv3d::Input> xs, std::int64_t job0, std::int64_t job1,
                   const float* add, float* y, std::byte* scratch) const;
   void run_grid(const TileGrid& g, int items, std::span<const WinogradConv3d::Input> xs, const float* add, float* y,
                 std::byte* scratch, std::size_t scratch_size, int threads) const;
 };
 
-/// The batched matmul [64, tb, c] · [64, c, m] → [64, tb, m], its weights packed from u.
-void WinogradConv3d::Impl::make_matmul(const AccountedArray<float>& u) {
+/// The batched matmul [64, tb, c] · [64, c, m] → [64, tb, m], its weights U packed from the
+/// transform of `weights` [m][c][3][3][3] (the plain U lives only while it is packed).
+void WinogradConv3d::Impl::make_matmul(const float* weights) {
   using dt = memory::data_type;
   using tag = memory::format_tag;
   auto& eng = onednn::engine();
@@ -127,12 +135,11 @@ void WinogradConv3d::Impl::make_matmul(const AccountedArray<float>& u) {
   prim = dnnl::matmul(pd);
   mm_scratch = pd.scratchpad_desc().get_size();
   wei_md = pd.weights_desc();
-  packed = AccountedArray<std::byte>(wei_md.get_size(), MemCategory::Weights);
-  memory from(wei_plain, eng, const_cast<float*>(u.data()));
-  memory to(wei_md, eng, packed.data());
-  dnnl::stream st(eng);
-  dnnl::reorder(from, to).execute(st, from, to);
-  st.wait();
+  const std::span<const float> source(weights, static_cast<std::size_t>(s.m) * s.c * 27);
+  wei_mem = onednn::pack_derived(
+      std::as_bytes(source), wei_plain, wei_md,
+      [&](const std::function<void(const void*)>& pack) { pack(transform_weights(s, weights).data()); }, owned,
+      packed_bytes);
   impl = std::string("qsm:winograd_f2_3d(") + fns.isa + ")+" + pd.impl_info_str();
 }
 
@@ -153,7 +160,7 @@ WinogradConv3d::WinogradConv3d(const Conv3dShape& s, const float* weights, const
   const auto isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
   const auto avx512 = static_cast<unsigned>(dnnl::cpu_isa::avx512_core);
   p.fns = transforms_for_cpu((isa & avx512) == avx512);
-  p.make_matmul(transform_weights(s, weights));  // the plain U is freed on return
+  p.make_matmul(weights);
 }
 
 WinogradConv3d::~WinogradConv3d() = default;
@@ -162,7 +169,10 @@ std::size_t WinogradConv3d::scratch_bytes(int threads) const {
   return impl_->worker_bytes() * static_cast<std::size_t>(std::max(1, threads));
 }
 std::int64_t WinogradConv3d::packed_bytes() const {
-  return static_cast<std::int64_t>(impl_->packed.size());
+  return impl_->packed_bytes;
+}
+std::int64_t WinogradConv3d::derived_bytes() const {
+  return static_cast<std::int64_t>(kPoints) * impl_->s.c * impl_->s.m * static_cast<std::int64_t>(sizeof(float));
 }
 int WinogradConv3d::tile_block() const {
   return impl_->tb;
@@ -179,9 +189,8 @@ void WinogradConv3d::Impl::run_worker(const TileGrid& g, std::span<const Winogra
   dnnl::stream st(eng);
   float* v = reinterpret_cast<float*>(scratch);
   float* mres = reinterpret_cast<float*>(scratch + v_bytes());
-  std::unordered_map<int, memory> args{{DNNL_ARG_SRC, memory(src_md, eng, v)},
-                                       {DNNL_ARG_WEIGHTS, memory(wei_md, eng, const_cast<std::byte*>(packed.data()))},
-                                       {DNNL_ARG_DST, memory(dst_md, eng, mres)}};
+  std::unordered_map<int, memory> args{
+      {DNNL_ARG_SRC, memory(src_md, eng, v)}, {DNNL_ARG_WEIGHTS, wei_mem}, {DNNL_ARG_DST, memory(dst_md, eng, mres)}};
   if (mm_scratch > 0) {
     const memory::desc smd({static_cast<memory::dim>(mm_scratch)}, memory::data_type::u8, memory::format_tag::a);
     args.emplace(DNNL_ARG_SCRATCHPAD, memory(smd, eng, scratch + v_bytes() + m_bytes()));

@@ -51,6 +51,8 @@ class WinogradConv3d {
   std::size_t scratch_bytes(int threads) const;
   /// Bytes of the transformed weights (accounted as Weights).
   std::int64_t packed_bytes() const;
+  /// Bytes of the plain transformed weights, held while they are packed (at construction).
+  std::int64_t derived_bytes() const;
   /// Tiles per block.
   int tile_block() const;
   /// "qsm:winograd_f2_3d+<the matmul's implementation>".
