@@ -2,11 +2,10 @@
 // ONNX Runtime within 1e-5 × output range, at the twin's two test input shapes, through both
 // backends.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstdio>
-#include <unistd.h>
-
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -27,7 +26,9 @@ struct Case {
   qsmcore::Backend backend = qsmcore::Backend::Reference;
 };
 
-void PrintTo(const Case& c, std::ostream* os) { *os << c.file << " shape#" << c.shape_index << " " << qsmcore::to_string(c.backend); }
+void PrintTo(const Case& c, std::ostream* os) {
+  *os << c.file << " shape#" << c.shape_index << " " << qsmcore::to_string(c.backend);
+}
 
 std::string sanitize(std::string s) {
   for (char& ch : s)
@@ -100,8 +101,11 @@ TEST_P(TwinParity, MatchesOnnxRuntime) {
   o.backend = c.backend;
   o.threads = 2;
   o.split_concat_convs = !qsmtest::is_threshold_graph(c.file);
+  o.profile_steps = true;  // which kernels ran: Winograd rounds its sums differently (below)
   qsmcore::OnnxModel m = qsmcore::OnnxModel::load(model, o);
   auto out = m.run(inputs);
+  bool winograd = false;
+  for (const auto& st : m.last_profile()) winograd = winograd || st.impl.find("winograd") != std::string::npos;
   // A threshold graph (qsmtest::expect_threshold_graph_match says why) is held to the share of
   // voxels that match; concat splitting, which reorders sums, is off for it.
   const bool threshold_graph = qsmtest::is_threshold_graph(c.file);
@@ -117,8 +121,10 @@ TEST_P(TwinParity, MatchesOnnxRuntime) {
     // they sum in another order than its blocked ones and ONNX Runtime: on shape #1's seeded
     // input 3 of the 38 masks' 1.8 M voxels flip (conv values of -2.2e-6 … 6.4e-7 against
     // 12), and 60 % of the output matches to 1e-5 × range (max 1.0 %). Blocked or AVX-512: 90 %.
+    // The native Winograd F(2³, 3³) (the default's choice on AVX-512 for 16–128 channels) sums
+    // through its transforms, 1e-7–1e-6 from a direct sum: measured on shape #1 60 % (max 1.0 %).
     const bool reordered_sums =
-        c.backend == qsmcore::Backend::OneDnn && qsmcore::kernels::onednn::channels_last_asked();
+        c.backend == qsmcore::Backend::OneDnn && (qsmcore::kernels::onednn::channels_last_asked() || winograd);
     const double frac = qsmtest::expect_threshold_graph_match(got, expected, c.id + " against ONNX Runtime",
                                                               reordered_sums ? 0.5 : 0.9);
     std::printf("[ threshold graph ] %s: %.2f %% of voxels within 1e-5 x range, max|D|/range %.3g\n", c.file.c_str(),
