@@ -10,6 +10,13 @@
 namespace qsmcore {
 namespace {
 
+/// v = max(v, x) for a figure written by runs and read by reports on other threads.
+void raise_to(std::atomic<std::uint64_t>& v, std::uint64_t x) {
+  std::uint64_t cur = v.load();
+  while (cur < x && !v.compare_exchange_weak(cur, x)) {
+  }
+}
+
 using residency::TransferDirection;
 using Clock = std::chrono::steady_clock;
 
@@ -332,7 +339,7 @@ void ResidencyExecutor::ensure_device(int u, const std::set<std::string>& window
       // Direct: read into a staging buffer, pack, drop it. No host copy exists.
       auto staging = std::make_shared<std::vector<Tensor>>();
       for (const auto& k : unit.leaves) staging->push_back(reader_.read(k));
-      peak_staging_bytes_ = std::max(peak_staging_bytes_, unit.host_bytes);
+      raise_to(peak_staging_bytes_, unit.host_bytes);
       leaves = std::move(staging);
       dir = TransferDirection::DiskToDevice;
     }
@@ -362,7 +369,7 @@ void ResidencyExecutor::ensure_device(int u, const std::set<std::string>& window
   device_[static_cast<std::size_t>(u)] = std::move(copy);
   std::uint64_t resident = 0;
   for (const auto& d : device_) resident += d ? 1 : 0;
-  peak_device_units_ = std::max(peak_device_units_, resident);
+  raise_to(peak_device_units_, resident);
 }
 
 void ResidencyExecutor::begin_forward() {
@@ -487,9 +494,9 @@ std::string ResidencyExecutor::report_json(int indent) const {
   j["static_device_bytes"] = static_bytes_;
   j["largest_device_window_bytes"] = max_window_bytes_;
   j["host_required_bytes"] = max_host_window_bytes_;
-  j["peak_device_units"] = peak_device_units_;
-  j["peak_staging_bytes"] = peak_staging_bytes_;
-  j["forwards"] = forwards_;
+  j["peak_device_units"] = peak_device_units_.load();
+  j["peak_staging_bytes"] = peak_staging_bytes_.load();
+  j["forwards"] = forwards_.load();
   nlohmann::json units = nlohmann::json::array();
   // Per unit (UnitResidencyReport, residency.md §8): planned placement and the current state of
   // its copies in each tier.

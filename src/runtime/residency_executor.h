@@ -96,8 +96,9 @@ class ResidencyExecutor : public UnitProvider {
   mutable std::mutex report_mu_;
   residency::OffloadReport report_;
   residency::DenseStreamCounters dense_;
-  std::uint64_t peak_device_units_ = 0, peak_staging_bytes_ = 0;
-  std::uint64_t forwards_ = 0;
+  // Written by the runs, read by reports from any thread (report_json beside a run): atomics.
+  std::atomic<std::uint64_t> peak_device_units_{0}, peak_staging_bytes_{0};
+  std::atomic<std::uint64_t> forwards_{0};
 };
 
 }  // namespace qsmcore
