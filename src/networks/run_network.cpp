@@ -1,5 +1,6 @@
 // run_network: one table of the wrappers — what each network needs and the function that runs it —
 // beside the registry (networks.h); validation and the whole-volume-then-tiles fallback.
+#include <optional>
 #include <span>
 #include <string_view>
 
@@ -117,41 +118,70 @@ std::vector<std::string> wrapped_network_ids() {
   return ids;
 }
 
+namespace {
+
+// One run of the wrapper with these options. A budget refusal that names a tile which would fit
+// (Context::refuse) leaves that tile in `named` before it propagates.
+NetworkRun run_once(const Wrapper& wrapper, const ModelSpec& spec, const std::vector<std::string>& model_paths,
+                    const NetworkInputs& in, const NetworkOptions& opts, std::optional<TileRequest>& named) {
+  NetworkRun run;
+  networks::Context c(spec, model_paths, in, opts, run);
+  try {
+    wrapper.run(c);
+    c.finish();
+    c.progress(1.0, "done");
+    return run;
+  } catch (const networks::PredictionMade&) {
+    c.finish();  // predict_only: the plans are built, the peak predicted, nothing run
+    return run;
+  } catch (const Error& e) {
+    if (e.kind() == ErrorKind::OutOfBudget) named = c.fitting_tile();
+    throw;
+  }
+}
+
+bool smaller(const TileRequest& a, const TileRequest& b) {
+  return a.core[0] < b.core[0] && a.core[1] <= b.core[1] && a.core[2] <= b.core[2];
+}
+
+}  // namespace
+
 NetworkRun run_network(const ModelSpec& spec, const std::vector<std::string>& model_paths, const NetworkInputs& in,
                        const NetworkOptions& opts) {
-  using namespace networks;
   const Wrapper& wrapper = wrapper_of(spec);  // unknown ids first
-  validate_inputs(spec, in);
-  NetworkRun run;
+  networks::validate_inputs(spec, in);
   std::optional<TileRequest> tile;
-  {
-    Context c(spec, model_paths, in, opts, run);
+  try {
+    return run_once(wrapper, spec, model_paths, in, opts, tile);
+  } catch (const Error& e) {
+    // Whole-volume first, spilled if need be; tiles (approximate) only when asked for, or
+    // when even the spilled whole volume cannot fit and a tile can.
+    if (e.kind() != ErrorKind::OutOfBudget || opts.tile || !opts.auto_tile || !tile) throw;
+  }
+  // The tile a refusal names is sized from the refused run's per-voxel cost; a smaller patch's
+  // plan may cost more a voxel than that (fixed scratch: QSMnet's 48³ patch under Winograd came
+  // 0.55 MB over a budget its 96×96×64 volume named it for). Its own refusal then names a smaller
+  // tile, which auto-tiling takes in turn, until one runs or none is named.
+  NetworkOptions tiled = opts;
+  for (;;) {
+    tiled.tile = tile;
+    std::optional<TileRequest> named;
     try {
-      wrapper.run(c);
-      c.finish();
-      c.progress(1.0, "done");
-      return run;
-    } catch (const PredictionMade&) {
-      c.finish();  // predict_only: the plans are built, the peak predicted, nothing run
-      return run;
+      NetworkRun r = run_once(wrapper, spec, model_paths, in, tiled, named);
+      // With spilling off (--no-spill) the whole volume was only tried in memory.
+      const std::string why = opts.model.spill_activations ? " even with its activations spilled to disk"
+                                                           : " with its activations in memory (spilling is off)";
+      r.warnings.insert(r.warnings.begin(),
+                        std::string(spec.id) + ": the whole volume does not fit the budget" + why +
+                            "; ran as tiles of core " + std::to_string(tile->core[0]) + "\u00b3, halo " +
+                            std::to_string(tile->halo) +
+                            " (approximate near tile edges; raise the budget for the exact result)");
+      return r;
     } catch (const Error& e) {
-      // Whole-volume first, spilled if need be; tiles (approximate) only when asked for, or
-      // when even the spilled whole volume cannot fit and a tile can.
-      if (e.kind() != ErrorKind::OutOfBudget || opts.tile || !opts.auto_tile || !c.fitting_tile()) throw;
-      tile = c.fitting_tile();
+      if (e.kind() != ErrorKind::OutOfBudget || !named || !smaller(*named, *tile)) throw;
+      tile = named;
     }
   }
-  NetworkOptions tiled = opts;
-  tiled.tile = tile;
-  NetworkRun r = run_network(spec, model_paths, in, tiled);
-  // With spilling off (--no-spill) the whole volume was only tried in memory.
-  const std::string why = opts.model.spill_activations ? " even with its activations spilled to disk"
-                                                       : " with its activations in memory (spilling is off)";
-  r.warnings.insert(r.warnings.begin(), std::string(spec.id) + ": the whole volume does not fit the budget" + why +
-                                            "; ran as tiles of core " + std::to_string(tile->core[0]) +
-                                            "\u00b3, halo " + std::to_string(tile->halo) +
-                                            " (approximate near tile edges; raise the budget for the exact result)");
-  return r;
 }
 
 }  // namespace qsmcore

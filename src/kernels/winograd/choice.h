@@ -7,8 +7,9 @@
 // derives while packing, and chain slabs stay on even planes so a budget's finer slabs give the
 // same bits. What the whole suite run with auto (2026-12-07) still failed: the tests of the
 // registry's memory table (measured with direct plans: the tiled runs' host estimates, native
-// and Python, under-predict by ~2 %) and SpillBudgetTiles (QSMnet's twin under streamed weights
-// refused at half its peak naming a 32³ patch that fits; not yet traced).
+// and Python, under-predict by ~2 %). (SpillBudgetTiles failed too: a tile named from the whole
+// volume's per-voxel cost did not fit, Winograd's scratch costing a small patch more a voxel;
+// auto-tiling now takes the smaller tile that tile's refusal names, run_network.cpp.)
 //
 // Why the choice looks at the channels only, not at the volume: Winograd packs transformed
 // weights, 64/27 = 2.4x the direct ones, for each layer it takes. A choice by volume took deep
