@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <cmath>
 #include <optional>
+#include <span>
+#include <vector>
 
 #include "networks/resample.h"
 #include "networks/topology.h"
@@ -195,31 +197,141 @@ constexpr int kTopology2[] = {0,  4,  4,  4,  4,  5,  5,  6,  7,  8,  9,  1,  2,
 constexpr int kLeftRight[][2] = {{2, 41},  {3, 42},  {4, 43},  {5, 44},  {7, 46},  {8, 47},  {10, 49},
                                  {11, 50}, {12, 51}, {13, 52}, {17, 53}, {18, 54}, {26, 58}, {28, 60}};
 
+// SynthSeg's grid: the input's, or 1 mm when its voxels are off 1 ± 0.05 mm (resampled
+// linearly, factor = voxel/1 mm, ceil(n·factor) voxels, first blurred with σ = 0.25/factor voxels
+// along axes that shrink; the labels come back nearest: resample.h maps keep both grids on the
+// same field of view), and the RAS order of its axes.
+struct SynthsegGrid {
+  bool resampled = false;
+  Dims3 dims{};  // the 1 mm grid's (the input's when not resampled)
+  GridMap to_1mm, back;
+  Vec3 sigma{0, 0, 0};
+  Geometry geom;
+  Orientation o;
+  Dims3 rd{};  // dims in RAS order
+};
+
+SynthsegGrid synthseg_grid(const Volume& mag) {
+  SynthsegGrid g;
+  const Vec3& vs = mag.voxel_mm();
+  g.resampled = std::any_of(vs.begin(), vs.end(), [](double v) { return std::abs(v - 1.0) > 0.05; });
+  g.dims = mag.dims();
+  if (g.resampled)
+    for (std::size_t a = 0; a < 3; ++a) {
+      const double f = vs[a];
+      g.dims[a] = static_cast<std::int64_t>(std::ceil(static_cast<double>(g.dims[a]) * f));
+      g.to_1mm[a] = {1.0 / f, 0.5 / f - 0.5};
+      g.back[a] = {f, 0.5 * f - 0.5};
+      if (f < 1.0) g.sigma[a] = 0.25 / f;
+    }
+  g.geom = g.resampled ? mapped_geometry(mag.geometry(), g.to_1mm) : mag.geometry();
+  g.o = orientation(g.geom.affine);
+  for (int a = 0; a < 3; ++a) g.rd[static_cast<std::size_t>(g.o.ras_of_axis[static_cast<std::size_t>(a)])] = g.dims[a];
+  return g;
+}
+
+// The network's input: the echoes' RSS on the grid, in RAS order, clipped to its 0.5–99.5
+// percentiles and rescaled to [0, 1].
+Volume synthseg_intensities(const Volume& mag, const SynthsegGrid& g) {
+  Volume img = rss_frames(mag);
+  if (g.resampled) {
+    img = gaussian_blur(img, g.sigma);
+    img = resample(img, g.dims, g.to_1mm, {Interp::Linear, Interp::Linear, Interp::Linear});
+  }
+  Volume ras = Volume::zeros(g.rd, g.geom);
+  for (std::int64_t k = 0; k < g.dims[2]; ++k)
+    for (std::int64_t j = 0; j < g.dims[1]; ++j)
+      for (std::int64_t i = 0; i < g.dims[0]; ++i) {
+        const auto r = to_ras(g.o, g.dims, i, j, k);
+        ras.at(r[0], r[1], r[2]) = img.at(i, j, k);
+      }
+  std::vector<double> sorted(ras.values().begin(), ras.values().end());
+  std::sort(sorted.begin(), sorted.end());
+  const double lo = percentile(sorted, 0.5), hi = percentile(sorted, 99.5);
+  for (double& v : ras.values()) v = hi > lo ? (std::clamp(v, lo, hi) - lo) / (hi - lo) : 0.0;
+  return ras;
+}
+
+// Channel index of each label's mirror (itself for midline structures); every channel its own
+// when the label list is unknown.
+std::vector<std::int64_t> mirror_channels(std::span<const int> labels, std::int64_t L) {
+  std::vector<std::int64_t> mirror(static_cast<std::size_t>(L));
+  for (std::int64_t l = 0; l < L; ++l) mirror[static_cast<std::size_t>(l)] = l;
+  for (const auto& lr : kLeftRight) {
+    auto a = std::find(labels.begin(), labels.end(), lr[0]), b = std::find(labels.begin(), labels.end(), lr[1]);
+    if (a != labels.end() && b != labels.end()) {
+      mirror[static_cast<std::size_t>(a - labels.begin())] = b - labels.begin();
+      mirror[static_cast<std::size_t>(b - labels.begin())] = a - labels.begin();
+    }
+  }
+  return mirror;
+}
+
+// Adds one pass's channel-last output (frame `frame` of RAS volume rd), divided by `passes`, to
+// the posteriors' frames; the flipped pass (along RAS axis 0) into each label's mirror.
+void add_posteriors(const float* p, const Box& frame, std::int64_t L, bool flipped,
+                    const std::vector<std::int64_t>& mirror, int passes, Volume& post) {
+  const Dims3& rd = post.dims();
+  for (std::int64_t k = 0; k < rd[2]; ++k)
+    for (std::int64_t j = 0; j < rd[1]; ++j)
+      for (std::int64_t i = 0; i < rd[0]; ++i) {
+        std::int64_t fi = i - frame.origin[0];
+        const std::int64_t fj = j - frame.origin[1], fk = k - frame.origin[2];
+        if (flipped) fi = frame.size[0] - 1 - fi;
+        const float* q = p + ((fi * frame.size[1] + fj) * frame.size[2] + fk) * L;
+        for (std::int64_t l = 0; l < L; ++l) {
+          const std::int64_t dst = flipped ? mirror[static_cast<std::size_t>(l)] : l;
+          post.at(i, j, k, dst) += q[l] / passes;
+        }
+      }
+}
+
+// Blurs each posterior: σ 0.5 voxel, 3 taps, zero padding, one axis after another.
+void blur_posteriors(Volume& post, std::int64_t L) {
+  const Dims3& rd = post.dims();
+  const double e = std::exp(-1.0 / (2.0 * 0.25));
+  const double w0 = 1.0 / (1.0 + 2.0 * e), w1 = e / (1.0 + 2.0 * e);
+  Volume tmp = Volume::zeros(rd, post.geometry());
+  for (std::int64_t l = 0; l < L; ++l)
+    for (int a = 0; a < 3; ++a) {
+      for (std::int64_t k = 0; k < rd[2]; ++k)
+        for (std::int64_t j = 0; j < rd[1]; ++j)
+          for (std::int64_t i = 0; i < rd[0]; ++i) {
+            std::int64_t q[3] = {i, j, k};
+            double s = w0 * post.at(i, j, k, l);
+            for (int dlt : {-1, 1}) {
+              q[a] += dlt;
+              if (q[a] >= 0 && q[a] < rd[a]) s += w1 * post.at(q[0], q[1], q[2], l);
+              q[a] -= dlt;
+            }
+            tmp.at(i, j, k) = s;
+          }
+      std::copy(tmp.values().begin(), tmp.values().end(), post.frame(l).begin());
+    }
+}
+
+// Each voxel of the grid: the label of its largest posterior (the channel index without a list).
+Volume argmax_labels(const Volume& post, const SynthsegGrid& g, std::span<const int> labels, std::int64_t L) {
+  Volume out = Volume::zeros(g.dims, g.geom);
+  for (std::int64_t k = 0; k < g.dims[2]; ++k)
+    for (std::int64_t j = 0; j < g.dims[1]; ++j)
+      for (std::int64_t i = 0; i < g.dims[0]; ++i) {
+        const auto r = to_ras(g.o, g.dims, i, j, k);
+        std::int64_t best = 0;
+        for (std::int64_t l = 1; l < L; ++l)
+          if (post.at(r[0], r[1], r[2], l) > post.at(r[0], r[1], r[2], best)) best = l;
+        out.at(i, j, k) = labels.empty() ? static_cast<double>(best) : labels[static_cast<std::size_t>(best)];
+      }
+  return out;
+}
+
 }  // namespace
 
 void run_synthseg(Context& c) {
   const Volume& mag = *c.in.magnitude;
-  // (1) Off 1 ± 0.05 mm voxels, resample to 1 mm: linear, factor = voxel/1 mm, ceil(n·factor)
-  // voxels, first blurred with σ = 0.25/factor voxels along axes that shrink (factor < 1). The
-  // labels come back nearest (resample.h maps keep both grids on the same field of view).
-  const Vec3& vs = mag.voxel_mm();
-  const bool resampled = std::any_of(vs.begin(), vs.end(), [](double v) { return std::abs(v - 1.0) > 0.05; });
-  Dims3 dims = mag.dims();
-  GridMap to_1mm, back;
-  Vec3 sigma{0, 0, 0};
-  if (resampled)
-    for (std::size_t a = 0; a < 3; ++a) {
-      const double f = vs[a];
-      dims[a] = static_cast<std::int64_t>(std::ceil(static_cast<double>(dims[a]) * f));
-      to_1mm[a] = {1.0 / f, 0.5 / f - 0.5};
-      back[a] = {f, 0.5 * f - 0.5};
-      if (f < 1.0) sigma[a] = 0.25 / f;
-    }
-  const Geometry geom = resampled ? mapped_geometry(mag.geometry(), to_1mm) : mag.geometry();
-  const std::int64_t V = dims[0] * dims[1] * dims[2];
-  const Orientation o = orientation(geom.affine);
-  Dims3 rd{};
-  for (int a = 0; a < 3; ++a) rd[static_cast<std::size_t>(o.ras_of_axis[static_cast<std::size_t>(a)])] = dims[a];
+  const SynthsegGrid g = synthseg_grid(mag);
+  const Dims3& rd = g.rd;
+  const std::int64_t V = g.dims[0] * g.dims[1] * g.dims[2];
   const Box frame = tiling::pad_frame(rd, {1, 1, 1}, tiling::PadRule::CentredFloor, input_shape(c, rd));
   const Shape in_shape{1, frame.size[0], frame.size[1], frame.size[2], 1};
   c.load(c.pool());
@@ -230,49 +342,21 @@ void run_synthseg(Context& c) {
   const std::int64_t F = frame.voxels();
   Context::Reservation res;
   res.shapes = {{in_shape}};
-  res.wrapper_fixed = 4 * std::max(V, mag.voxels()) * 8 + (resampled ? 3 * (V + mag.voxels()) * 8 : 0) + F * 4 +
+  res.wrapper_fixed = 4 * std::max(V, mag.voxels()) * 8 + (g.resampled ? 3 * (V + mag.voxels()) * 8 : 0) + F * 4 +
                       2 * L * F * 4 + L * rd[0] * rd[1] * rd[2] * 8 + 5 * rd[0] * rd[1] * rd[2] + 16384;
   c.reserve(res);
   c.stage("prepare");
-  // RAS volume, clipped to the 0.5–99.5 percentiles and rescaled to [0, 1].
-  Volume img = rss_frames(mag);
-  if (resampled) {
-    img = gaussian_blur(img, sigma);
-    img = resample(img, dims, to_1mm, {Interp::Linear, Interp::Linear, Interp::Linear});
-  }
-  Volume ras = Volume::zeros(rd, geom);
-  for (std::int64_t k = 0; k < dims[2]; ++k)
-    for (std::int64_t j = 0; j < dims[1]; ++j)
-      for (std::int64_t i = 0; i < dims[0]; ++i) {
-        const auto r = to_ras(o, dims, i, j, k);
-        ras.at(r[0], r[1], r[2]) = img.at(i, j, k);
-      }
-  {
-    std::vector<double> sorted(ras.values().begin(), ras.values().end());
-    std::sort(sorted.begin(), sorted.end());
-    const double lo = percentile(sorted, 0.5), hi = percentile(sorted, 99.5);
-    for (double& v : ras.values()) v = hi > lo ? (std::clamp(v, lo, hi) - lo) / (hi - lo) : 0.0;
-  }
+  const Volume ras = synthseg_intensities(mag, g);
   const std::span<const int> labels = L == 32   ? std::span<const int>(kSynthSeg1)
                                       : L == 33 ? std::span<const int>(kSynthSeg2)
                                                 : std::span<const int>();
-  // Channel index of each label's mirror (itself for midline structures).
-  std::vector<std::int64_t> mirror(static_cast<std::size_t>(L));
-  for (std::int64_t l = 0; l < L; ++l) mirror[static_cast<std::size_t>(l)] = l;
-  if (!labels.empty())
-    for (const auto& lr : kLeftRight) {
-      auto a = std::find(labels.begin(), labels.end(), lr[0]), b = std::find(labels.begin(), labels.end(), lr[1]);
-      if (a != labels.end() && b != labels.end()) {
-        mirror[static_cast<std::size_t>(a - labels.begin())] = b - labels.begin();
-        mirror[static_cast<std::size_t>(b - labels.begin())] = a - labels.begin();
-      }
-    }
-  else if (flip)
+  const std::vector<std::int64_t> mirror = mirror_channels(labels, L);
+  if (labels.empty() && flip)
     c.warn(c.id() + ": " + std::to_string(L) +
            " output labels match no known SynthSeg label list; flip averaging "
            "does not swap left and right");
   // Posteriors on the RAS grid (channel-last tensor → frames).
-  Volume post = Volume::zeros(rd, geom, L);
+  Volume post = Volume::zeros(rd, g.geom, L);
   c.stage("inference");
   const int passes = flip ? 2 : 1;
   for (int pass = 0; pass < passes; ++pass) {
@@ -286,61 +370,19 @@ void run_synthseg(Context& c) {
         std::swap_ranges(d + i * plane, d + (i + 1) * plane, d + (frame.size[0] - 1 - i) * plane);
     }
     std::vector<Tensor> y = c.run_model(0, {t});
-    const float* p = y.at(0).data<float>();
-    for (std::int64_t k = 0; k < rd[2]; ++k)
-      for (std::int64_t j = 0; j < rd[1]; ++j)
-        for (std::int64_t i = 0; i < rd[0]; ++i) {
-          std::int64_t fi = i - frame.origin[0];
-          const std::int64_t fj = j - frame.origin[1], fk = k - frame.origin[2];
-          if (pass == 1) fi = frame.size[0] - 1 - fi;
-          const float* q = p + ((fi * frame.size[1] + fj) * frame.size[2] + fk) * L;
-          for (std::int64_t l = 0; l < L; ++l) {
-            const std::int64_t dst = pass == 1 ? mirror[static_cast<std::size_t>(l)] : l;
-            post.at(i, j, k, dst) += q[l] / passes;
-          }
-        }
+    add_posteriors(y.at(0).data<float>(), frame, L, pass == 1, mirror, passes, post);
     c.progress((pass + 1.0) / passes, "inference");
   }
-  // Blur each posterior: σ 0.5 voxel, 3 taps, zero padding.
   c.stage("postprocess");
-  const double e = std::exp(-1.0 / (2.0 * 0.25));
-  const double w0 = 1.0 / (1.0 + 2.0 * e), w1 = e / (1.0 + 2.0 * e);
-  {
-    Volume tmp = Volume::zeros(rd, geom);
-    for (std::int64_t l = 0; l < L; ++l)
-      for (int a = 0; a < 3; ++a) {
-        for (std::int64_t k = 0; k < rd[2]; ++k)
-          for (std::int64_t j = 0; j < rd[1]; ++j)
-            for (std::int64_t i = 0; i < rd[0]; ++i) {
-              std::int64_t q[3] = {i, j, k};
-              double s = w0 * post.at(i, j, k, l);
-              for (int dlt : {-1, 1}) {
-                q[a] += dlt;
-                if (q[a] >= 0 && q[a] < rd[a]) s += w1 * post.at(q[0], q[1], q[2], l);
-                q[a] -= dlt;
-              }
-              tmp.at(i, j, k) = s;
-            }
-        std::copy(tmp.values().begin(), tmp.values().end(), post.frame(l).begin());
-      }
-  }
+  blur_posteriors(post, L);
   // (8) Topology clean-up: the largest component of the foreground and of each topology class.
   synthseg_topology_cleanup(post, L == 32   ? std::span<const int>(kTopology1)
                                   : L == 33 ? std::span<const int>(kTopology2)
                                             : std::span<const int>());
-  Volume out = Volume::zeros(dims, geom);
-  for (std::int64_t k = 0; k < dims[2]; ++k)
-    for (std::int64_t j = 0; j < dims[1]; ++j)
-      for (std::int64_t i = 0; i < dims[0]; ++i) {
-        const auto r = to_ras(o, dims, i, j, k);
-        std::int64_t best = 0;
-        for (std::int64_t l = 1; l < L; ++l)
-          if (post.at(r[0], r[1], r[2], l) > post.at(r[0], r[1], r[2], best)) best = l;
-        out.at(i, j, k) = labels.empty() ? static_cast<double>(best) : labels[static_cast<std::size_t>(best)];
-      }
-  if (resampled) {
+  Volume out = argmax_labels(post, g, labels, L);
+  if (g.resampled) {
     // (10) Labels back to the input grid, nearest.
-    out = resample(out, mag.dims(), back, {Interp::Nearest, Interp::Nearest, Interp::Nearest});
+    out = resample(out, mag.dims(), g.back, {Interp::Nearest, Interp::Nearest, Interp::Nearest});
     out.set_geometry(mag.geometry());
   }
   add_output(c, "labels", "label", std::move(out));
