@@ -110,52 +110,55 @@ std::int64_t registry_in_flight(const Context& c, const TileRequest& t, std::int
 #endif
 }
 
-void run_field_net(Context& c, const FieldRecipe& r) {
-  const std::int64_t caller_held = memory_current();  // what the run's budget is above
-  const Volume& grid = *c.in.field;
-  const Dims3 dims = grid.dims();
-  const Volume* mask = c.in.mask;
-  const std::int64_t m = std::max<std::int64_t>(c.spec.pad_multiple[0], 1);  // tiles' patches align to it
-  const Box frame = tiling::pad_frame(dims, {1, 1, 1}, r.rule, input_shape(c, dims));
+// The tiles a run takes: the cores of the requested tile config that hold a mask voxel (patches
+// aligned to the pad multiple `m`), or the whole volume in its padded frame.
+struct FieldTiles {
   std::vector<tiling::CoreTile> tiles;
   std::int64_t halo = 0;
-  const bool tiled =
-      r.tiled && c.opts.tile && (c.opts.tile->core[0] > 0 || c.opts.tile->core[1] > 0 || c.opts.tile->core[2] > 0);
-  if (tiled) {
-    halo = c.opts.tile->halo < 0 ? 8 : c.opts.tile->halo;
-    tiles = tiling::core_tiles(dims, frame, c.opts.tile->core, halo, {m, m, m},
-                               [&](std::int64_t i) { return inside(mask, i); });
+  bool tiled = false;
+};
+
+FieldTiles field_tiles(Context& c, const FieldRecipe& r, const Dims3& dims, const Box& frame, std::int64_t m) {
+  FieldTiles t;
+  const bool asked = c.opts.tile && (c.opts.tile->core[0] > 0 || c.opts.tile->core[1] > 0 || c.opts.tile->core[2] > 0);
+  t.tiled = r.tiled && asked;
+  if (t.tiled) {
+    t.halo = c.opts.tile->halo < 0 ? 8 : c.opts.tile->halo;
+    t.tiles = tiling::core_tiles(dims, frame, c.opts.tile->core, t.halo, {m, m, m},
+                                 [&](std::int64_t i) { return inside(c.in.mask, i); });
   } else {
-    if (c.opts.tile && !r.tiled && (c.opts.tile->core[0] > 0 || c.opts.tile->core[1] > 0 || c.opts.tile->core[2] > 0))
-      c.warn(c.id() + " runs on the whole volume only; the tile request is ignored");
-    tiles.push_back({{{0, 0, 0}, dims}, frame});
+    if (asked) c.warn(c.id() + " runs on the whole volume only; the tile request is ignored");
+    t.tiles.push_back({{{0, 0, 0}, dims}, frame});
   }
-  const std::int64_t n = static_cast<std::int64_t>(tiles.size());
-  std::int64_t workers = std::max<std::int64_t>(1, std::min<std::int64_t>(c.pool(), n));
-  if (tiled)
-    workers = std::max<std::int64_t>(1, std::min(workers, registry_in_flight(c, *c.opts.tile, halo, caller_held)));
-  c.load(static_cast<int>(std::max<std::int64_t>(1, c.pool() / workers)));
-  const Box patch = tiles.empty() ? frame : tiles.front().patch;
+  return t;
+}
+
+// What the wrapper holds beside its graph runs (memory.md §4.4): the field in ppm when it is a
+// copy; with the TKD prior also the prior. Before any graph runs, TKD makes the prior from a
+// copy of the field with its masked copy, FFT buffer, spectrum and kernel: tiled_prepare_bytes
+// in all (tiling.h, what a host adds up too), less what wrapper_fixed counts (the copy, the
+// prior; for tiles also the output, made after it). The output volume: beside the tiles in
+// flight, or, for one whole-volume run, made once the run has returned its memory (then beside
+// the graph's output only). Nothing reads the field, the prior or the tiles' output volume while
+// a graph runs: all three park.
+Context::Reservation field_reservation(const Context& c, const FieldRecipe& r, const FieldTiles& t, const Box& patch,
+                                       std::int64_t workers, std::int64_t m) {
+  const Dims3& dims = c.in.field->dims();
   Context::Reservation res;
-  res.shapes = {{{1, r.tkd_prior ? 3 : 1, patch.size[0], patch.size[1], patch.size[2]}}};
-  // The field in ppm when it is a copy; with the TKD prior also the prior. Before any graph
-  // runs, TKD makes the prior from a copy of the field with its masked copy, FFT buffer,
-  // spectrum and kernel: tiled_prepare_bytes in all (tiling.h, what a host adds up too), less
-  // what wrapper_fixed counts (the copy, the prior; for tiles also the output, made after it).
-  const std::int64_t volume_bytes = grid.voxels() * 8;
-  res.wrapper_fixed = FieldPpm::own_bytes(c.in) + (r.tkd_prior ? 1 : 0) * volume_bytes + 4096;
+  const std::int64_t channels = r.tkd_prior ? 3 : 1;
+  res.shapes = {{{1, channels, patch.size[0], patch.size[1], patch.size[2]}}};
+  const std::int64_t volume_bytes = c.in.field->voxels() * 8;
+  const std::int64_t own = FieldPpm::own_bytes(c.in);
+  res.wrapper_fixed = own + (r.tkd_prior ? 1 : 0) * volume_bytes + 4096;
   const std::int64_t prepare_bytes = r.tkd_prior
                                          ? static_cast<std::int64_t>(tiled_prepare_bytes(
                                                c.spec,
                                                {static_cast<std::size_t>(dims[0]), static_cast<std::size_t>(dims[1]),
                                                 static_cast<std::size_t>(dims[2])},
-                                               FieldPpm::own_bytes(c.in) > 0))
+                                               own > 0))
                                          : 0;
-  const std::int64_t channels = r.tkd_prior ? 3 : 1;
   res.wrapper_per_tile = channels * patch.voxels() * 4 + 4096;
-  // The output volume: beside the tiles in flight, or, for one whole-volume run, made once the
-  // run has returned its memory (then beside the graph's output only).
-  const bool whole = tiles.size() == 1;
+  const bool whole = t.tiles.size() == 1;
   res.wrapper_fixed_tiled = res.wrapper_fixed + volume_bytes;
   if (whole) {
     res.wrapper_between = std::max(prepare_bytes - res.wrapper_fixed, volume_bytes + patch.voxels() * 4 + 4096);
@@ -163,15 +166,51 @@ void run_field_net(Context& c, const FieldRecipe& r) {
     res.wrapper_fixed = res.wrapper_fixed_tiled;
     res.wrapper_between = std::max<std::int64_t>(prepare_bytes - res.wrapper_fixed, 0);
   }
-  // Nothing reads the field, the prior or the tiles' output volume while a graph runs.
   res.parks = true;
-  res.wrapper_parkable = {FieldPpm::own_bytes(c.in), r.tkd_prior ? volume_bytes : 0, whole ? 0 : volume_bytes};
+  res.wrapper_parkable = {own, r.tkd_prior ? volume_bytes : 0, whole ? 0 : volume_bytes};
   res.in_flight = workers;
-  res.tiles = std::max<std::int64_t>(n, 1);
+  res.tiles = std::max<std::int64_t>(static_cast<std::int64_t>(t.tiles.size()), 1);
   res.tileable = r.tiled;
-  res.halo = tiled ? halo : 8;
+  res.halo = t.tiled ? t.halo : 8;
   res.multiple = m;
-  const std::int64_t in_flight = c.reserve(res);
+  return res;
+}
+
+// A patch's input tensor: the field in ppm, z-scored (masked where the recipe says), after
+// qsmcore-invnet's TKD prior channel and before its mask channel.
+Tensor field_patch_input(const FieldRecipe& r, const FieldPpm& f, const Volume& prior, const Volume* mask,
+                         const Dims3& dims, const Box& p) {
+  Tensor x = f32_tensor({1, r.tkd_prior ? 3 : 1, p.size[0], p.size[1], p.size[2]});
+  float* const field_channel = x.data<float>() + (r.tkd_prior ? p.voxels() : 0);
+  tiling::pack_box(f.data(), dims, p, tiling::kXYZ, tiling::Fill::Zero, field_channel, [&](double v, std::int64_t i) {
+    if (r.mask_input && !inside(mask, i)) return 0.0;
+    return (v - r.in.mean) / r.in.std;
+  });
+  if (r.tkd_prior) {
+    tiling::pack_box(prior.data(), dims, p, tiling::kXYZ, tiling::Fill::Zero, x.data<float>());
+    tiling::pack_box(mask->data(), dims, p, tiling::kXYZ, tiling::Fill::Zero, x.data<float>() + 2 * p.voxels(),
+                     [](double v, std::int64_t) { return mask_inside(v) ? 1.0 : 0.0; });
+  }
+  return x;
+}
+
+void run_field_net(Context& c, const FieldRecipe& r) {
+  const std::int64_t caller_held = memory_current();  // what the run's budget is above
+  const Volume& grid = *c.in.field;
+  const Dims3 dims = grid.dims();
+  const Volume* mask = c.in.mask;
+  const std::int64_t m = std::max<std::int64_t>(c.spec.pad_multiple[0], 1);  // tiles' patches align to it
+  const Box frame = tiling::pad_frame(dims, {1, 1, 1}, r.rule, input_shape(c, dims));
+  const FieldTiles ft = field_tiles(c, r, dims, frame, m);
+  const std::vector<tiling::CoreTile>& tiles = ft.tiles;
+  const std::int64_t n = static_cast<std::int64_t>(tiles.size());
+  std::int64_t workers = std::max<std::int64_t>(1, std::min<std::int64_t>(c.pool(), n));
+  if (ft.tiled)
+    workers = std::max<std::int64_t>(1, std::min(workers, registry_in_flight(c, *c.opts.tile, ft.halo, caller_held)));
+  c.load(static_cast<int>(std::max<std::int64_t>(1, c.pool() / workers)));
+  const Box patch = tiles.empty() ? frame : tiles.front().patch;
+  const bool whole = tiles.size() == 1;
+  const std::int64_t in_flight = c.reserve(field_reservation(c, r, ft, patch, workers, m));
   axial_check(c, grid);
 
   c.stage("prepare");
@@ -181,26 +220,13 @@ void run_field_net(Context& c, const FieldRecipe& r) {
   const Context::Parked parked_field = c.park_while_running(f.copy().storage());
   const Context::Parked parked_prior = c.park_while_running(prior.storage());
   const Context::Parked parked_out = c.park_while_running(out.storage());
-  c.stage(tiled ? "tiles" : "inference");
+  c.stage(ft.tiled ? "tiles" : "inference");
   std::int64_t finished = 0;
   c.run_tiles(
       0, n, in_flight,
       [&](std::int64_t t) {
-        const auto& tile = tiles[static_cast<std::size_t>(t)];
-        const Box& p = tile.patch;
-        Tensor x = f32_tensor({1, channels, p.size[0], p.size[1], p.size[2]});
-        float* const field_channel = x.data<float>() + (r.tkd_prior ? p.voxels() : 0);
-        tiling::pack_box(f.data(), dims, p, tiling::kXYZ, tiling::Fill::Zero, field_channel,
-                         [&](double v, std::int64_t i) {
-                           if (r.mask_input && !inside(mask, i)) return 0.0;
-                           return (v - r.in.mean) / r.in.std;
-                         });
-        if (r.tkd_prior) {
-          tiling::pack_box(prior.data(), dims, p, tiling::kXYZ, tiling::Fill::Zero, x.data<float>());
-          tiling::pack_box(mask->data(), dims, p, tiling::kXYZ, tiling::Fill::Zero, x.data<float>() + 2 * p.voxels(),
-                           [](double v, std::int64_t) { return mask_inside(v) ? 1.0 : 0.0; });
-        }
-        return std::vector<Tensor>{x};
+        return std::vector<Tensor>{
+            field_patch_input(r, f, prior, mask, dims, tiles[static_cast<std::size_t>(t)].patch)};
       },
       [&](std::int64_t t, std::vector<Tensor>& y) {
         const auto& tile = tiles[static_cast<std::size_t>(t)];
