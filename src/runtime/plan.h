@@ -177,6 +177,11 @@ class Plan {
   void drop_unread_constants();
   void check_inputs(const std::vector<Tensor>& inputs) const;
   void assign_offsets();
+  void alias_in_place();
+  int alias_root(int v) const;
+  void collect_buffer_events();
+  void collect_scratch();
+  memory::SpillLayout unspilled_layout();
   void check_pieces();
   std::shared_ptr<const ArenaLayout> build_layout(const memory::SpillLayout& sl, Streams streams) const;
   static std::optional<kernels::StreamNeed> stream_slot(const Step& st, bool output, std::size_t slot);

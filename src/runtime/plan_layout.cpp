@@ -20,10 +20,40 @@ std::size_t io_block(std::size_t staging) {
 }
 }  // namespace
 
+// Lays the arena out: values aliased in place, one buffer per group with the steps that write
+// or read it, the kernels' scratchpads, then offsets by liveness (no spilling), and the plan's
+// memory figures from them.
+void Plan::assign_offsets() {
+  alias_in_place();
+  collect_buffer_events();
+  collect_scratch();
+  const memory::SpillLayout own = unspilled_layout();
+  layout_ = build_layout(own, Streams::Lean);  // streams nothing
+  memory_.arena_bytes = static_cast<std::int64_t>(layout_->arena_bytes);
+  // Unspilled, each buffer is one segment: Value::offset is where its value lives (tools and
+  // tests read it; runs take the layout's per-step offsets).
+  for (std::size_t v = 0; v < values_.size(); ++v)
+    if (buffer_of_[v] >= 0) values_[v].offset = own.segments[static_cast<std::size_t>(buffer_of_[v])].offset;
+  for (const auto& st : steps_) {
+    memory_.scratch_bytes = std::max<std::int64_t>(
+        memory_.scratch_bytes, static_cast<std::int64_t>(st.kernel ? st.kernel->scratch_bytes() : st.scratch));
+    memory_.packed_weight_bytes += st.kernel ? st.kernel->packed_bytes() : st.packed;
+  }
+  for (int v : outputs_) memory_.io_bytes += static_cast<std::int64_t>(values_[static_cast<std::size_t>(v)].bytes);
+  memory_.table_bytes = static_cast<std::int64_t>(steps_.size() * 512 + values_.size() * 256);
+}
+
 // In place: output 0 takes the bytes of the input the kernel allows when nothing reads that
 // input later. Each group of aliased values is one buffer, written and read at its members'
-// steps; the kernels' scratchpads are buffers live during their step only.
-void Plan::assign_offsets() {
+// steps (collect_buffer_events); the kernels' scratchpads are buffers live during their step
+// only (collect_scratch).
+// The root of v's group of values aliased in place (v itself when it has none).
+int Plan::alias_root(int v) const {
+  while (alias_[static_cast<std::size_t>(v)] >= 0) v = alias_[static_cast<std::size_t>(v)];
+  return v;
+}
+
+void Plan::alias_in_place() {
   const int n_steps = static_cast<int>(steps_.size());
   std::vector<int> def(values_.size(), -1), last(values_.size(), -1);
   for (int s = 0; s < n_steps; ++s) {
@@ -35,10 +65,6 @@ void Plan::assign_offsets() {
   alias_.assign(values_.size(), -1);
   std::vector<int> group_last(values_.size());
   for (std::size_t v = 0; v < values_.size(); ++v) group_last[v] = std::max(last[v], def[v]);
-  auto root = [&](int v) {
-    while (alias_[static_cast<std::size_t>(v)] >= 0) v = alias_[static_cast<std::size_t>(v)];
-    return v;
-  };
   for (int s = 0; s < n_steps; ++s) {
     const Step& st = steps_[static_cast<std::size_t>(s)];
     const int k = st.kernel ? st.kernel->inplace_input() : st.inplace;
@@ -46,7 +72,7 @@ void Plan::assign_offsets() {
         st.in[static_cast<std::size_t>(k)] < 0)
       continue;
     const int out = st.out[0];
-    const int r = root(st.in[static_cast<std::size_t>(k)]);
+    const int r = alias_root(st.in[static_cast<std::size_t>(k)]);
     const Value& rv = values_[static_cast<std::size_t>(r)];
     const Value& ov = values_[static_cast<std::size_t>(out)];
     if (rv.storage != Storage::Arena || ov.storage != Storage::Arena) continue;
@@ -56,7 +82,11 @@ void Plan::assign_offsets() {
     group_last[static_cast<std::size_t>(r)] =
         std::max(group_last[static_cast<std::size_t>(r)], group_last[static_cast<std::size_t>(out)]);
   }
-  // One buffer per group root; its events are every step that writes or reads a member.
+}
+
+// One buffer per group root; its events are every step that writes or reads a member.
+void Plan::collect_buffer_events() {
+  const int n_steps = static_cast<int>(steps_.size());
   buffer_of_.assign(values_.size(), -1);
   for (std::size_t v = 0; v < values_.size(); ++v) {
     if (values_[v].storage != Storage::Arena || alias_[v] >= 0) continue;
@@ -65,7 +95,7 @@ void Plan::assign_offsets() {
   }
   for (std::size_t v = 0; v < values_.size(); ++v)
     if (values_[v].storage == Storage::Arena)
-      buffer_of_[v] = buffer_of_[static_cast<std::size_t>(root(static_cast<int>(v)))];
+      buffer_of_[v] = buffer_of_[static_cast<std::size_t>(alias_root(static_cast<int>(v)))];
   // An event can stream when the step can stream every slot of the buffer it has: its staging
   // is then the sum of theirs (kernels/kernel.h stream_bytes).
   // Direct streaming holds an io block beside each staging block (direct_buffers_: the same
@@ -101,10 +131,14 @@ void Plan::assign_offsets() {
   }
   direct_buffers_ = buffers_;
   for (std::size_t b = 0; b < buffers_.size(); ++b) direct_buffers_[b].stream_bytes = std::move(direct_stream_bytes[b]);
-  // A kernel's scratchpad is one more arena buffer, live during its step only: the run's peak
-  // is the largest live set plus the scratch of the step where it occurs, not the largest live
-  // set plus the largest scratch of any step (xQSM twin at 64³: a 64 MiB deconvolution
-  // scratchpad sits at a step where only half the arena is in use).
+}
+
+// A kernel's scratchpad is one more arena buffer, live during its step only: the run's peak
+// is the largest live set plus the scratch of the step where it occurs, not the largest live
+// set plus the largest scratch of any step (xQSM twin at 64³: a 64 MiB deconvolution
+// scratchpad sits at a step where only half the arena is in use).
+void Plan::collect_scratch() {
+  const int n_steps = static_cast<int>(steps_.size());
   for (int s = 0; s < n_steps; ++s) {
     const Step& st = steps_[static_cast<std::size_t>(s)];
     const std::size_t b = st.kernel ? st.kernel->scratch_bytes() : st.scratch;
@@ -123,6 +157,10 @@ void Plan::assign_offsets() {
   for (const auto& l : scratch_)
     memory_.largest_block_bytes =
         std::max<std::int64_t>(memory_.largest_block_bytes, static_cast<std::int64_t>(l.bytes));
+}
+
+// The whole-life layout (nothing spilled), in pieces where one allocation is bounded.
+memory::SpillLayout Plan::unspilled_layout() {
   check_pieces();
   memory::SpillLayout own = memory::plan_spills(buffers_, scratch_, 0, piece_);
   // In pieces, the tail of a piece that no buffer fits in is lost: three 1 GiB activations live
@@ -138,19 +176,7 @@ void Plan::assign_offsets() {
   }
   if (own.arena == std::numeric_limits<std::size_t>::max())
     throw Error(ErrorKind::OutOfBudget, "the arena's layout needs more bytes than this platform can address");
-  layout_ = build_layout(own, Streams::Lean);  // streams nothing
-  memory_.arena_bytes = static_cast<std::int64_t>(layout_->arena_bytes);
-  // Unspilled, each buffer is one segment: Value::offset is where its value lives (tools and
-  // tests read it; runs take the layout's per-step offsets).
-  for (std::size_t v = 0; v < values_.size(); ++v)
-    if (buffer_of_[v] >= 0) values_[v].offset = own.segments[static_cast<std::size_t>(buffer_of_[v])].offset;
-  for (const auto& st : steps_) {
-    memory_.scratch_bytes = std::max<std::int64_t>(
-        memory_.scratch_bytes, static_cast<std::int64_t>(st.kernel ? st.kernel->scratch_bytes() : st.scratch));
-    memory_.packed_weight_bytes += st.kernel ? st.kernel->packed_bytes() : st.packed;
-  }
-  for (int v : outputs_) memory_.io_bytes += static_cast<std::int64_t>(values_[static_cast<std::size_t>(v)].bytes);
-  memory_.table_bytes = static_cast<std::int64_t>(steps_.size() * 512 + values_.size() * 256);
+  return own;
 }
 
 // Where one allocation is bounded (wasm32: below 2 GiB), the arena is planned in pieces; a value
