@@ -121,26 +121,13 @@ void merge_worst(ShapeMeasurement& into, const ShapeMeasurement& f) {
 
 }  // namespace
 
-MemoryMeasurement measure_network_memory(const std::vector<std::string>& files, const MeasureOptions& opts) {
-  if (files.empty()) throw Error(ErrorKind::InvalidInput, "measure: no model file given");
-  MemoryMeasurement out;
-  out.threads = opts.threads;
-  out.backend = opts.backend;
-  ModelOptions mo;
-  mo.backend = opts.backend;
-  mo.threads = opts.threads;
+namespace {
 
-  // Load from nothing: whatever the process holds already is the baseline.
-  const std::int64_t base = memory_current();
-  reset_memory_peak();
-  const auto t0 = Clock::now();
-  std::vector<OnnxModel> models;
-  for (const auto& f : files) models.push_back(OnnxModel::load(f, mo));
-  out.load_seconds = std::chrono::duration<double>(Clock::now() - t0).count();
-  out.memory.resident_bytes = static_cast<std::uint64_t>(memory_current() - base);
-  out.memory.load_peak_bytes = static_cast<std::uint64_t>(memory_peak() - base);
-
-  // Points: per point, per file, the input shapes.
+// The points to measure at: per point, per file, the input shapes (the options' explicit ones;
+// else a static network's own shapes; else the options' spatial shapes filled into each input).
+std::vector<std::vector<std::vector<Shape>>> measure_points(const std::vector<std::string>& files,
+                                                            const std::vector<OnnxModel>& models,
+                                                            const MeasureOptions& opts) {
   std::vector<std::vector<std::vector<Shape>>> points = opts.explicit_shapes;
   if (points.empty()) {
     if (!any_dynamic(models)) {
@@ -164,24 +151,13 @@ MemoryMeasurement measure_network_memory(const std::vector<std::string>& files, 
       }
     }
   }
-  for (const auto& p : points) {
-    if (p.size() != models.size())
-      throw Error(ErrorKind::InvalidInput, files[0] + ": a point gives shapes for " + std::to_string(p.size()) +
-                                               " file(s), the network has " + std::to_string(models.size()));
-    ShapeMeasurement sm;
-    sm.input_shapes = p;
-    for (std::size_t f = 0; f < models.size(); ++f) {
-      if (p[f].size() != models[f].inputs().size())
-        throw Error(ErrorKind::InvalidInput, files[f] + ": " + std::to_string(p[f].size()) +
-                                                 " input shape(s) given, the model takes " +
-                                                 std::to_string(models[f].inputs().size()));
-      merge_worst(sm, measure_one(models[f], p[f]));
-    }
-    sm.spatial = spatial_of(models[0].inputs()[0], p[0][0]);
-    sm.voxels = voxel_count(sm.spatial);
-    out.points.push_back(std::move(sm));
-  }
+  return points;
+}
 
+// The registry's figures from the measured points (memory.md §2): inference_* as the line
+// through the plan + run peaks with the fixed part raised to cover every measured peak, the run's
+// own line, and the 64³ tile's cost per voxel; a fixed-shape network's one point per voxel.
+void fit_figures(MemoryMeasurement& out, const std::vector<std::string>& files) {
   std::vector<std::uint64_t> xs;
   std::vector<std::int64_t> ys, linear, runs;
   for (const auto& p : out.points) {
@@ -198,7 +174,7 @@ MemoryMeasurement measure_network_memory(const std::vector<std::string>& files, 
     out.memory.inference_fixed_bytes = 0;
     out.run_bytes_per_voxel = (static_cast<std::uint64_t>(runs[0]) + v - 1) / v;
     out.tile_bytes_per_voxel = out.run_bytes_per_voxel;
-    return out;
+    return;
   }
   if (out.points.size() < 3)
     throw Error(ErrorKind::InvalidInput,
@@ -225,6 +201,49 @@ MemoryMeasurement measure_network_memory(const std::vector<std::string>& files, 
   out.run_bytes_per_voxel = run_fit.bytes_per_voxel;
   out.tile_bytes_per_voxel =
       (run_fit.fixed_bytes + run_fit.bytes_per_voxel * kTilePatchVoxels + kTilePatchVoxels - 1) / kTilePatchVoxels;
+}
+
+}  // namespace
+
+MemoryMeasurement measure_network_memory(const std::vector<std::string>& files, const MeasureOptions& opts) {
+  if (files.empty()) throw Error(ErrorKind::InvalidInput, "measure: no model file given");
+  MemoryMeasurement out;
+  out.threads = opts.threads;
+  out.backend = opts.backend;
+  ModelOptions mo;
+  mo.backend = opts.backend;
+  mo.threads = opts.threads;
+
+  // Load from nothing: whatever the process holds already is the baseline.
+  const std::int64_t base = memory_current();
+  reset_memory_peak();
+  const auto t0 = Clock::now();
+  std::vector<OnnxModel> models;
+  for (const auto& f : files) models.push_back(OnnxModel::load(f, mo));
+  out.load_seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  out.memory.resident_bytes = static_cast<std::uint64_t>(memory_current() - base);
+  out.memory.load_peak_bytes = static_cast<std::uint64_t>(memory_peak() - base);
+
+  const std::vector<std::vector<std::vector<Shape>>> points = measure_points(files, models, opts);
+  for (const auto& p : points) {
+    if (p.size() != models.size())
+      throw Error(ErrorKind::InvalidInput, files[0] + ": a point gives shapes for " + std::to_string(p.size()) +
+                                               " file(s), the network has " + std::to_string(models.size()));
+    ShapeMeasurement sm;
+    sm.input_shapes = p;
+    for (std::size_t f = 0; f < models.size(); ++f) {
+      if (p[f].size() != models[f].inputs().size())
+        throw Error(ErrorKind::InvalidInput, files[f] + ": " + std::to_string(p[f].size()) +
+                                                 " input shape(s) given, the model takes " +
+                                                 std::to_string(models[f].inputs().size()));
+      merge_worst(sm, measure_one(models[f], p[f]));
+    }
+    sm.spatial = spatial_of(models[0].inputs()[0], p[0][0]);
+    sm.voxels = voxel_count(sm.spatial);
+    out.points.push_back(std::move(sm));
+  }
+
+  fit_figures(out, files);
   return out;
 }
 
