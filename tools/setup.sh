@@ -36,7 +36,10 @@ if [ $full = 1 ] && { [ ! -f node_modules/onnxruntime-node/package.json ] ||
   [ ! -f node_modules/puppeteer-core/package.json ] || [ ! -f node_modules/@niivue/niivue/package.json ] ||
   [ ! -f node_modules/@niivue/dcm2niix/package.json ]; }; then
   # --omit=dev: onnxruntime-web (140 MB) is for bench/wasm_vs_ort_web.sh only, which installs it.
-  npm install --ignore-scripts --omit=dev --no-audit --no-fund --loglevel=error
+  # In the background while the build below compiles (a minute of downloads on a fresh machine);
+  # waited for, and its failure fails this script, at the end.
+  npm install --ignore-scripts --omit=dev --no-audit --no-fund --loglevel=error &
+  npm_pid=$!
 fi
 # Unity batches (cmake/sources.cmake) by default here: they halve the library's compile time on a
 # fresh machine; QSM_UNITY_BUILD=OFF compiles each source on its own includes (docs/build.md).
@@ -49,3 +52,4 @@ py=()
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DQSM_UNITY_BUILD="${QSM_UNITY_BUILD:-ON}" "${py[@]}" >/dev/null
 # shellcheck disable=SC2086  # a list of targets
 ninja -C build ${QSM_SETUP_TARGETS:-}
+if [ -n "${npm_pid:-}" ]; then wait "$npm_pid"; fi

@@ -7,14 +7,18 @@ cd "$(dirname "$0")/.."
 # setup.sh (dependencies, Release build), then the Python package into build/venv, where the
 # ctest test python.pytest runs the suite of python/tests.
 bash tools/python.sh
+# The development packages (npm's bids-validator, which checks the phantom's BIDS dataset;
+# onnxruntime-web comes along): setup.sh leaves them out, the demo does not need them. Installed
+# in the background while the WebAssembly build below compiles, and waited for after it.
+npm_pid=
+if [ ! -f node_modules/bids-validator/package.json ]; then
+  npm install --ignore-scripts --include=dev --no-audit --no-fund --loglevel=error &
+  npm_pid=$!
+fi
 # The WebAssembly build (build-wasm/mt and st), which the native tests/wasm compare with the
 # native engine and whose own tests (conformance cases, portable FFT; mt only) run under Node below.
 bash tools/wasm/build.sh
-# The development packages (npm's bids-validator, which checks the phantom's BIDS dataset;
-# onnxruntime-web comes along): setup.sh leaves them out, the demo does not need them.
-if [ ! -f node_modules/bids-validator/package.json ]; then
-  npm install --ignore-scripts --include=dev --no-audit --no-fund --loglevel=error
-fi
+if [ -n "$npm_pid" ]; then wait "$npm_pid"; fi
 data=build/testdata
 mkdir -p "$data"
 [ -d "$data/onnx-cases/node" ] || bash tools/conformance/generate.sh "$data/onnx-cases"
