@@ -74,16 +74,20 @@ ResidencyExecutor::~ResidencyExecutor() {
   worker_.reset();  // cancels queued reads and joins before the copies go
 }
 
+// Admission, before anything is materialised (§4): the windows the policy asks for, checked
+// against the model's units and the budgets, then the ledger that tracks them.
 void ResidencyExecutor::admit(const std::string& model_name) {
   auto cfg = offload(policy_);
   if (!cfg) throw Error(ErrorKind::InvalidInput, model_name + ": residency policy: " + cfg.error().message());
   const OffloadConfig config = cfg.value();
+  set_windows(model_name);
+  check_budgets(model_name, config);
+  make_ledger(model_name, config);
+}
+
+// The device window (depth_) and the host lookahead, refused where longer than the model.
+void ResidencyExecutor::set_windows(const std::string& model_name) {
   const std::size_t n = static_cast<std::size_t>(count());
-  std::vector<std::uint64_t> dev, host;
-  for (const auto& u : plan_.units()) {
-    dev.push_back(u.device_bytes);
-    host.push_back(u.host_bytes);
-  }
   if (mode_ == ExecutionResidency::LayerwiseHost) {
     depth_ = device_depth(policy_, n);
     if (depth_ > n) {
@@ -101,7 +105,15 @@ void ResidencyExecutor::admit(const std::string& model_name) {
                                                std::to_string(n) + " weight units");
     }
   }
-  // Admission, before anything is materialised (§4).
+}
+
+// The largest device and host windows against the budgets, refused before any copy is made.
+void ResidencyExecutor::check_budgets(const std::string& model_name, const OffloadConfig& config) {
+  std::vector<std::uint64_t> dev, host;
+  for (const auto& u : plan_.units()) {
+    dev.push_back(u.device_bytes);
+    host.push_back(u.host_bytes);
+  }
   max_window_bytes_ = max_window(dev, depth_);
   const std::uint64_t dev_required = static_bytes_ + max_window_bytes_;
   if (config.device_budget_bytes && dev_required > *config.device_budget_bytes) {
@@ -123,7 +135,12 @@ void ResidencyExecutor::admit(const std::string& model_name) {
                 model_name + ": HostBudgetTooSmall: " + mib(host_required) + " (" + std::to_string(host_required) +
                     " bytes) of raw weights needed on the host, budget " + mib(*config.host_budget_bytes));
   }
+}
 
+// The ledger of every unit (and the static weights, pinned on the device), charged with what
+// exists already: the static weights, and in LayerwiseHost the host copies read at load; the
+// prefetch worker where a host lookahead reads ahead.
+void ResidencyExecutor::make_ledger(const std::string& model_name, const OffloadConfig& config) {
   std::vector<residency::OffloadUnitSpec> specs;
   auto add = [&](const std::string& id, std::uint64_t bytes, ResidencyPolicy p, MemoryTier t) {
     auto s = residency::OffloadUnitSpec::create(id, bytes, p, t);

@@ -65,6 +65,9 @@ class ResidencyExecutor : public UnitProvider {
   const std::string& id(int u) const { return plan_.units()[static_cast<std::size_t>(u)].id; }
   int count() const { return static_cast<int>(plan_.units().size()); }
   void admit(const std::string& model_name);
+  void set_windows(const std::string& model_name);
+  void check_budgets(const std::string& model_name, const OffloadConfig& config);
+  void make_ledger(const std::string& model_name, const OffloadConfig& config);
   void evict_device(const std::vector<residency::Eviction>& ev);
   void evict_host(const std::vector<residency::Eviction>& ev);
   void trim_device(int from, int to);  // keeps device copies of units [from, to)
