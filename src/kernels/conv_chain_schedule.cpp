@@ -13,6 +13,13 @@ bool is_pool(const graph::TNode& c) {
   return c.node.op_type == "MaxPool" || c.node.op_type == "AveragePool";
 }
 
+// The position of value v among the chain node's inputs.
+int input_pos(const graph::TNode& n, int v) {
+  for (std::size_t i = 0; i < n.in.size(); ++i)
+    if (n.in[i] == v) return static_cast<int>(i);
+  throw Error(ErrorKind::Internal, "conv chain: a value read is not among the node's inputs");
+}
+
 }  // namespace
 
 ChainSchedule::ChainSchedule(const graph::TypedGraph& g, const graph::TNode& n) {
@@ -23,80 +30,86 @@ ChainSchedule::ChainSchedule(const graph::TypedGraph& g, const graph::TNode& n) 
   d = y0.shape[2];
   h = y0.shape[3];
   w = y0.shape[4];
-  auto pos = [&](int v) {
-    for (std::size_t i = 0; i < n.in.size(); ++i)
-      if (n.in[i] == v) return static_cast<int>(i);
-    throw Error(ErrorKind::Internal, "conv chain: a value read is not among the node's inputs");
-  };
   // A node accumulating onto the previous node's output (a split concatenation) continues its
   // layer; any other starts one.
   int prev_out = -1;
   std::vector<int> source_out;  // per source: the value it produces
   for (const auto& c : n.chain) {
     if (&c == &n.chain.back() && pooled) {
-      const auto geo = graph::pool_geometry(c.node, y0.shape);
-      ChainPool pl;
-      pl.node = &c;
-      for (std::size_t i = 0; i < 3; ++i) pl.k[i] = geo.kernel[i];
-      pool = pl;
-      continue;
-    }
-    if (c.node.op_type == "ConvTranspose") {
-      const auto& x = value_at(g, c.in[0]);
-      const auto& wt = value_at(g, c.in[1]);
-      const auto geo = graph::conv_transpose_geometry(c.node, x.shape, wt.shape);
-      ChainSource src;
-      src.node = &c;
-      // After the layers: it adds onto the last layer's output (graph/passes/stream_conv_chains.cpp).
-      src.addend = !layers.empty();
-      if (src.addend) layers.back().addend_source = static_cast<int>(sources.size());
-      src.input_pos = pos(c.in[0]);
-      src.cin = x.shape[1];
-      src.m = wt.shape[1];
-      for (std::size_t i = 0; i < 3; ++i) src.s[i] = geo.strides[i];
-      src.ld = x.shape[2], src.lh = x.shape[3], src.lw = x.shape[4];
-      sources.push_back(src);
+      add_pool(c, y0.shape);
+    } else if (c.node.op_type == "ConvTranspose") {
+      add_source(g, n, c);
       source_out.push_back(c.out[0]);
-      continue;
-    }
-    if (c.node.op_type == "Where") {  // masks the layer before it (stream_conv_chains.cpp)
+    } else if (c.node.op_type == "Where") {  // masks the layer before it (stream_conv_chains.cpp)
       ChainLayer& l = layers.back();
-      l.mask_pos = pos(c.in[0]);
+      l.mask_pos = input_pos(n, c.in[0]);
       l.mask_fill = value_at(g, c.in[2]).constant->data<float>()[0];
       prev_out = -1;  // nothing accumulates onto a masked output
-      continue;
+    } else {
+      add_conv(g, n, c, prev_out, source_out);
+      prev_out = c.out[0];
     }
-    int addend = -1;
-    for (const auto& p : c.post)
-      if (p.kind == graph::PostOp::Kind::Sum) addend = c.in[static_cast<std::size_t>(p.sum_input)];
-    const bool continues = addend >= 0 && addend == prev_out;
-    prev_out = c.out[0];
-    if (!continues) layers.emplace_back();
-    ChainLayer& l = layers.back();
-    const auto& x = value_at(g, c.in[0]);
-    const auto& wt = value_at(g, c.in[1]);
-    const auto geo = graph::conv_geometry(c.node, x.shape, wt.shape);
-    ChainPart p;
-    p.node = &c;
-    p.cin = x.shape[1];
-    if (layers.size() == 1) {
-      const auto it = std::find(source_out.begin(), source_out.end(), c.in[0]);
-      if (it != source_out.end()) {
-        p.source = static_cast<int>(it - source_out.begin());
-      } else {
-        p.input_pos = pos(c.in[0]);
-      }
-    }
-    if (addend >= 0 && !continues) {
-      p.addend_pos = pos(addend);
-    }
-    if (l.parts.empty()) {
-      l.m = wt.shape[0];
-      l.pf = geo.pads_begin[0];
-      l.pb = geo.pads_end[0];
-    }
-    l.parts.push_back(p);
   }
+}
+
+void ChainSchedule::add_pool(const graph::TNode& c, const std::vector<std::int64_t>& in_shape) {
+  const auto geo = graph::pool_geometry(c.node, in_shape);
+  ChainPool pl;
+  pl.node = &c;
+  for (std::size_t i = 0; i < 3; ++i) pl.k[i] = geo.kernel[i];
+  pool = pl;
+}
+
+void ChainSchedule::add_source(const graph::TypedGraph& g, const graph::TNode& n, const graph::TNode& c) {
+  const auto& x = value_at(g, c.in[0]);
+  const auto& wt = value_at(g, c.in[1]);
+  const auto geo = graph::conv_transpose_geometry(c.node, x.shape, wt.shape);
+  ChainSource src;
+  src.node = &c;
+  // After the layers: it adds onto the last layer's output (graph/passes/stream_conv_chains.cpp).
+  src.addend = !layers.empty();
+  if (src.addend) layers.back().addend_source = static_cast<int>(sources.size());
+  src.input_pos = input_pos(n, c.in[0]);
+  src.cin = x.shape[1];
+  src.m = wt.shape[1];
+  for (std::size_t i = 0; i < 3; ++i) src.s[i] = geo.strides[i];
+  src.ld = x.shape[2], src.lh = x.shape[3], src.lw = x.shape[4];
+  sources.push_back(src);
+}
+
+// A convolution: a new layer, or a part of the current one where it accumulates onto the
+// previous convolution's output (`prev_out`).
+void ChainSchedule::add_conv(const graph::TypedGraph& g, const graph::TNode& n, const graph::TNode& c, int prev_out,
+                             const std::vector<int>& source_out) {
+  int addend = -1;
+  for (const auto& p : c.post)
+    if (p.kind == graph::PostOp::Kind::Sum) addend = c.in[static_cast<std::size_t>(p.sum_input)];
+  const bool continues = addend >= 0 && addend == prev_out;
+  if (!continues) layers.emplace_back();
+  ChainLayer& l = layers.back();
+  const auto& x = value_at(g, c.in[0]);
+  const auto& wt = value_at(g, c.in[1]);
+  const auto geo = graph::conv_geometry(c.node, x.shape, wt.shape);
+  ChainPart p;
+  p.node = &c;
+  p.cin = x.shape[1];
+  if (layers.size() == 1) {
+    const auto it = std::find(source_out.begin(), source_out.end(), c.in[0]);
+    if (it != source_out.end()) {
+      p.source = static_cast<int>(it - source_out.begin());
+    } else {
+      p.input_pos = input_pos(n, c.in[0]);
+    }
+  }
+  if (addend >= 0 && !continues) {
+    p.addend_pos = input_pos(n, addend);
+  }
+  if (l.parts.empty()) {
+    l.m = wt.shape[0];
+    l.pf = geo.pads_begin[0];
+    l.pb = geo.pads_end[0];
+  }
+  l.parts.push_back(p);
 }
 
 // An input whose bytes the output may take (the plan aliases them only when nothing reads that

@@ -102,6 +102,13 @@ class ChainSchedule {
         [](std::size_t, std::int64_t, std::int64_t, std::int64_t) {}, [](std::size_t, std::int64_t, std::int64_t) {},
         [](std::int64_t, std::int64_t) {}, true);
   }
+
+ private:
+  // The constructor's steps, per node of the chain in order.
+  void add_pool(const graph::TNode& c, const std::vector<std::int64_t>& in_shape);
+  void add_source(const graph::TypedGraph& g, const graph::TNode& n, const graph::TNode& c);
+  void add_conv(const graph::TypedGraph& g, const graph::TNode& n, const graph::TNode& c, int prev_out,
+                const std::vector<int>& source_out);
 };
 
 template <class Conv, class Shift, class Src, class SrcShift, class PoolFn>
