@@ -56,9 +56,11 @@ py::dict needs_dict(const ModelSpec& s) {
   return d;
 }
 
-void bind_spec_class(py::module_& m) {
-  py::class_<ModelSpec>(m, "ModelSpec", "One registry network (qsm models show ID).")
-      .def_property_readonly("id", [](const ModelSpec& s) { return std::string(s.id); })
+using SpecClass = py::class_<ModelSpec>;
+
+// What the network is: identity, stage, files, tiling rules, what a run needs.
+void bind_spec_facts(SpecClass& c) {
+  c.def_property_readonly("id", [](const ModelSpec& s) { return std::string(s.id); })
       .def_property_readonly("name", [](const ModelSpec& s) { return std::string(s.name); })
       .def_property_readonly("stage", [](const ModelSpec& s) { return std::string(to_string(s.stage)); })
       .def_property_readonly("tiled", [](const ModelSpec& s) { return s.tiled; })
@@ -79,8 +81,12 @@ void bind_spec_class(py::module_& m) {
                                for (const auto& f : s.files) l.append(std::string(f.name));
                                return l;
                              })
-      .def_property_readonly("needs", &needs_dict, "What run_network requires for this network.")
-      .def("to_dict", [](const ModelSpec& s) { return json_loads(qsmcore::to_json_string(s)); })
+      .def_property_readonly("needs", &needs_dict, "What run_network requires for this network.");
+}
+
+// Its memory: the registry's figures and the shapes to pass them.
+void bind_spec_memory(SpecClass& c) {
+  c.def("to_dict", [](const ModelSpec& s) { return json_loads(qsmcore::to_json_string(s)); })
       .def("resident_bytes", &ModelSpec::resident_bytes)
       .def(
           "inference_bytes",
@@ -104,13 +110,17 @@ void bind_spec_class(py::module_& m) {
           "The spatial shape the network's graph sees for a whole-volume run of volume_shape (x, y, z;\n"
           "for iQSM+ its mask crop, for HD-BET the 1 mm crop, for SynthSeg the 1 mm RAS shape), in the\n"
           "graph's axis order: what peak_bytes and inference_bytes take (qsmcore/tiling.h).\n"
-          "QSMGAN, AutoQSM and RS2-Net need fixed_patch, their graph's patch, and return it.")
-      .def(
-          "tile_bytes",
-          [](const ModelSpec& s, std::size_t core, std::size_t halo) {
-            return qsmcore::tile_bytes(s, qsmcore::TileConfig{core, halo});
-          },
-          py::arg("core") = 128, py::arg("halo") = 8)
+          "QSMGAN, AutoQSM and RS2-Net need fixed_patch, their graph's patch, and return it.");
+}
+
+// Its tiled runs: a tile's cost, tiles in flight, a tiled run's peak (qsmcore/tiling.h).
+void bind_spec_tiling(SpecClass& c) {
+  c.def(
+       "tile_bytes",
+       [](const ModelSpec& s, std::size_t core, std::size_t halo) {
+         return qsmcore::tile_bytes(s, qsmcore::TileConfig{core, halo});
+       },
+       py::arg("core") = 128, py::arg("halo") = 8)
       .def(
           "wasm_tile_bytes",
           [](const ModelSpec& s, std::size_t core, std::size_t halo) {
@@ -155,8 +165,15 @@ void bind_spec_class(py::module_& m) {
           },
           py::arg("core"), py::arg("halo"), py::arg("volume"), py::arg("in_flight"), py::arg("field_copy") = true,
           "A tiled run's whole peak natively from the registry's figures alone, with in_flight tiles at once\n"
-          "(tile_concurrency's answer, at most the tiles whose core holds a mask voxel): memory.md §4.4.")
-      .def("__repr__", [](const ModelSpec& s) { return "<qsmcore.ModelSpec '" + std::string(s.id) + "'>"; });
+          "(tile_concurrency's answer, at most the tiles whose core holds a mask voxel): memory.md §4.4.");
+}
+
+void bind_spec_class(py::module_& m) {
+  SpecClass c(m, "ModelSpec", "One registry network (qsm models show ID).");
+  bind_spec_facts(c);
+  bind_spec_memory(c);
+  bind_spec_tiling(c);
+  c.def("__repr__", [](const ModelSpec& s) { return "<qsmcore.ModelSpec '" + std::string(s.id) + "'>"; });
 }
 
 }  // namespace
