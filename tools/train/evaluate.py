@@ -6,7 +6,9 @@ held-out heads of heldout.py, and optionally on the demo's ellipsoid head (issue
 
 The network runs through the real path, `build/qsm run qsmcore-invnet` (its wrapper computes the
 TKD input with b̂ and pads); --onnx runs another weights file through the same recipe
-(QSM_MODEL_DIR_QSMCORE_INVNET + --no-verify). TKD is qsmcore.physics.tkd swept over thresholds
+(QSM_MODEL_DIR_QSMCORE_INVNET + --no-verify). --ckpt runs a training checkpoint in PyTorch instead,
+fed the --prior its training used (prior.py; the TV-ADMM prior volume is cached beside each head),
+padded centred to multiples of 4 as the wrapper pads: for priors the C++ wrapper does not compute. TKD is qsmcore.physics.tkd swept over thresholds
 0.05…0.40 (step 0.025), the best by demeaned NRMSE against the truth (a real scan cannot do this).
 TV-ADMM is qsmcore.invert_dipole(method="tv") with its defaults. TKD and TV results are cached
 beside each head (they do not depend on the network).
@@ -66,6 +68,36 @@ def run_net(head, meta, onnx, threads):
         return np.asarray(nib.load(out).dataobj, dtype=np.float64)
 
 
+def run_ckpt(head, meta, field, mask, ckpt, kind, threads):
+    import torch
+
+    import model
+
+    if kind == "tv":
+        path = os.path.join(head, "tv_chi.npy")
+        if not os.path.exists(path):
+            r = qsmcore.invert_dipole(field, mask, method="tv", voxel_size=meta["voxel_mm"], b0_dir=meta["b0_dir"],
+                                      threads=threads)
+            np.save(path, np.asarray(r["chi"], np.float32) * mask.astype(np.float32))
+        est = np.load(path)
+    else:
+        est = physics.tkd(field, mask, meta["b0_dir"], meta["voxel_mm"], 0.19).astype(np.float32) * mask
+    st = torch.load(ckpt)
+    net = model.InvNet(st.get("base", 16))
+    net.load_state_dict(st["net"])
+    net.eval()
+    torch.set_num_threads(threads)
+    x = np.stack([est, field * mask, mask]).astype(np.float32)
+    n = np.array(x.shape[1:])
+    p = -(-n // 4) * 4
+    lo = (p - n) // 2
+    xp = np.zeros((3, *p), np.float32)
+    xp[:, lo[0]:lo[0] + n[0], lo[1]:lo[1] + n[1], lo[2]:lo[2] + n[2]] = x
+    with torch.no_grad():
+        y = net(torch.from_numpy(xp)[None])[0, 0].numpy()
+    return y[lo[0]:lo[0] + n[0], lo[1]:lo[1] + n[1], lo[2]:lo[2] + n[2]].astype(np.float64) * mask
+
+
 def tkd_best(field, truth, mask, meta):
     best = None
     for t in THRESHOLDS:
@@ -111,6 +143,8 @@ def main():
     ap.add_argument("--heads", default=os.path.join(ROOT, "build", "heldout"))
     ap.add_argument("--only", nargs="*", help="head folder names (default: all)")
     ap.add_argument("--onnx", help="weights to run instead of the shipped file")
+    ap.add_argument("--ckpt", help="a training checkpoint (last.pt) run in PyTorch instead of build/qsm")
+    ap.add_argument("--prior", default="tkd", help="with --ckpt: the prior it was trained on (prior.py)")
     ap.add_argument("--label", default="qsmcore-invnet")
     ap.add_argument("--methods", nargs="+", default=["net", "tkd", "tv"])
     ap.add_argument("--demo", action="store_true", help="also the demo's ellipsoid head at 128³")
@@ -128,7 +162,9 @@ def main():
         row = dict(head=os.path.basename(head))
         if "net" in a.methods:
             t0 = time.time()
-            row["net"] = scores(run_net(head, meta, a.onnx, a.threads), truth, mask)
+            chi = (run_ckpt(head, meta, field, mask, a.ckpt, a.prior, a.threads) if a.ckpt
+                   else run_net(head, meta, a.onnx, a.threads))
+            row["net"] = scores(chi, truth, mask)
             row["net"]["seconds"] = round(time.time() - t0, 1)
         if "tkd" in a.methods:
             row["tkd"] = cached(os.path.join(head, "tkd_best.json"), lambda: tkd_best(field, truth, mask, meta))

@@ -18,6 +18,8 @@ Issue 53 (brain-like data; the defaults above reproduce the shipped network unch
 probability `--anatomy-frac`, else from the synth.py pool; validation adds 6 anatomy samples of
 another seed (columns heldout_anat_*). `--init-onnx` starts from the weights in an exported file
 (fine-tuning the shipped network); a checkpoint, when present, takes precedence.
+`--prior tv` feeds TV-ADMM's χ in channel 0 instead of TKD's (prior.py; an experiment of issue 53,
+the model card's "A TV prior"); `--reset-head` zeroes the output layer after `--init-onnx`.
 """
 import argparse
 import os
@@ -28,6 +30,7 @@ import numpy as np
 import torch
 
 import model
+import prior
 import synth
 import synth_anatomy
 
@@ -39,8 +42,11 @@ def cpu_seconds():
     return r.ru_utime + r.ru_stime
 
 
+PRIOR = "tkd"  # --prior: what channel 0 holds (prior.py)
+
+
 def sample_tensors(s):
-    x = np.stack([s.tkd, s.field, s.mask])
+    x = np.stack([prior.estimate(s, PRIOR), s.field, s.mask])
     y = np.stack([s.chi, s.mask])
     return torch.from_numpy(x), torch.from_numpy(y)
 
@@ -107,7 +113,7 @@ def evaluate(net, heldout):
         for s in heldout:
             x, _ = sample_tensors(s)
             p = net(x[None])[0, 0].numpy() * s.mask
-            out.append((nrmse(p, s.chi, s.mask), nrmse(s.tkd, s.chi, s.mask)))
+            out.append((nrmse(p, s.chi, s.mask), nrmse(x[0].numpy(), s.chi, s.mask)))
     net.train()
     return np.mean([o[0] for o in out]), np.mean([o[1] for o in out])
 
@@ -135,10 +141,16 @@ def main():
     ap.add_argument("--seed", type=int, default=20261201)
     ap.add_argument("--data", choices=("synth", "mix"), default="synth")
     ap.add_argument("--anatomy-frac", type=float, default=0.7)
+    ap.add_argument("--prior", choices=prior.KINDS, default="tkd",
+                    help="the estimate channel 0 holds (prior.py; tkd: the shipped network)")
     ap.add_argument("--init-onnx", help="start from the weights of this exported file")
+    ap.add_argument("--reset-head", action="store_true",
+                    help="with --init-onnx: zero the output layer, so training starts from the prior itself")
     ap.add_argument("--log", help="log TSV (default OUT/train_log.tsv)")
     ap.add_argument("--stop-at", help="UTC time HH:MM: stop there with a checkpoint (resume later)")
     a = ap.parse_args()
+    global PRIOR
+    PRIOR = a.prior
     os.makedirs(a.out, exist_ok=True)
     torch.set_num_threads(a.threads)
     torch.manual_seed(a.seed)
@@ -177,9 +189,12 @@ def main():
     else:
         if a.init_onnx:
             init_from_onnx(net, a.init_onnx)
+            if a.reset_head:  # keep the features, start from the prior itself (a new prior's errors differ)
+                torch.nn.init.zeros_(net.head.weight)
+                torch.nn.init.zeros_(net.head.bias)
         with open(log_path, "w") as f:
-            f.write("iter\tloss\tlr\twall_s\tcpu_s_total\theldout_nrmse_net\theldout_nrmse_tkd"
-                    + ("\theldout_anat_net\theldout_anat_tkd" if mix else "") + "\n")
+            f.write(f"iter\tloss\tlr\twall_s\tcpu_s_total\theldout_nrmse_net\theldout_nrmse_{a.prior}"
+                    + (f"\theldout_anat_net\theldout_anat_{a.prior}" if mix else "") + "\n")
     t0, cpu0 = time.time(), cpu_seconds()
     running = None
     stop = min(a.iters, a.stop_after) if a.stop_after > 0 else a.iters
