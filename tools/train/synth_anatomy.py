@@ -348,6 +348,10 @@ def residual_background(rng, chi_full, mask, voxel, b0):
     return res + poly.astype(np.float32)
 
 
+# Scales how often a sample gets a residual background (0.5) and noise (0.6): train.py --corrupt-frac.
+CORRUPT = 1.0
+
+
 def make_sample(rng, canon, shape=(64, 64, 64)):
     voxel = random_voxel(rng)
     P = sample_coords(rng, canon, shape, voxel)
@@ -364,9 +368,9 @@ def make_sample(rng, canon, shape=(64, 64, 64)):
     chi = (chi_full * mask).astype(np.float32)
     b0 = synth.random_b0(rng)
     field = synth.forward_field(chi, voxel, b0)
-    if rng.random() < 0.5:
+    if rng.random() < 0.5 * CORRUPT:
         field = field + residual_background(rng, chi_full, mask, voxel, b0)
-    if rng.random() < 0.6:
+    if rng.random() < 0.6 * CORRUPT:
         field = field + rng.uniform(0.0005, 0.005) * rng.standard_normal(shape).astype(np.float32)
     m = mask.astype(np.float32)
     field = (field * m).astype(np.float32)

@@ -144,6 +144,8 @@ def main():
     ap.add_argument("--prior", choices=prior.KINDS, default="tkd",
                     help="the estimate channel 0 holds (prior.py; tkd: the shipped network)")
     ap.add_argument("--init-onnx", help="start from the weights of this exported file")
+    ap.add_argument("--corrupt-frac", type=float, default=1.0,
+                    help="scales how often an anatomy sample gets a residual background and noise (synth_anatomy.py)")
     ap.add_argument("--reset-head", action="store_true",
                     help="with --init-onnx: zero the output layer, so training starts from the prior itself")
     ap.add_argument("--log", help="log TSV (default OUT/train_log.tsv)")
@@ -151,6 +153,7 @@ def main():
     a = ap.parse_args()
     global PRIOR
     PRIOR = a.prior
+    synth_anatomy.CORRUPT = a.corrupt_frac
     os.makedirs(a.out, exist_ok=True)
     torch.set_num_threads(a.threads)
     torch.manual_seed(a.seed)
