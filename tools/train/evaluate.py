@@ -8,8 +8,9 @@ The network runs through the real path, `build/qsm run qsmcore-invnet` (its wrap
 TKD input with b̂ and pads); --onnx runs another weights file through the same recipe
 (QSM_MODEL_DIR_QSMCORE_INVNET + --no-verify). --ckpt runs a training checkpoint in PyTorch instead,
 fed the --prior its training used (prior.py; the TV-ADMM prior volume is cached beside each head),
-padded centred to multiples of 4 as the wrapper pads: for priors the C++ wrapper does not compute. TKD is qsmcore.physics.tkd swept over thresholds
-0.05…0.40 (step 0.025), the best by demeaned NRMSE against the truth (a real scan cannot do this).
+padded centred to multiples of 4 as the wrapper pads: for priors the C++ wrapper does not compute.
+TKD is qsmcore.physics.tkd swept over thresholds 0.05…0.40 (step 0.025), the best by demeaned
+NRMSE against the truth (a real scan cannot do this).
 TV-ADMM is qsmcore.invert_dipole(method="tv") with its defaults. TKD and TV results are cached
 beside each head (they do not depend on the network).
 
@@ -72,13 +73,12 @@ def run_ckpt(head, meta, field, mask, ckpt, kind, threads):
     import torch
 
     import model
+    import prior
 
     if kind == "tv":
         path = os.path.join(head, "tv_chi.npy")
         if not os.path.exists(path):
-            r = qsmcore.invert_dipole(field, mask, method="tv", voxel_size=meta["voxel_mm"], b0_dir=meta["b0_dir"],
-                                      threads=threads)
-            np.save(path, np.asarray(r["chi"], np.float32) * mask.astype(np.float32))
+            np.save(path, prior.tv(field, mask, meta["voxel_mm"], meta["b0_dir"], threads))
         est = np.load(path)
     else:
         est = physics.tkd(field, mask, meta["b0_dir"], meta["voxel_mm"], 0.19).astype(np.float32) * mask

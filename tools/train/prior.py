@@ -16,15 +16,20 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "build", 
 KINDS = ("tkd", "tv")
 
 
+def tv(field, mask, voxel_mm, b0_dir, threads=1):
+    """TV-ADMM's χ with its defaults: float32, 0 outside the mask."""
+    import qsmcore
+
+    r = qsmcore.invert_dipole(np.asarray(field, np.float64), np.asarray(mask, np.float64), method="tv",
+                              voxel_size=[float(v) for v in voxel_mm], b0_dir=[float(v) for v in b0_dir],
+                              threads=threads)
+    return (np.asarray(r["chi"], dtype=np.float32) * np.asarray(mask, np.float32)).astype(np.float32)
+
+
 def estimate(s, kind):
     """Channel 0 for sample `s` (synth.Sample): float32, 0 outside the mask."""
     if kind == "tkd":
         return s.tkd
     if kind != "tv":
         raise ValueError(f"unknown prior {kind!r}: expected one of {KINDS}")
-    import qsmcore
-
-    r = qsmcore.invert_dipole(s.field.astype(np.float64), s.mask.astype(np.float64), method="tv",
-                              voxel_size=[float(v) for v in s.voxel_mm], b0_dir=[float(v) for v in s.b0_dir],
-                              threads=1)
-    return (np.asarray(r["chi"], dtype=np.float32) * s.mask).astype(np.float32)
+    return tv(s.field, s.mask, s.voxel_mm, s.b0_dir)
