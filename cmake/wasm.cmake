@@ -76,7 +76,7 @@ include(${CMAKE_CURRENT_LIST_DIR}/wasm_web.cmake)
 set(QSM_WEB_NODE_LINK
   -sMODULARIZE=1 -sEXPORT_NAME=createQsmWeb -sENVIRONMENT=node -sNODERAWFS=1 --no-entry
   -sALLOW_MEMORY_GROWTH=1 -sMAXIMUM_MEMORY=4GB -sTOTAL_STACK=8MB --pre-js ${CMAKE_SOURCE_DIR}/src/wasm/node_env.js
-  -sEXPORTED_FUNCTIONS=_malloc,_free,_qsm_web_registry,_qsm_web_run,_qsm_web_tile_plan,_qsm_web_output_data,_qsm_web_output_size,_qsm_web_heap_bytes
+  -sEXPORTED_FUNCTIONS=_malloc,_free,_qsm_web_registry,_qsm_web_run,_qsm_web_tile_plan,_qsm_web_output_data,_qsm_web_output_size,_qsm_web_heap_bytes,_qsm_web_break_bytes
   -sEXPORTED_RUNTIME_METHODS=ccall,UTF8ToString)
 if(QSM_WASM_THREADS)
   list(APPEND QSM_WEB_NODE_LINK "-sPTHREAD_POOL_SIZE=require('os').cpus().length+2")

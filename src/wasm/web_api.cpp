@@ -26,6 +26,7 @@
 #include <emscripten/heap.h>
 #include <emscripten/threading.h>
 #include <malloc.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <array>
@@ -525,6 +526,13 @@ EMSCRIPTEN_KEEPALIVE int qsm_web_output_size(const char* name) {
 /// The size of the linear memory: it never shrinks, so this is the heap's high-water.
 EMSCRIPTEN_KEEPALIVE double qsm_web_heap_bytes() {
   return static_cast<double>(heap_bytes());
+}
+
+/// The program break (sbrk(0)): where malloc's heap ends. It never moves down (emscripten's
+/// dlmalloc does not trim), so its rise over a call is the heap the call took, without the free
+/// room the linear memory had before it (docs/wasm.md, "Whole tiled runs").
+EMSCRIPTEN_KEEPALIVE double qsm_web_break_bytes() {
+  return static_cast<double>(reinterpret_cast<std::uintptr_t>(sbrk(0)));
 }
 
 }  // extern "C"

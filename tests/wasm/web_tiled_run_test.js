@@ -158,7 +158,8 @@ function runNetwork(id, twins, ph, mask) {
         `${id}: estimate ${estimate} B against a heap growth of ${measured} B (${ratio.toFixed(3)}; +5 %/−0 %)`);
   if (knownMiss && ratio < 1) log(`${id}: KNOWN MISS: the estimate is ${((1 - ratio) * 100).toFixed(1)} % under the heap growth`);
   log(`${id}: ${reply.tiles} tiles, ${reply.tiles_in_flight} in flight, ${plan.patch[0]}³ patches; heap growth ` +
-      `${(measured / 1e6).toFixed(1)} MB, estimate ${(estimate / 1e6).toFixed(1)} MB (${ratio.toFixed(3)}); accounted peak ` +
+      `${(measured / 1e6).toFixed(1)} MB, estimate ${(estimate / 1e6).toFixed(1)} MB (${ratio.toFixed(3)}); break rise ` +
+      `${(w.heap.break_rise_bytes / 1e6).toFixed(1)} MB (${(estimate / w.heap.break_rise_bytes).toFixed(3)}); accounted peak ` +
       `${(reply.measured_peak_bytes / 1e6).toFixed(1)} MB; χ max|Δ| ${(chi.max / chi.range).toExponential(2)} of the range; ` +
       `${((Date.now() - t) / 1000).toFixed(0)} s in wasm`);
 }

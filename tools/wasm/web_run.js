@@ -16,7 +16,10 @@
 // heap: the linear memory's size once the module is ready (`start_bytes`: static data, stacks,
 // the runtime's own allocations; no call made yet) and after the run (`end_bytes`; the memory
 // never shrinks, so this is the high-water), and `growth_bytes` = end − start, what `qsm measure
-// --wasm` measures for a whole run (docs/wasm.md). QSM_WASM_DIR: the build folder (default
+// --wasm` measures for a whole run (docs/wasm.md); also the program break (sbrk(0), where
+// malloc's heap ends) when the module is ready (`break_start_bytes`) and its rise over the run
+// (`break_rise_bytes`): the heap the run took, without the free room the memory had at the start
+// (7.2 MB in the pthread build), which hides that much of it from `growth_bytes`. QSM_WASM_DIR: the build folder (default
 // build-wasm/mt, or build-wasm/st with --single-thread). Exit status 1 on an error reply.
 'use strict';
 const fs = require('fs');
@@ -132,6 +135,8 @@ async function main() {
   // As web/worker.js: a pool thread may have grown the memory, so views come from the live buffer.
   const heap = () => (qsm.wasmMemory ? qsm.wasmMemory.buffer : qsm.HEAP8.buffer);
   const start = heap().byteLength;  // before any call: what the module holds once loaded
+  const brk = () => qsm.ccall('qsm_web_break_bytes', 'number', [], []);
+  const breakStart = brk();
 
   const field = readVolume(o.field);
   const mask = o.mask ? readVolume(o.mask) : null;
@@ -170,7 +175,8 @@ async function main() {
       [JSON.stringify(request), fptr, field.data.length, mptr, mask ? mask.data.length : 0]);
   result.reply = JSON.parse(text);
   const end = heap().byteLength;
-  result.heap = {start_bytes: start, end_bytes: end, growth_bytes: end - start};
+  result.heap = {start_bytes: start, end_bytes: end, growth_bytes: end - start, break_start_bytes: breakStart,
+                 break_rise_bytes: brk() - breakStart};
   result.outputs = [];
   for (const o2 of result.reply.outputs || []) {
     const n = qsm.ccall('qsm_web_output_size', 'number', ['string'], [o2.name]);
