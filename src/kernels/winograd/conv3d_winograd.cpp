@@ -18,10 +18,19 @@
 // microkernels would have to be written and tuned twice to reach the same fraction of peak. The
 // transforms are ours (adds only, a build per ISA chosen at run time: transforms.cpp).
 //
-// Threads: the blocks are fixed by the shape (tb from the channel counts) and each runs whole on
+// Threads: the blocks are fixed by the shape (tb tiles each) and each runs whole on
 // one thread, with oneDNN's matmul kept to that thread, so results do not depend on the thread
-// count. Scratch per thread: V (64 · tb · c floats), M (64 · tb · m) and the matmul's scratchpad,
-// tb chosen so that V and M stay in a core's L2.
+// count. Scratch per thread: V (64 · tb · c floats), M (64 · tb · m) and the matmul's scratchpad.
+//
+// Why 40 tiles a block, whatever the channels: the 64 batches of V and M lie tb · c (tb · m)
+// floats apart, and where that stride is a multiple of 4 KiB or 8 KiB the batches alias in the
+// L1 sets: measured (bench/conv_winograd.sh, 2 threads, AVX-512, 2026-12-07), Winograd / direct
+// on 32->32 at 64³ was 1.27 at tb = 32 or 64 (4 and 8 KiB strides) against 0.77-0.83 at 24, 40, 56,
+// 72, 88 (odd KiB), and 0.87-0.91 at the 48 the old rule (V and M within 768 KiB, "a core's L2")
+// gave. 40 was within 0.03 of the best tb on every shape measured: 32->32 at 64³ and 128³ 0.79 /
+// 0.81 (old rule 0.87-0.91), 64->64 at 64³ 0.66 (0.65 at the old 24), 128->128 at 32³ 0.52 (0.65
+// at the old 8), 16->16 at 128³ 1.37 (1.67 at the old 96; auto leaves 16->16 direct). Keeping V and
+// M in L2 mattered less than the stride: at 128 channels tb = 40 holds 2.6 MB of them.
 #include "kernels/winograd/conv3d_winograd.h"
 
 #include <algorithm>
@@ -40,7 +49,7 @@ namespace qsmcore::kernels::winograd {
 namespace {
 
 using dnnl::memory;
-constexpr std::size_t kL2Target = 768 * 1024;  // one thread's V and M
+constexpr int kTileBlock = 40;  // tiles per block (see the header)
 
 std::size_t round64(std::size_t b) {
   return (b + 63) / 64 * 64;
@@ -74,11 +83,6 @@ AccountedArray<float> transform_weights(const Conv3dShape& s, const float* w) {
           }
     }
   return u;
-}
-
-int default_tile_block(const Conv3dShape& s) {
-  const std::size_t per_tile = static_cast<std::size_t>(kPoints) * (s.c + s.m) * sizeof(float);
-  return std::clamp(static_cast<int>(kL2Target / per_tile) / 8 * 8, 8, 512);
 }
 
 }  // namespace
@@ -152,7 +156,7 @@ WinogradConv3d::WinogradConv3d(const Conv3dShape& s, const float* weights, const
   Impl& p = *impl_;
   p.s = s;
   p.grid = TileGrid{s.c, s.m, s.d, s.h, s.w, (s.d + 1) / 2, (s.h + 1) / 2, (s.w + 1) / 2, s.d, 1};
-  p.tb = tile_block > 0 ? tile_block : default_tile_block(s);
+  p.tb = tile_block > 0 ? tile_block : kTileBlock;
   p.bias.assign(static_cast<std::size_t>((s.m + kChunk - 1) / kChunk * kChunk), 0.0f);
   if (bias != nullptr) std::copy(bias, bias + s.m, p.bias.begin());
   p.post = std::move(post);

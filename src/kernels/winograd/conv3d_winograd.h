@@ -39,8 +39,8 @@ bool winograd_fits(const std::vector<std::int64_t>& kernel, const std::vector<st
 class WinogradConv3d {
  public:
   /// weights [m][c][3][3][3] and bias [m] (or null), both finite; `post` as the graph fuses them
-  /// (activations, Sum with its addend passed to run). tile_block: tiles per block (0: chosen
-  /// from the channel counts so that one thread's transformed inputs and products fit its L2).
+  /// (activations, Sum with its addend passed to run). tile_block: tiles per block (0: 40,
+  /// the block whose batches do not alias in L1 on any shape measured; conv3d_winograd.cpp).
   WinogradConv3d(const Conv3dShape& s, const float* weights, const float* bias, std::vector<graph::PostOp> post,
                  int tile_block = 0);
   ~WinogradConv3d();
