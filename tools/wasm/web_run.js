@@ -19,8 +19,9 @@
 // --wasm` measures for a whole run (docs/wasm.md); also the program break (sbrk(0), where
 // malloc's heap ends) when the module is ready (`break_start_bytes`) and its rise over the run
 // (`break_rise_bytes`): the heap the run took, without the free room the memory had at the start
-// (7.2 MB in the pthread build), which hides that much of it from `growth_bytes`. QSM_WASM_DIR: the build folder (default
-// build-wasm/mt, or build-wasm/st with --single-thread). Exit status 1 on an error reply.
+// (7.2 MB in the pthread build), which hides that much of it from `growth_bytes`. QSM_WASM_DIR:
+// the build folder (default build-wasm/mt, or build-wasm/st with --single-thread). Exit status
+// 1 on an error reply.
 'use strict';
 const fs = require('fs');
 const path = require('path');
