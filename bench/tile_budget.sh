@@ -42,9 +42,10 @@
 # (tools/wasm/web_run.js on WASM_DIR/qsm-web-node.js: qsm_web_tile_plan, then qsm_web_run with
 # the tile) on the same phantom, at the tile configs WASM_CONFIGS (default "32,8 64,4"; a
 # qsmnet run at 96³ takes minutes). The estimate is the page's plan: the input volumes the run
-# makes (float32 copies and f64 volumes of the field and the mask, 24 B a voxel) + tiled_peak_bytes
-# for the plan's tiles in flight (wasm_tiles_in_flight) — the host's arithmetic above must give the
-# same bytes (checked). Measured: the growth of the linear memory (HEAP8.buffer.byteLength) from
+# makes (float32 copies and f64 volumes of the field and the mask, 24 B a voxel) +
+# wasm_tiled_peak_bytes (the registry's wasm32 tiled-run figures; tiled_peak_bytes for a network
+# without them) for the plan's tiles in flight (wasm_tiles_in_flight) — the host's arithmetic above
+# must give the same bytes (checked). Measured: the growth of the linear memory (HEAP8.buffer.byteLength) from
 # the module's start to the run's end, as `qsm measure --wasm` measures a whole run (docs/wasm.md).
 # Beside it the run's accounted peak and the heap the accounting does not see (growth − accounted
 # peak − inputs: fragmentation, thread stacks, the runtime; less the start's free heap), the heap
@@ -90,6 +91,17 @@ def tiled_peak(spec, p, dims, n, field_copy=False):
         prepare = (3 + field_copy) * 8 * voxels + 24 * (dims[0] // 2 + 1) * dims[1] * dims[2] + 4096
     held = mem["resident_bytes"] + mem["inference_fixed_bytes"]
     return max(mem["load_peak_bytes"], held + max(wrapper + n * tile_bytes(spec, p**3), prepare))
+def wasm_tiled_peak(spec, p, dims, n, field_copy=False):
+    # wasm_tiled_peak_bytes (memory.md §4.6); the native estimate where not measured in wasm32.
+    run = spec["wasm_tiled_run"]
+    if run is None:
+        return tiled_peak(spec, p, dims, n, field_copy)
+    voxels = dims[0] * dims[1] * dims[2]
+    invnet = spec["id"] == "qsmcore-invnet"
+    wrapper = (1 + field_copy + invnet) * 8 * voxels + 4096
+    prepare = (3 + field_copy) * 8 * voxels + 24 * (dims[0] // 2 + 1) * dims[1] * dims[2] + 4096 if invnet else 0
+    tile = run["tile_fixed_bytes"] + run["tile_bytes_per_voxel"] * p**3
+    return run["held_bytes"] + max(wrapper + n * tile, prepare)
 EOF
 
 ids=$("$QSM" models --json | python3 -c 'import json,sys; print(" ".join(m["id"] for m in json.load(sys.stdin) if m["tiled"]))')
@@ -183,7 +195,7 @@ core, halo = (int(v) for v in sys.argv[4].split(","))
 dims = w["dims"]
 p = patch(spec, core, halo)
 n = plan["tiles_in_flight"]
-host = tiled_peak(spec, p, dims, n) + 24 * dims[0] * dims[1] * dims[2]
+host = wasm_tiled_peak(spec, p, dims, n) + 24 * dims[0] * dims[1] * dims[2]
 estimate = plan["predicted_peak_bytes"] + plan["inputs_bytes"]
 assert host == estimate, f"the page's plan says {estimate} B, the registry's arithmetic {host} B"
 assert reply["tiles_in_flight"] == n, f"the run had {reply['tiles_in_flight']} tiles in flight, the plan {n}"

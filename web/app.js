@@ -431,7 +431,7 @@ function showPlan(p, note) {
     ["tiles", `${p.tiles} of ${p.patch.join("×")} (core ${core}, halo ${p.halo}; a tile with no mask voxel is skipped)`],
     ["tiles in flight", `${p.tiles_in_flight} (wasm_tiles_in_flight: ${p.wasm_tiles_in_flight} for ${p.pool} thread(s)${lowered})`],
     ["one tile", `${fmtBytes(p.tile_bytes)} (${p.tile_figure}, what the tiles in flight are decided with); native ${fmtBytes(p.native_tile_bytes)}`],
-    ["predicted peak", `${fmtBytes(p.predicted_peak_bytes)} with ${p.tiles_in_flight} in flight (the registry's figures: model, whole-volume buffers, tiles)`],
+    ["predicted peak", `${fmtBytes(p.predicted_peak_bytes)} with ${p.tiles_in_flight} in flight (the registry's ${p.peak_figure === "wasm32" ? "wasm32 tiled-run" : "native"} figures: model and plan, whole-volume buffers, tiles)`],
     ["heap at the peak", `${fmtBytes(p.predicted_heap_bytes)} (in use ${fmtBytes(p.heap_in_use_bytes)}, input volumes ${fmtBytes(p.inputs_bytes)})`],
     ["budget", fmtBytes(p.budget_bytes)],
   ];
@@ -833,7 +833,12 @@ function tileNote(s) {
   if (!s.tiled) return "";
   if (s.native_tile_bytes_per_voxel == null) return " · tiled; tile cost not measured yet";
   const wasm = s.tile_bytes_per_voxel != null ? `${s.tile_bytes_per_voxel} B/voxel in wasm32` : "wasm32 not measured (native figure budgets)";
-  return ` · tiled: tile cost ${wasm}, native ${s.native_tile_bytes_per_voxel} B/voxel + ${fmtBytes(s.native_tile_fixed_bytes)}`;
+  // A whole tiled run in wasm32 (docs/memory.md §4.6): what this page budgets its tiles with.
+  const run = s.wasm_tiled_run
+    ? `; a tiled run here: ${fmtBytes(s.wasm_tiled_run.held_bytes)} held + ${s.wasm_tiled_run.tile_bytes_per_voxel} B/voxel + ` +
+      `${fmtBytes(s.wasm_tiled_run.tile_fixed_bytes)} a tile`
+    : "";
+  return ` · tiled: tile cost ${wasm}, native ${s.native_tile_bytes_per_voxel} B/voxel + ${fmtBytes(s.native_tile_fixed_bytes)}${run}`;
 }
 
 // Networks the page can feed: a wrapper exists and it needs at most a field and a mask.

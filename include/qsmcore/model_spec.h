@@ -96,6 +96,19 @@ struct TileCost {
   friend bool operator==(const TileCost&, const TileCost&) = default;
 };
 
+/// A tiled network's whole tiled run in wasm32 (memory.md §4.6), measured by `qsm measure --all
+/// --wasm BUILD --wasm-tiles FILE` from the program break's rise over tiled runs of the web
+/// page's own entry points (tools/wasm/web_run.js): the heap such a run takes is the input
+/// volumes + held_bytes + the wrapper's volumes (tiled_wrapper_bytes) + one tile line per tile in
+/// flight. Measured, not derived from the native figures: wasm32 kernels, allocator and thread
+/// stacks differ, so the native cost under-counts a wasm32 run by up to 13 % (docs/wasm.md).
+struct WasmTiledRun {
+  std::uint64_t held_bytes = 0;            // the model, its plan, the runtime's pools: shared by the tiles
+  std::uint64_t tile_fixed_bytes = 0;      // one more tile in flight: this +
+  std::uint64_t tile_bytes_per_voxel = 0;  // this per voxel of its padded patch
+  friend bool operator==(const WasmTiledRun&, const WasmTiledRun&) = default;
+};
+
 /// Voxels of a spatial shape, saturating at UINT64_MAX like every memory figure.
 std::uint64_t voxel_count(std::array<std::size_t, 3> shape);
 
@@ -122,7 +135,8 @@ struct ModelSpec {
   // Tile figures, tiled networks only, absent until measured (memory.md §4.5):
   //  - tile_bytes_per_voxel, the seed's field with the seed's meaning: measured in wasm32, the
   //    slope of the linear memory's high-water against patch voxels, one tile in flight
-  //    (src/models/measured_wasm_tiles.h); what wasm_tile_bytes/wasm_tiles_in_flight budget with;
+  //    (src/models/measured_wasm_tiles.h); what wasm_tile_bytes/wasm_tiles_in_flight budget with
+  //    where wasm_tiled_run is absent;
   //  - native_tile_bytes_per_voxel + native_tile_fixed_bytes (+ native_tile_small): the native
   //    heap one more tile in flight adds (the run above the shared plan), affine in patch voxels
   //    from a medium patch up (src/models/measured_memory.h); what tile_cost(), tile_bytes and
@@ -131,7 +145,10 @@ struct ModelSpec {
   std::optional<std::uint64_t> native_tile_bytes_per_voxel{};
   std::uint64_t native_tile_fixed_bytes = 0;
   std::array<TilePoint, 3> native_tile_small{};  // TileCost::small
-  std::optional<NetworkMemory> memory{};         // absent until measured
+  // A whole tiled run in wasm32 (src/models/measured_wasm_tiles.h): what the web page's tile plan,
+  // wasm_tile_bytes, wasm_tiles_in_flight and wasm_tiled_peak_bytes use where measured.
+  std::optional<WasmTiledRun> wasm_tiled_run{};
+  std::optional<NetworkMemory> memory{};  // absent until measured
 
   /// Available and every file has a URL and a hash (the reference code's test, stricter than
   /// its documentation's), or ships with qsmcore and has a hash.

@@ -98,17 +98,21 @@ std::size_t tile_concurrency(const ModelSpec& spec, TileConfig cfg, std::uint64_
 /// `wasm_tile_bytes_per_voxel`), beside the native `native_tile_bytes_per_voxel` and
 /// `native_tile_fixed_bytes` (memory.md §4.5).
 std::optional<std::uint64_t> wasm_tile_bytes_per_voxel(const ModelSpec& spec);
-/// Bytes of one more tile in flight on wasm32 with this config: wasm_tile_bytes_per_voxel × the
-/// padded patch's voxels. Throws Error{InvalidInput} for a network not run tiled,
-/// Error{NotFound} when it has no wasm32 figures.
+/// Bytes of one more tile in flight on wasm32 with this config, for its padded patch: the tile
+/// line of the measured wasm32 tiled runs (ModelSpec::wasm_tiled_run, tile_fixed_bytes +
+/// tile_bytes_per_voxel × voxels) where measured, else wasm_tile_bytes_per_voxel × voxels.
+/// Throws Error{InvalidInput} for a network not run tiled, Error{NotFound} when it has no wasm32
+/// figures.
 std::uint64_t wasm_tile_bytes(const ModelSpec& spec, TileConfig cfg);
 /// Tiles in flight on wasm32: min(pool, max(1, ⌊1.5e9 / per⌋)), the reference's wasm activation
 /// budget spent with this network's own figure instead of 1100 B/voxel: per = wasm_tile_bytes,
 /// or tile_bytes (the native figure) for a network not measured in wasm32. With a `budget`
-/// (bytes above what the caller holds; 0 = none) also at most what tile_concurrency(spec, cfg,
-/// budget, that count, wrapper_bytes) allows — the native rule, so a host and the web page's tile
-/// plan lower tiles in flight by one rule, the one tiled_peak_bytes counts — and at least 1 where
-/// not even one tile fits (the caller refuses, or the run's plans decide).
+/// (bytes above what the caller holds; 0 = none) also at most what fits in it beside the
+/// wasm32 run's held part and `wrapper_bytes`, ⌊(budget − held − wrapper) / per⌋ (the terms
+/// wasm_tiled_peak_bytes counts), or where the wasm32 run is not measured what
+/// tile_concurrency(spec, cfg, budget, that count, wrapper_bytes) allows — and at least 1 where
+/// not even one tile fits (the caller refuses, or the run's plans decide). The web page's tile
+/// plan lowers its tiles in flight by this rule.
 std::size_t wasm_tiles_in_flight(const ModelSpec& spec, TileConfig cfg, std::size_t pool, std::uint64_t budget = 0,
                                  std::uint64_t wrapper_bytes = 0);
 /// What a tiled network's wrapper holds beside its tiles for an input volume of `voxels`
@@ -134,13 +138,22 @@ std::uint64_t tiled_prepare_bytes(const ModelSpec& spec, std::array<std::size_t,
 /// a run's accounted peak (+5 %/−0 %). Throws as tile_bytes does.
 std::uint64_t tiled_peak_bytes(const ModelSpec& spec, TileConfig cfg, std::array<std::size_t, 3> volume,
                                std::size_t in_flight, bool field_copy = true);
+/// A tiled run's heap in wasm32 from the registry's figures alone (memory.md §4.6): the wasm32
+/// run's held part (ModelSpec::wasm_tiled_run) + the larger of the wrapper's step before the
+/// tiles (tiled_prepare_bytes) and the tiles' phase (tiled_wrapper_bytes + in_flight ×
+/// wasm_tile_bytes). Add the input volumes the caller makes in the heap (the web page: a float32
+/// and an f64 copy of each). Measured against the program break's rise over the page's own
+/// tiled runs (tests/wasm/web_tiled_run_test.js, +5 %/−0 %). Throws Error{InvalidInput} for a
+/// network not run tiled, Error{NotFound} where its wasm32 tiled run is not measured.
+std::uint64_t wasm_tiled_peak_bytes(const ModelSpec& spec, TileConfig cfg, std::array<std::size_t, 3> volume,
+                                    std::size_t in_flight, bool field_copy = true);
 
 // One budget (memory.md §4.4): the tiled wrappers (src/networks/field_nets.cpp) ask for the
 // tiles in flight these functions give, natively tile_concurrency(spec, cfg, room, threads,
 // tiled_wrapper_bytes(spec, voxels)) with room = the run's budget above what the caller holds,
 // on wasm32 wasm_tiles_in_flight(spec, cfg, threads); the run's own plans may lower that, never
 // raise it. So a host that budgets with the registry's figures runs what qsmcore runs, and
-// tiled_peak_bytes with that count is its estimate of the run's peak (the wrappers reserve the
-// same terms).
+// tiled_peak_bytes (wasm32: wasm_tiled_peak_bytes) with that count is its estimate of the run's
+// peak (the wrappers reserve the native terms).
 
 }  // namespace qsmcore

@@ -71,6 +71,18 @@ void bind_spec_facts(SpecClass& c) {
           "native_tile_bytes_per_voxel", [](const ModelSpec& s) { return s.native_tile_bytes_per_voxel; },
           "Native tile cost per patch voxel, from the patch of core 32 up (with native_tile_fixed_bytes).")
       .def_property_readonly("native_tile_fixed_bytes", [](const ModelSpec& s) { return s.native_tile_fixed_bytes; })
+      .def_property_readonly(
+          "wasm_tiled_run",
+          [](const ModelSpec& s) -> py::object {
+            if (!s.wasm_tiled_run) return py::none();
+            py::dict d;
+            d["held_bytes"] = s.wasm_tiled_run->held_bytes;
+            d["tile_fixed_bytes"] = s.wasm_tiled_run->tile_fixed_bytes;
+            d["tile_bytes_per_voxel"] = s.wasm_tiled_run->tile_bytes_per_voxel;
+            return d;
+          },
+          "A whole tiled run in wasm32 (memory.md §4.6): {held_bytes, tile_fixed_bytes, tile_bytes_per_voxel},\n"
+          "measured from the web page's own tiled runs; None if not.")
       .def_property_readonly("size_divisor", [](const ModelSpec& s) { return s.size_divisor; })
       .def_property_readonly("pad_multiple", [](const ModelSpec& s) { return s.pad_multiple; })
       .def_property_readonly("is_available", &ModelSpec::is_available)
@@ -127,7 +139,8 @@ void bind_spec_tiling(SpecClass& c) {
             return qsmcore::wasm_tile_bytes(s, qsmcore::TileConfig{core, halo});
           },
           py::arg("core") = 128, py::arg("halo") = 8,
-          "One more tile in flight on wasm32 (the seed's tile_bytes_per_voxel, measured in wasm32).")
+          "One more tile in flight on wasm32: the wasm32 tiled runs' tile line where measured, else the\n"
+          "seed's tile_bytes_per_voxel times the padded patch's voxels.")
       .def(
           "tile_concurrency",
           [](const ModelSpec& s, std::size_t core, std::size_t halo, std::uint64_t budget, std::size_t threads,
@@ -139,10 +152,12 @@ void bind_spec_tiling(SpecClass& c) {
           "above what the caller holds, what the tiled wrapper itself runs.")
       .def(
           "wasm_tiles_in_flight",
-          [](const ModelSpec& s, std::size_t core, std::size_t halo, std::size_t pool) {
-            return qsmcore::wasm_tiles_in_flight(s, qsmcore::TileConfig{core, halo}, pool);
+          [](const ModelSpec& s, std::size_t core, std::size_t halo, std::size_t pool, std::uint64_t budget,
+             std::uint64_t wrapper_bytes) {
+            return qsmcore::wasm_tiles_in_flight(s, qsmcore::TileConfig{core, halo}, pool, budget, wrapper_bytes);
           },
-          py::arg("core"), py::arg("halo"), py::arg("pool"))
+          py::arg("core"), py::arg("halo"), py::arg("pool"), py::arg("budget") = 0, py::arg("wrapper_bytes") = 0,
+          "Tiles in flight on wasm32 (qsmcore/tiling.h), lowered to what fits in budget (0 = none).")
       .def(
           "tiled_wrapper_bytes",
           [](const ModelSpec& s, std::uint64_t voxels, bool field_copy) {
@@ -165,7 +180,16 @@ void bind_spec_tiling(SpecClass& c) {
           },
           py::arg("core"), py::arg("halo"), py::arg("volume"), py::arg("in_flight"), py::arg("field_copy") = true,
           "A tiled run's whole peak natively from the registry's figures alone, with in_flight tiles at once\n"
-          "(tile_concurrency's answer, at most the tiles whose core holds a mask voxel): memory.md §4.4.");
+          "(tile_concurrency's answer, at most the tiles whose core holds a mask voxel): memory.md §4.4.")
+      .def(
+          "wasm_tiled_peak_bytes",
+          [](const ModelSpec& s, std::size_t core, std::size_t halo, const std::array<std::size_t, 3>& volume,
+             std::size_t in_flight, bool field_copy) {
+            return qsmcore::wasm_tiled_peak_bytes(s, qsmcore::TileConfig{core, halo}, volume, in_flight, field_copy);
+          },
+          py::arg("core"), py::arg("halo"), py::arg("volume"), py::arg("in_flight"), py::arg("field_copy") = true,
+          "A tiled run's heap in wasm32 from the registry's figures alone (memory.md §4.6), without the\n"
+          "input volumes the caller makes; raises LookupError where the wasm32 tiled run is not measured.");
 }
 
 void bind_spec_class(py::module_& m) {

@@ -37,9 +37,11 @@ def test_both_tile_costs_and_the_host_formula():
     assert xqsm["tile_bytes_per_voxel"] == xqsm["wasm_tile_bytes_per_voxel"] == qsmcore.model("xqsm").tile_bytes_per_voxel
     assert xqsm["native_tile_bytes_per_voxel"] > 0 and xqsm["native_tile_fixed_bytes"] >= 0
     patch = math.ceil((48 + 2 * 8) / 8) * 8
-    assert qsmcore.model("xqsm").wasm_tile_bytes(core=48, halo=8) == xqsm["wasm_tile_bytes_per_voxel"] * patch**3
-    assert qsmcore.model("xqsm").wasm_tiles_in_flight(48, 8, 64) == max(
-        1, 1_500_000_000 // (xqsm["wasm_tile_bytes_per_voxel"] * patch**3))
+    run = xqsm["wasm_tiled_run"]  # the whole tiled run's tile line where measured, else the slope
+    tile = (run["tile_fixed_bytes"] + run["tile_bytes_per_voxel"] * patch**3 if run
+            else xqsm["wasm_tile_bytes_per_voxel"] * patch**3)
+    assert qsmcore.model("xqsm").wasm_tile_bytes(core=48, halo=8) == tile
+    assert qsmcore.model("xqsm").wasm_tiles_in_flight(48, 8, 64) == max(1, 1_500_000_000 // tile)
     spec = qsmcore.model("qsmnet")
     d = spec.to_dict()
     if d["wasm_tile_bytes_per_voxel"] is None:  # not measured in wasm32 yet: the native figure budgets
@@ -55,6 +57,30 @@ def test_both_tile_costs_and_the_host_formula():
     assert spec.tile_concurrency(48, 8, held + 3 * per + 1, 8, wrapper) == 3
     assert spec.tile_concurrency(48, 8, held + 3 * per + 1, 2, wrapper) == 2
     assert qsmcore.model("hd-bet").to_dict()["wasm_tile_bytes_per_voxel"] is None
+
+
+def test_the_wasm32_tiled_runs_estimate():
+    # memory.md §4.6: held part + the larger of the TKD step and the wrapper's volumes + the tiles,
+    # written out from to_dict(); tiles in flight under a budget by the same terms.
+    for name in ("xqsm", "qsmcore-invnet"):
+        spec = qsmcore.model(name)
+        d = spec.to_dict()
+        run = d["wasm_tiled_run"]
+        if run is None:
+            with pytest.raises(LookupError):
+                spec.wasm_tiled_peak_bytes(32, 8, (80, 80, 80), 2)
+            continue
+        assert spec.wasm_tiled_run == run
+        patch = spec.network_input_shape((48, 48, 48))[0]
+        tile = run["tile_fixed_bytes"] + run["tile_bytes_per_voxel"] * patch**3
+        wrapper = spec.tiled_wrapper_bytes(80**3, field_copy=False)
+        prepare = spec.tiled_prepare_bytes((80, 80, 80), field_copy=False)
+        held = run["held_bytes"]
+        peak = held + max(wrapper + 3 * tile, prepare)
+        assert spec.wasm_tiled_peak_bytes(32, 8, (80, 80, 80), 3, field_copy=False) == peak
+        room = held + wrapper + 2 * tile
+        assert spec.wasm_tiles_in_flight(32, 8, 8, room, wrapper) == 2
+        assert spec.wasm_tiles_in_flight(32, 8, 8, room - 1, wrapper) == 1
 
 
 INVNET = os.path.join(os.path.dirname(__file__), "..", "..", "models", "qsmcore-invnet.onnx")

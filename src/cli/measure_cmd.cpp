@@ -7,6 +7,8 @@
 //     the tiled networks' wasm32 tile cost (memory.md §4.5)
 // --json prints the measurement object. Registry ids find their files through --file, the
 // twins' manifest (--twins-dir) or the registry's weight lookup (no download).
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
@@ -20,6 +22,7 @@
 #include "cli/commands.h"
 #include "cli/measured_table.h"
 #include "cli/wasm_measure.h"
+#include "cli/wasm_tiled_measure.h"
 #include "io/atomic_file.h"
 #include "onnx/reader.h"
 #include "pipeline/stage_measure.h"
@@ -27,6 +30,7 @@
 #include "qsmcore/measure.h"
 #include "qsmcore/models.h"
 #include "qsmcore/tiling.h"
+#include "system/spawn.h"
 
 namespace qsmcore::cli {
 namespace {
@@ -39,9 +43,11 @@ struct MeasureArgs {
   std::vector<std::string> skip;
   std::string twins_dir;
   std::string emit_table;
-  std::string wasm_build;                 // --wasm: measure the wasm32 figures with this build
-  std::vector<std::string> check_shapes;  // --check-shape: held out of the wasm fit
-  std::string wasm_tiles;                 // --wasm-tiles: the tiled networks' wasm32 tile cost, into this file
+  std::string wasm_build;                         // --wasm: measure the wasm32 figures with this build
+  std::vector<std::string> check_shapes;          // --check-shape: held out of the wasm fit
+  std::string wasm_tiles;                         // --wasm-tiles: the tiled networks' wasm32 tile cost, into this file
+  std::string web_run = "tools/wasm/web_run.js";  // --web-run: the page's tiled run under Node
+  bool tiled_runs_only = false;                   // --tiled-runs-only: keep the rows' slopes, measure the tiled runs
   std::vector<std::string> only;
   std::string backend = "onednn";
   int threads = 1;
@@ -291,7 +297,55 @@ WasmTileRow measure_wasm_tile(const ModelSpec& spec, const std::string& driver, 
     note += ", check " + edge(p.spatial) + err;
   }
   note += ", " + std::to_string(m.threads) + " thread(s)";
-  return WasmTileRow{m.bytes_per_voxel, note};
+  WasmTileRow row;
+  row.bytes_per_voxel = m.bytes_per_voxel;
+  row.note = note;
+  return row;
+}
+
+// A folder removed when the measurement ends, however it ends.
+struct ScratchFolder {
+  std::string path;
+  ~ScratchFolder() {
+    std::error_code ec;
+    if (!path.empty()) std::filesystem::remove_all(path, ec);
+  }
+};
+
+// The head phantom the tiled runs read (64³, 3 T, its local field in ppm and its mask), written
+// by this executable's own `qsm phantom` into a fresh folder under the system's temporary one.
+std::string tiled_run_phantom() {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("qsm-measure-tiled-" + std::to_string(::getpid()));
+  const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
+  const system::CommandResult r =
+      system::run_command({self, "phantom", "--size", "64", "--b0", "3", "--out", dir.string()});
+  if (r.exit_code != 0) throw Error(ErrorKind::Io, "qsm phantom for the tiled runs failed: " + r.err);
+  return dir.string();
+}
+
+// --wasm-tiles, second half: the whole tiled run's wasm32 figures (memory.md §4.6) from the page's
+// own tiled runs on the phantom: one tile in flight (1 thread) and two (2 threads) at core 40,
+// two at cores 24, 32 and 48 (fit_wasm_tiled_run); the note says how the fit meets each run.
+void measure_wasm_tiled_run(const ModelSpec& spec, const std::string& model, const std::string& phantom,
+                            const MeasureArgs& a, WasmTileRow& row) {
+  std::fprintf(stderr, "measuring %s's wasm32 tiled runs ...\n", std::string(spec.id).c_str());
+  const std::string field = phantom + "/local_field.nii.gz", mask = phantom + "/mask.nii.gz";
+  std::vector<WasmTiledPoint> points;
+  points.push_back(measure_wasm_tiled_point(a.web_run, a.wasm_build, spec, model, field, mask, 40, 1));
+  for (const std::size_t core : {24, 32, 40, 48})
+    points.push_back(measure_wasm_tiled_point(a.web_run, a.wasm_build, spec, model, field, mask, core, 2));
+  row.run = fit_wasm_tiled_run(points);
+  std::string note = "tiled runs on a 64³ head (core/tiles in flight: fit/rise MB):";
+  char part[64];
+  for (const WasmTiledPoint& p : points) {
+    std::snprintf(part, sizeof part, " %zu/%lld: %.2f/%.2f", p.core, static_cast<long long>(p.in_flight),
+                  static_cast<double>(predicted_tiled_rise(row.run, p)) / 1e6, static_cast<double>(p.rise_bytes) / 1e6);
+    note += part;
+  }
+  row.run_note = note;
+  std::printf("%s: %s\n", std::string(spec.id).c_str(), note.c_str());
+  std::fflush(stdout);
 }
 
 // --all --wasm: the wasm32 figures of every network with a twin, each at the native sweep's
@@ -311,6 +365,7 @@ void measure_all_wasm(const MeasureArgs& a) {
   const bool tiles = !a.wasm_tiles.empty();
   std::map<std::string, WasmTileRow> tile_rows;
   if (tiles && std::filesystem::exists(a.wasm_tiles)) tile_rows = wasm_tile_rows(read_text_file(a.wasm_tiles));
+  ScratchFolder phantom;  // the tiled runs' head phantom, made once
   int measured = 0;
   for (const ModelSpec& spec : all_models()) {
     const std::string id(spec.id);
@@ -323,7 +378,16 @@ void measure_all_wasm(const MeasureArgs& a) {
       continue;
     }
     if (tiles) {
-      tile_rows[id] = measure_wasm_tile(spec, driver, files, a);
+      if (!a.tiled_runs_only) {
+        const WasmTileRow slope = measure_wasm_tile(spec, driver, files, a);
+        tile_rows[id].bytes_per_voxel = slope.bytes_per_voxel;
+        tile_rows[id].note = slope.note;
+      } else if (!tile_rows.count(id)) {
+        std::fprintf(stderr, "%s: no row in %s to add tiled runs to, not measured\n", id.c_str(), a.wasm_tiles.c_str());
+        continue;
+      }
+      if (phantom.path.empty()) phantom.path = tiled_run_phantom();
+      measure_wasm_tiled_run(spec, files.front(), phantom.path, a, tile_rows[id]);
       const std::string text = measured_wasm_tiles_header(tile_rows);
       io::write_file_atomically(a.wasm_tiles, std::as_bytes(std::span(text.data(), text.size())));
       ++measured;
@@ -477,6 +541,10 @@ void register_measure_command(CLI::App& app) {
                   "with --wasm: measure the tiled networks' wasm32 tile cost (the slope of the heap against tile "
                   "patch voxels, one run in flight, at the patches of cores 32, 48, 64 with halo 8 unless --shape) "
                   "and write it into this generated header (src/models/measured_wasm_tiles.h)");
+  cmd->add_option("--web-run", a->web_run,
+                  "with --wasm-tiles: the web page's tiled run under Node (default tools/wasm/web_run.js)");
+  cmd->add_flag("--tiled-runs-only", a->tiled_runs_only,
+                "with --wasm-tiles: keep each row's slope and measure only the whole tiled runs");
   cmd->add_option("--check-shape", a->check_shapes,
                   "with --wasm: a shape DxHxW measured but left out of the fit, to validate it (repeat; default: one "
                   "between the fit's shapes)");

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "qsmcore/measure.h"
+#include "qsmcore/model_spec.h"
 
 namespace qsmcore::cli {
 
@@ -53,10 +54,13 @@ std::optional<WasmFigures> wasm_figures_of(const std::string& block);
 std::string table_how(const std::string& text);
 
 /// One row of src/models/measured_wasm_tiles.h: a tiled network's wasm32 tile cost (the slope of
-/// the linear memory's high-water against tile patch voxels, memory.md §4.5) and its note.
+/// the linear memory's high-water against tile patch voxels, memory.md §4.5), its whole tiled
+/// run's figures (memory.md §4.6; all 0 where not measured) and their notes.
 struct WasmTileRow {
   std::uint64_t bytes_per_voxel = 0;
-  std::string note;  // "xqsm: patches 48³ 64³ 80³, check 72³ +0.43 %, 2 thread(s)"
+  WasmTiledRun run{};
+  std::string note;      // "xqsm: patches 48³ 64³ 80³, check 72³ +0.43 %, 2 thread(s)"
+  std::string run_note;  // "tiled runs on a 64³ head: ..."; "" without run figures
 };
 /// The rows of a generated src/models/measured_wasm_tiles.h (id -> row), to keep on a partial run.
 std::map<std::string, WasmTileRow> wasm_tile_rows(const std::string& text);

@@ -91,6 +91,12 @@ void print_details(const ModelSpec& spec) {
                                                                std::to_string(spec.native_tile_fixed_bytes) + " B"
                                                          : per_voxel(std::nullopt));
     line("tile wasm32", per_voxel(spec.tile_bytes_per_voxel));
+    // A whole tiled run in wasm32 (memory.md §4.6): what the web page budgets its tiles with.
+    const auto& run = spec.wasm_tiled_run;
+    line("wasm32 tiled", run ? std::to_string(run->held_bytes) + " B held; a tile " +
+                                   std::to_string(run->tile_bytes_per_voxel) + " B/voxel + " +
+                                   std::to_string(run->tile_fixed_bytes) + " B"
+                             : std::string("not measured yet"));
   }
   line("folder var", "$" + model_dir_env_var(spec.id));
   for (const WeightFile& file : spec.files) {

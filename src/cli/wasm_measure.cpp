@@ -17,32 +17,16 @@ std::string shape_text(std::array<std::size_t, 3> s) {
   return std::to_string(s[0]) + "x" + std::to_string(s[1]) + "x" + std::to_string(s[2]);
 }
 
-// The driver's last line that is a JSON object (Node or emscripten may print before it).
-nlohmann::json last_json_line(const std::string& out) {
-  std::size_t end = out.size();
-  while (end > 0) {
-    const std::size_t nl = out.rfind('\n', end - 1);
-    const std::size_t begin = nl == std::string::npos ? 0 : nl + 1;
-    const std::string line = out.substr(begin, end - begin);
-    if (!line.empty() && line.front() == '{') return nlohmann::json::parse(line);
-    if (nl == std::string::npos) break;
-    end = nl;
-  }
-  throw Error(ErrorKind::Internal, "no JSON line in the driver's output");
-}
-
 }  // namespace
 
-WasmPoint measure_wasm_point(const std::string& driver_js, const std::vector<std::string>& files,
-                             const std::optional<std::array<std::size_t, 3>>& shape, int threads) {
-  std::vector<std::string> argv{"node", driver_js, "--threads", std::to_string(threads)};
-  if (shape) {
-    argv.push_back("--shape");
-    argv.push_back(shape_text(*shape));
-  }
-  argv.insert(argv.end(), files.begin(), files.end());
+std::string command_text(const std::vector<std::string>& argv) {
   std::string cmd;
   for (const auto& a : argv) cmd += (cmd.empty() ? "" : " ") + a;
+  return cmd;
+}
+
+nlohmann::json run_node_driver(const std::vector<std::string>& argv) {
+  const std::string cmd = command_text(argv);
   const system::CommandResult r = system::run_command(argv);
   if (r.exit_code != 0) {
     // The driver's own message is its stderr's last line; Node's stack traces come before it.
@@ -52,8 +36,34 @@ WasmPoint measure_wasm_point(const std::string& driver_js, const std::vector<std
     throw Error(ErrorKind::Io, "wasm measurement failed (exit " + std::to_string(r.exit_code) + "): " + cmd + ": " +
                                    (nl == std::string::npos ? err : err.substr(nl + 1)));
   }
+  // The driver's last line that is a JSON object (Node or emscripten may print before it).
+  std::size_t end = r.out.size();
+  while (end > 0) {
+    const std::size_t nl = r.out.rfind('\n', end - 1);
+    const std::size_t begin = nl == std::string::npos ? 0 : nl + 1;
+    if (begin < end && r.out[begin] == '{') {
+      try {
+        return nlohmann::json::parse(r.out.substr(begin, end - begin));
+      } catch (const nlohmann::json::exception& e) {
+        throw Error(ErrorKind::Internal, cmd + ": unreadable result: " + e.what());
+      }
+    }
+    if (nl == std::string::npos) break;
+    end = nl;
+  }
+  throw Error(ErrorKind::Internal, cmd + ": no JSON line in the driver's output");
+}
+
+WasmPoint measure_wasm_point(const std::string& driver_js, const std::vector<std::string>& files,
+                             const std::optional<std::array<std::size_t, 3>>& shape, int threads) {
+  std::vector<std::string> argv{"node", driver_js, "--threads", std::to_string(threads)};
+  if (shape) {
+    argv.push_back("--shape");
+    argv.push_back(shape_text(*shape));
+  }
+  argv.insert(argv.end(), files.begin(), files.end());
+  const nlohmann::json j = run_node_driver(argv);
   try {
-    const nlohmann::json j = last_json_line(r.out);
     WasmPoint p;
     p.spatial = j.at("spatial").get<std::array<std::size_t, 3>>();
     p.voxels = j.at("voxels").get<std::uint64_t>();
@@ -63,7 +73,7 @@ WasmPoint measure_wasm_point(const std::string& driver_js, const std::vector<std
     p.seconds = j.at("seconds").get<double>();
     return p;
   } catch (const nlohmann::json::exception& e) {
-    throw Error(ErrorKind::Internal, cmd + ": unreadable result: " + e.what());
+    throw Error(ErrorKind::Internal, command_text(argv) + ": unreadable result: " + e.what());
   }
 }
 
@@ -119,7 +129,8 @@ std::array<std::size_t, 3> held_out_shape(const std::vector<std::array<std::size
   }
   // Grow the last axes one step at a time until the count is new (never loops long: each step
   // adds voxels, and only finitely many fit shapes exist).
-  for (std::size_t k = 0; used.count(voxel_count(h)); k = (k + 1) % 3) h[2 - k] += std::max<std::size_t>(multiple[2 - k], 1);
+  for (std::size_t k = 0; used.count(voxel_count(h)); k = (k + 1) % 3)
+    h[2 - k] += std::max<std::size_t>(multiple[2 - k], 1);
   return h;
 }
 

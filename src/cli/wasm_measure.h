@@ -6,6 +6,7 @@
 #pragma once
 #include <array>
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
@@ -39,6 +40,13 @@ struct WasmMeasurement {
   /// The registry's fixed part: the fit's, raised to cover the check points.
   std::uint64_t table_fixed_bytes() const { return fixed_bytes + check_raise_bytes; }
 };
+
+/// Runs a Node driver (argv[0] "node") and returns the last line of its output that is a JSON
+/// object. Throws Error{Io} naming the command and the driver's last stderr line when it fails,
+/// Error{Internal} when it prints no such line.
+nlohmann::json run_node_driver(const std::vector<std::string>& argv);
+/// The command as one line, for messages.
+std::string command_text(const std::vector<std::string>& argv);
 
 /// One point: `node DRIVER_JS [--threads N] [--shape S] FILES...`. No shape: the network's one
 /// fixed shape. Throws Error naming the command and the driver's message when it fails.

@@ -67,6 +67,13 @@ void to_json(nlohmann::json& j, const ModelSpec& spec) {
   for (const TilePoint& p : spec.native_tile_small)
     if (p.voxels > 0) small.push_back({p.voxels, p.bytes});
   j["native_tile_small"] = spec.native_tile_bytes_per_voxel ? small : nlohmann::json();
+  // A whole tiled run in wasm32 (memory.md §4.6): held part and tile line, or null.
+  j["wasm_tiled_run"] = spec.wasm_tiled_run
+                            ? nlohmann::json{{"held_bytes", spec.wasm_tiled_run->held_bytes},
+
+                                             {"tile_fixed_bytes", spec.wasm_tiled_run->tile_fixed_bytes},
+                                             {"tile_bytes_per_voxel", spec.wasm_tiled_run->tile_bytes_per_voxel}}
+                            : nlohmann::json();
   j["memory"] = spec.memory ? nlohmann::json(*spec.memory) : nlohmann::json();
   j["available"] = spec.is_available();
 }

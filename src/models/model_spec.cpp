@@ -154,7 +154,7 @@ bool operator==(const ModelSpec& a, const ModelSpec& b) {
          a.tile_bytes_per_voxel == b.tile_bytes_per_voxel &&
          a.native_tile_bytes_per_voxel == b.native_tile_bytes_per_voxel &&
          a.native_tile_fixed_bytes == b.native_tile_fixed_bytes && a.native_tile_small == b.native_tile_small &&
-         a.memory == b.memory;
+         a.wasm_tiled_run == b.wasm_tiled_run && a.memory == b.memory;
 }
 
 }  // namespace qsmcore

@@ -116,7 +116,7 @@ constexpr WeightFile kInvnetFiles[] = {
 
 // Attaches the measured memory, if the measurement table has the network, and a tiled network's
 // tile figures: the native tile cost from that table, and the seed's tile_bytes_per_voxel (wasm32)
-// from the wasm32 tile table.
+// and the whole tiled run's wasm32 figures from the wasm32 tile table.
 // (A loop, not find_measured_memory()'s pointer: GCC's -fsanitize=undefined instruments pointer
 // null checks, which then no longer evaluate at compile time.)
 constexpr ModelSpec measured(ModelSpec spec) {
@@ -130,7 +130,10 @@ constexpr ModelSpec measured(ModelSpec spec) {
     }
   }
   for (const auto& row : models_detail::kMeasuredWasmTiles)
-    if (spec.tiled && row.id == spec.id) spec.tile_bytes_per_voxel = row.bytes_per_voxel;
+    if (spec.tiled && row.id == spec.id) {
+      spec.tile_bytes_per_voxel = row.bytes_per_voxel;
+      if (row.run.tile_bytes_per_voxel > 0) spec.wasm_tiled_run = row.run;
+    }
   return spec;
 }
 

@@ -155,18 +155,29 @@ std::optional<std::uint64_t> wasm_tile_bytes_per_voxel(const ModelSpec& spec) {
 
 std::uint64_t wasm_tile_bytes(const ModelSpec& spec, TileConfig cfg) {
   if (!spec.tiled) throw Error(ErrorKind::InvalidInput, "'" + std::string(spec.id) + "' is not run tiled");
+  const std::size_t p = tile_patch_size(cfg, tile_divisor(spec));
+  if (spec.wasm_tiled_run)
+    return TileCost{.fixed_bytes = spec.wasm_tiled_run->tile_fixed_bytes,
+                    .bytes_per_voxel = spec.wasm_tiled_run->tile_bytes_per_voxel}
+        .bytes({p, p, p});
   const std::optional<std::uint64_t> bpv = wasm_tile_bytes_per_voxel(spec);
   if (!bpv) throw Error(ErrorKind::NotFound, "wasm32 tile cost of '" + std::string(spec.id) + "' not measured yet");
-  const std::size_t p = tile_patch_size(cfg, tile_divisor(spec));
   return TileCost{.bytes_per_voxel = *bpv}.bytes({p, p, p});
 }
 
 std::size_t wasm_tiles_in_flight(const ModelSpec& spec, TileConfig cfg, std::size_t pool, std::uint64_t budget,
                                  std::uint64_t wrapper_bytes) {
-  const std::uint64_t per = wasm_tile_bytes_per_voxel(spec) ? wasm_tile_bytes(spec, cfg) : tile_bytes(spec, cfg);
+  const bool wasm = spec.wasm_tiled_run || wasm_tile_bytes_per_voxel(spec);
+  const std::uint64_t per = wasm ? wasm_tile_bytes(spec, cfg) : tile_bytes(spec, cfg);
   const std::uint64_t fit = per == 0 ? kMax : std::max<std::uint64_t>(1, kWasmTileActivationBudget / per);
   const auto n = static_cast<std::size_t>(std::min<std::uint64_t>(std::max<std::size_t>(pool, 1), fit));
   if (budget == 0) return n;
+  if (spec.wasm_tiled_run) {
+    // The wasm32 run's own terms, the ones wasm_tiled_peak_bytes counts.
+    const std::uint64_t held = saturating_add(spec.wasm_tiled_run->held_bytes, wrapper_bytes);
+    const std::uint64_t room = budget > held ? budget - held : 0;
+    return static_cast<std::size_t>(std::clamp<std::uint64_t>(per == 0 ? n : room / per, 1, n));
+  }
   try {
     return tile_concurrency(spec, cfg, budget, n, wrapper_bytes);  // at most n
   } catch (const Error& e) {
@@ -206,6 +217,19 @@ std::uint64_t tiled_peak_bytes(const ModelSpec& spec, TileConfig cfg, std::array
   const std::uint64_t held = saturating_add(m.resident_bytes, m.inference_fixed_bytes);
   return std::max(m.load_peak_bytes,
                   saturating_add(held, std::max(tiles, tiled_prepare_bytes(spec, volume, field_copy))));
+}
+
+std::uint64_t wasm_tiled_peak_bytes(const ModelSpec& spec, TileConfig cfg, std::array<std::size_t, 3> volume,
+                                    std::size_t in_flight, bool field_copy) {
+  if (!spec.tiled) throw Error(ErrorKind::InvalidInput, "'" + std::string(spec.id) + "' is not run tiled");
+  if (!spec.wasm_tiled_run)
+    throw Error(ErrorKind::NotFound, "wasm32 tiled run of '" + std::string(spec.id) + "' not measured yet");
+  const std::uint64_t voxels = saturating_mul(saturating_mul(volume[0], volume[1]), volume[2]);
+  const std::uint64_t tiles =
+      saturating_add(tiled_wrapper_bytes(spec, voxels, field_copy),
+                     saturating_mul(std::max<std::size_t>(in_flight, 1), wasm_tile_bytes(spec, cfg)));
+  return saturating_add(spec.wasm_tiled_run->held_bytes,
+                        std::max(tiles, tiled_prepare_bytes(spec, volume, field_copy)));
 }
 
 }  // namespace qsmcore

@@ -318,13 +318,16 @@ TileConfig tile_config(const TileRequest& t) {
   return {static_cast<std::size_t>(std::max({t.core[0], t.core[1], t.core[2]})), static_cast<std::size_t>(halo)};
 }
 
-// The peak a run with `n` tiles in flight is predicted by the registry's figures
-// (tiled_peak_bytes, memory.md §4.4: the model, the inference's fixed part, the wrapper's
-// whole-volume buffers or its step before the tiles, the tiles).
+// The peak a run with `n` tiles in flight is predicted by the registry's figures: the wasm32
+// tiled run's where measured (wasm_tiled_peak_bytes, memory.md §4.6: its held part, the wrapper's
+// whole-volume buffers or its step before the tiles, the tiles), else the native ones
+// (tiled_peak_bytes, §4.4), which under-count a wasm32 run by up to 13 % (docs/wasm.md).
 std::int64_t registry_peak(const ModelSpec& spec, TileConfig cfg, const Dims3& dims, std::int64_t n, bool field_copy) {
   const std::array<std::size_t, 3> volume{static_cast<std::size_t>(dims[0]), static_cast<std::size_t>(dims[1]),
                                           static_cast<std::size_t>(dims[2])};
-  return static_cast<std::int64_t>(tiled_peak_bytes(spec, cfg, volume, static_cast<std::size_t>(n), field_copy));
+  const auto in_flight = static_cast<std::size_t>(n);
+  return static_cast<std::int64_t>(spec.wasm_tiled_run ? wasm_tiled_peak_bytes(spec, cfg, volume, in_flight, field_copy)
+                                                       : tiled_peak_bytes(spec, cfg, volume, in_flight, field_copy));
 }
 
 // The tile plan for `spec` on a volume of `dims` (qsm_web_tile_plan): the tiles on the grid, the
@@ -349,11 +352,15 @@ json tile_plan(const ModelSpec& spec, const Dims3& dims, const TileRequest& t, i
                {"patch", {patch, patch, patch}},  {"tiles", tiles}, {"pool", pool},   {"budget_bytes", budget}};
   const std::size_t registry = wasm_tiles_in_flight(spec, cfg, pool);
   plan["wasm_tiles_in_flight"] = registry;
-  // The tile wasm_tiles_in_flight spends its budget with (wasm32 where measured), and the native
-  // one tiled_peak_bytes counts; both throw NotFound for a network not measured.
-  const bool wasm = wasm_tile_bytes_per_voxel(spec).has_value();
+  // The tile wasm_tiles_in_flight spends its budget with (the wasm32 tiled runs' line, or the
+  // wasm32 slope, where measured), and the native one; both throw NotFound for a network not
+  // measured.
+  const bool wasm = spec.wasm_tiled_run || wasm_tile_bytes_per_voxel(spec);
   plan["tile_bytes"] = wasm ? wasm_tile_bytes(spec, cfg) : tile_bytes(spec, cfg);
-  plan["tile_figure"] = wasm ? "wasm32" : "native: wasm32 not measured";
+  plan["tile_figure"] = spec.wasm_tiled_run ? "wasm32 tiled runs"
+                        : wasm              ? "wasm32 slope: tiled runs not measured"
+                                            : "native: wasm32 not measured";
+  plan["peak_figure"] = spec.wasm_tiled_run ? "wasm32" : "native: wasm32 tiled runs not measured";
   plan["native_tile_bytes"] = tile_bytes(spec, cfg);
   const std::uint64_t voxels = static_cast<std::uint64_t>(dims[0] * dims[1] * dims[2]);
   const std::int64_t inputs = static_cast<std::int64_t>(voxels) * (4 + 8) * (mask ? 2 : 1);

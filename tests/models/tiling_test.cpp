@@ -125,6 +125,28 @@ TEST(NetworkTiling, WasmTilesInFlightUseTheNetworksOwnFigure) {
   EXPECT_THROW(qsmcore::tile_bytes(not_tiled, {56, 4}), qsmcore::Error);
 }
 
+// The wasm32 tiled run (memory.md §4.6): its tile line replaces the slope, and the run's heap is
+// its held part + the larger of the wrapper's step before the tiles and the tiles' phase.
+TEST(NetworkTiling, WasmTiledRunFiguresGiveTheTileAndThePeak) {
+  qsmcore::ModelSpec net = tiled_net(1100, 1'000'000);
+  net.tile_bytes_per_voxel = 400;
+  EXPECT_THROW(qsmcore::wasm_tiled_peak_bytes(net, {56, 4}, {64, 64, 64}, 2), qsmcore::Error);  // not measured
+  net.wasm_tiled_run =
+      qsmcore::WasmTiledRun{.held_bytes = 10'000'000, .tile_fixed_bytes = 3'000'000, .tile_bytes_per_voxel = 200};
+  const std::uint64_t tile = 3'000'000 + 64ull * 64 * 64 * 200;  // 55'428'800
+  EXPECT_EQ(qsmcore::wasm_tile_bytes(net, {56, 4}), tile);
+  EXPECT_EQ(qsmcore::wasm_tiles_in_flight(net, {56, 4}, 64), 1'500'000'000 / tile);  // 27
+  // 96³ volume, the field read in place: the output volume + 4 KiB.
+  const std::uint64_t voxels = 96ull * 96 * 96, wrapper = 8 * voxels + 4096, held = 10'000'000;
+  EXPECT_EQ(qsmcore::wasm_tiled_peak_bytes(net, {56, 4}, {96, 96, 96}, 3, false), held + wrapper + 3 * tile);
+  // Under a budget: what fits beside the held part and the wrapper, at least 1, at most the pool.
+  const std::uint64_t room = held + wrapper + 2 * tile;
+  EXPECT_EQ(qsmcore::wasm_tiles_in_flight(net, {56, 4}, 16, room, wrapper), 2u);
+  EXPECT_EQ(qsmcore::wasm_tiles_in_flight(net, {56, 4}, 16, room - 1, wrapper), 1u);
+  EXPECT_EQ(qsmcore::wasm_tiles_in_flight(net, {56, 4}, 16, 1000, wrapper), 1u);
+  EXPECT_EQ(qsmcore::wasm_tiles_in_flight(net, {56, 4}, 2, 100 * room, wrapper), 2u);
+}
+
 // TileCost: the line from its small points' end up, the chord between small points below it,
 // the first point's bytes under the first. Values worked out by hand.
 TEST(NetworkTiling, TileCostIsTheLineAboveItsSmallPatches) {

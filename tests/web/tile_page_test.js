@@ -166,13 +166,14 @@ async function main() {
     await new Promise((r) => setTimeout(r, 500));  // let NiiVue draw
     await page.screenshot({ path: path.join(out, "tile-plan.png"), fullPage: true });
 
-    // A budget between the plan's one-tile and two-tile heap (its peak counts the native tile):
-    // both the plan and the run take 1.
+    // A budget between the plan's one-tile and two-tile heap (its peak counts the wasm32 tile where
+    // the registry has the wasm32 tiled run, else the native one): both the plan and the run take 1.
     const two = await planUnder(page, "");
     let last = tiled;
     if (two.tiles_in_flight >= 2) {
-      const oneTile = two.predicted_heap_bytes - two.native_tile_bytes * (two.tiles_in_flight - 1);
-      const budgetMiB = Math.floor((oneTile + 0.5 * two.native_tile_bytes) / 1048576);
+      const per = two.peak_figure === "wasm32" ? two.tile_bytes : two.native_tile_bytes;
+      const oneTile = two.predicted_heap_bytes - per * (two.tiles_in_flight - 1);
+      const budgetMiB = Math.floor((oneTile + 0.5 * per) / 1048576);
       const tight = await planUnder(page, String(budgetMiB));
       if (!tight.fits || tight.tiles_in_flight !== 1) fail(`a ${budgetMiB} MiB budget: the plan says ${JSON.stringify(tight)}`);
       last = await clickRun(page);
