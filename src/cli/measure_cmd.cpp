@@ -335,7 +335,7 @@ void measure_wasm_tiled_run(const ModelSpec& spec, const std::string& model, con
   points.push_back(measure_wasm_tiled_point(a.web_run, a.wasm_build, spec, model, field, mask, 40, 1));
   for (const std::size_t core : {24, 32, 40, 48})
     points.push_back(measure_wasm_tiled_point(a.web_run, a.wasm_build, spec, model, field, mask, core, 2));
-  row.run = fit_wasm_tiled_run(points);
+  row.run = fit_wasm_tiled_run(spec, points);
   std::string note = "tiled runs on a 64³ head (core/tiles in flight: fit/rise MB):";
   char part[64];
   for (const WasmTiledPoint& p : points) {

@@ -11,7 +11,7 @@
 
 namespace qsmcore::cli {
 
-WasmTiledRun fit_wasm_tiled_run(const std::vector<WasmTiledPoint>& points) {
+WasmTiledRun fit_wasm_tiled_run(const ModelSpec& spec, const std::vector<WasmTiledPoint>& points) {
   const auto net = [](const WasmTiledPoint& p) {
     return static_cast<double>(p.rise_bytes) - static_cast<double>(p.volume_bytes);
   };
@@ -28,25 +28,22 @@ WasmTiledRun fit_wasm_tiled_run(const std::vector<WasmTiledPoint>& points) {
                 "fit_wasm_tiled_run: needs a run with one tile in flight and one with more at the same patch");
   const double tile = (net(*more) - net(*one)) / static_cast<double>(more->in_flight - 1);
   const double held = net(*one) - tile;
-  std::vector<std::pair<double, double>> line;  // (voxels, one tile's bytes)
-  std::vector<double> nets;
-  for (const WasmTiledPoint& p : points)
-    if (p.in_flight > 1 && p.core >= 32) {
-      line.emplace_back(static_cast<double>(p.voxels()), (net(p) - held) / static_cast<double>(p.in_flight));
-      nets.push_back(net(p));
-    }
-  double sx = 0, sy = 0;
-  for (const auto& [x, y] : line) sx += x, sy += y;
-  const double k = static_cast<double>(line.size()), mx = sx / k, my = sy / k;
-  double sxx = 0, sxy = 0;
-  for (const auto& [x, y] : line) sxx += (x - mx) * (x - mx), sxy += (x - mx) * (y - my);
-  if (line.size() < 2 || sxx <= 0)
-    throw Error(ErrorKind::InvalidInput, "fit_wasm_tiled_run: the tile line needs runs at two patches or more");
+  // One tile's bytes at each patch, fitted as the native tile cost is (fit_tile_cost: the line
+  // from the patch of core 32 up; the smaller patches it keeps as points, which this leaves out).
+  std::vector<TilePoint> tiles;
+  std::vector<double> nets;  // the line's runs' heap above their volumes
+  const std::size_t edge = tile_patch_size(TileConfig{32, 8}, tile_divisor(spec));
+  const std::uint64_t from = voxel_count({edge, edge, edge});
+  for (const WasmTiledPoint& p : points) {
+    if (p.in_flight <= 1) continue;
+    const double bytes = (net(p) - held) / static_cast<double>(p.in_flight);
+    tiles.push_back({p.voxels(), static_cast<std::uint64_t>(std::ceil(std::max(bytes, 0.0)))});
+    if (p.voxels() >= from) nets.push_back(net(p));
+  }
+  const TileCost line = fit_tile_cost(spec, tiles);
   WasmTiledRun run;
-  run.tile_bytes_per_voxel = sxy > 0 ? static_cast<std::uint64_t>(std::ceil(sxy / sxx)) : 0;
-  double fixed = 0;
-  for (const auto& [x, y] : line) fixed = std::max(fixed, y - x * static_cast<double>(run.tile_bytes_per_voxel));
-  run.tile_fixed_bytes = static_cast<std::uint64_t>(std::ceil(fixed));
+  run.tile_bytes_per_voxel = line.bytes_per_voxel;
+  run.tile_fixed_bytes = line.fixed_bytes;
   std::nth_element(nets.begin(), nets.begin() + static_cast<std::ptrdiff_t>(nets.size() / 2), nets.end());
   const double scatter = kTiledRiseScatter * nets[nets.size() / 2];
   run.held_bytes = static_cast<std::uint64_t>(std::ceil(std::max(held + scatter, 0.0)));

@@ -33,14 +33,15 @@ inline constexpr double kTiledRiseScatter = 0.02;
 
 /// The held part and the tile line from tiled runs on one volume: one run with one tile in flight
 /// and one with several at the same patch give one tile's cost there (their difference) and the
-/// held part (the one-tile run less it); each run with several in flight and a core of 32 or more
-/// then gives a tile's cost at its patch, (rise − volumes − held) / in flight; the line through
-/// those is least squares with its slope rounded up and its fixed part raised until no point lies
-/// above it (memory.md M2). Smaller cores are measured but below the line's range, as natively
-/// (fit_tile_cost): their patches cost more a voxel. Last, the held part is raised by
-/// kTiledRiseScatter of the median run's heap above its volumes. Throws Error{InvalidInput}
-/// without such a pair or with fewer than two patches on the line.
-WasmTiledRun fit_wasm_tiled_run(const std::vector<WasmTiledPoint>& points);
+/// held part (the one-tile run less it); each run with several in flight then gives a tile's cost
+/// at its patch, (rise − volumes − held) / in flight, and those are fitted as `spec`'s native tile
+/// cost is (fit_tile_cost: a line from the patch of core 32 (halo 8) up, slope rounded up, fixed
+/// part raised until no point lies above it, memory.md M2). Smaller patches are measured but
+/// below the line's range: their patches cost more a voxel, and wasm32 keeps no points for them
+/// yet. Last, the held part is raised by kTiledRiseScatter of the median line run's heap above
+/// its volumes. Throws Error{InvalidInput} without such a pair or with fewer than two patches on
+/// the line.
+WasmTiledRun fit_wasm_tiled_run(const ModelSpec& spec, const std::vector<WasmTiledPoint>& points);
 
 /// The run's heap the fit predicts for a point: volumes + held + in flight × the tile line.
 std::uint64_t predicted_tiled_rise(const WasmTiledRun& run, const WasmTiledPoint& p);

@@ -7,6 +7,7 @@
 
 #include "cli/measured_table.h"
 #include "qsmcore/error.h"
+#include "qsmcore/models.h"
 
 using namespace qsmcore;
 using namespace qsmcore::cli;
@@ -25,11 +26,17 @@ WasmTiledPoint run(std::size_t patch, std::int64_t n, std::uint64_t extra = 0) {
   return p;
 }
 
+// A tiled network whose patches are multiples of 8 (xQSM): the line starts at 48³ (core 32).
+const ModelSpec& net() {
+  return *find_model("xqsm");
+}
+
 }  // namespace
 
 TEST(WasmTiledRunFit, RecoversTheFiguresTheRunsWereMadeFrom) {
   // The 40³ patch (core 24) is below the line's range: a hole there changes nothing.
-  const WasmTiledRun f = fit_wasm_tiled_run({run(56, 1), run(40, 2, 3'000'000), run(48, 2), run(56, 2), run(64, 2)});
+  const WasmTiledRun f =
+      fit_wasm_tiled_run(net(), {run(56, 1), run(40, 2, 3'000'000), run(48, 2), run(56, 2), run(64, 2)});
   EXPECT_EQ(f.tile_bytes_per_voxel, 150u);
   EXPECT_NEAR(static_cast<double>(f.tile_fixed_bytes), 4e6, 1.0);
   // The held part + the scatter allowance: 2 % of the median run's heap above its volumes (56³).
@@ -40,7 +47,7 @@ TEST(WasmTiledRunFit, RecoversTheFiguresTheRunsWereMadeFrom) {
 TEST(WasmTiledRunFit, NoRunLiesAboveItsPrediction) {
   // A 1.5 MB hole at 48³ (as measured for IR2QSM) lifts the line there and no lower.
   const std::vector<WasmTiledPoint> points{run(56, 1), run(40, 2), run(48, 2, 1'500'000), run(56, 2), run(64, 2)};
-  const WasmTiledRun f = fit_wasm_tiled_run(points);
+  const WasmTiledRun f = fit_wasm_tiled_run(net(), points);
   for (const WasmTiledPoint& p : points) EXPECT_GE(predicted_tiled_rise(f, p), p.rise_bytes) << p.patch;
   // Tight where it binds: only the scatter allowance above it.
   const double allowance = kTiledRiseScatter * (12e6 + 2 * (4e6 + 150.0 * 56 * 56 * 56) + 0.0);
@@ -49,9 +56,9 @@ TEST(WasmTiledRunFit, NoRunLiesAboveItsPrediction) {
 }
 
 TEST(WasmTiledRunFit, RefusesRunsThatCannotSplitHeldAndTile) {
-  EXPECT_THROW(fit_wasm_tiled_run({run(40, 2), run(56, 2)}), Error);              // no one-tile run
-  EXPECT_THROW(fit_wasm_tiled_run({run(56, 1), run(40, 2), run(64, 2)}), Error);  // none at its patch
-  EXPECT_THROW(fit_wasm_tiled_run({run(56, 1), run(56, 2)}), Error);              // one patch only
+  EXPECT_THROW(fit_wasm_tiled_run(net(), {run(40, 2), run(56, 2)}), Error);              // no one-tile run
+  EXPECT_THROW(fit_wasm_tiled_run(net(), {run(56, 1), run(40, 2), run(64, 2)}), Error);  // none at its patch
+  EXPECT_THROW(fit_wasm_tiled_run(net(), {run(56, 1), run(56, 2)}), Error);              // one patch only
 }
 
 TEST(WasmTiledRunFit, RowsRoundTripThroughTheGeneratedTable) {
