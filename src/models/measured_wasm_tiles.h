@@ -34,20 +34,20 @@ struct MeasuredWasmTile {
 
 inline constexpr std::array<MeasuredWasmTile, 5> kMeasuredWasmTiles{{
     // xqsm: patches 48³ 64³ 80³, check 72³ +0.43 %, 2 thread(s)
-    // tiled runs on a 64³ head (core/tiles in flight: fit/rise MB): 40/1: 112.16/107.95 24/2: 98.89/92.27 32/2: 137.65/134.08 40/2: 191.75/186.90 48/2: 263.74/260.05
-    {"xqsm", 429ull, {24181146ull, 6533120ull, 416ull}},
+    // tiled runs on a 64³ head (core/tiles in flight: fit/rise MB): 40/1: 111.57/107.95 24/2: 96.13/92.27 32/2: 135.55/131.98 40/2: 190.56/186.89 48/2: 263.76/260.05
+    {"xqsm", 429ull, {24176968ull, 4710400ull, 423ull}},
     // qsmnet: patches 48³ 64³ 80³, check 80x80x96 +0.45 %, 2 thread(s)
-    // tiled runs on a 64³ head (core/tiles in flight: fit/rise MB): 40/1: 482.82/472.05 24/2: 477.56/466.92 32/2: 477.56/466.92 40/2: 551.52/540.62 48/2: 551.52/540.62
-    {"qsmnet", 216ull, {405724283ull, 4737024ull, 244ull}},
+    // tiled runs on a 64³ head (core/tiles in flight: fit/rise MB): 40/1: 482.77/472.04 24/2: 475.42/464.82 32/2: 475.42/464.81 40/2: 549.38/538.52 48/2: 549.38/538.52
+    {"qsmnet", 216ull, {407775314ull, 2641920ull, 244ull}},
     // qsmnet-plus: patches 48³ 64³ 80³, check 80x80x96 +0.46 %, 2 thread(s)
-    // tiled runs on a 64³ head (core/tiles in flight: fit/rise MB): 40/1: 482.82/472.05 24/2: 477.56/466.92 32/2: 477.56/466.92 40/2: 551.52/540.62 48/2: 551.52/540.62
-    {"qsmnet-plus", 216ull, {405724283ull, 4737024ull, 244ull}},
+    // tiled runs on a 64³ head (core/tiles in flight: fit/rise MB): 40/1: 482.78/472.04 24/2: 475.42/464.82 32/2: 475.42/464.81 40/2: 549.38/538.52 48/2: 549.38/538.52
+    {"qsmnet-plus", 216ull, {407779328ull, 2639872ull, 244ull}},
     // ir2qsm: patches 48³ 64³ 80³, check 72³ +3.19 %, 2 thread(s)
-    // tiled runs on a 64³ head (core/tiles in flight: fit/rise MB): 40/1: 84.18/81.49 24/2: 82.19/77.67 32/2: 98.12/95.94 40/2: 120.36/117.14 48/2: 149.95/147.52
-    {"ir2qsm", 166ull, {39612416ull, 6146048ull, 171ull}},
+    // tiled runs on a 64³ head (core/tiles in flight: fit/rise MB): 40/1: 84.19/81.53 24/2: 80.10/77.66 32/2: 96.03/93.90 40/2: 118.27/115.10 48/2: 147.86/145.42
+    {"ir2qsm", 166ull, {41713746ull, 4050944ull, 171ull}},
     // qsmcore-invnet: patches 48³ 64³ 80³, check 72³ +1.20 %, 2 thread(s)
-    // tiled runs on a 64³ head (core/tiles in flight: fit/rise MB): 40/1: 40.84/39.38 24/2: 37.51/38.29 32/2: 50.56/49.43 40/2: 68.76/66.97 48/2: 92.99/91.61
-    {"qsmcore-invnet", 135ull, {2432041ull, 3334144ull, 140ull}},
+    // tiled runs on a 64³ head (core/tiles in flight: fit/rise MB): 40/1: 40.87/39.40 24/2: 37.54/38.28 32/2: 50.58/49.45 40/2: 68.79/66.99 48/2: 93.02/91.67
+    {"qsmcore-invnet", 135ull, {2457109ull, 3334144ull, 140ull}},
 }};
 
 }  // namespace qsmcore::models_detail

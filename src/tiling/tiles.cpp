@@ -3,8 +3,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <exception>
-#include <thread>
 
 #include "qsmcore/error.h"
 
@@ -218,32 +216,6 @@ void Blender::finish(std::int64_t c, double* out) const {
   const double* s = sum_.data() + c * voxels_;
   const double* w = weight_.data();
   for (std::int64_t i = 0; i < voxels_; ++i) out[i] = w[i] > 0.0 ? s[i] / w[i] : 0.0;
-}
-
-void run_waves(std::int64_t n, std::int64_t in_flight, const std::function<void(std::int64_t)>& work,
-               const std::function<void(std::int64_t)>& done) {
-  const std::int64_t wave = std::max<std::int64_t>(in_flight, 1);
-  for (std::int64_t first = 0; first < n; first += wave) {
-    const std::int64_t last = std::min(n, first + wave);
-    if (last - first == 1) {
-      work(first);
-    } else {
-      std::vector<std::exception_ptr> errors(static_cast<std::size_t>(last - first));
-      std::vector<std::thread> threads;
-      for (std::int64_t i = first; i < last; ++i)
-        threads.emplace_back([&, i] {
-          try {
-            work(i);
-          } catch (...) {
-            errors[static_cast<std::size_t>(i - first)] = std::current_exception();
-          }
-        });
-      for (auto& t : threads) t.join();
-      for (auto& e : errors)
-        if (e) std::rethrow_exception(e);
-    }
-    for (std::int64_t i = first; i < last; ++i) done(i);
-  }
 }
 
 }  // namespace qsmcore::tiling

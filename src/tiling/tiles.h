@@ -103,9 +103,10 @@ class Blender {
 
 // ---- running tiles in waves ---------------------------------------------------------------
 
-/// Runs work(i) for i in [0, n) in waves of at most `in_flight` concurrent calls (one thread
-/// each; in_flight ≤ 1 runs them in order on this thread), then done(i) in index order after
-/// each wave, on this thread. Exceptions from work are rethrown after the wave.
+/// Runs work(i) for i in [0, n) in waves of at most `in_flight` concurrent calls, on in_flight
+/// threads made once for the whole call (src/tiling/waves.cpp says why; in_flight ≤ 1 runs them
+/// in order on this thread), then done(i) in index order after each wave, on this thread.
+/// Exceptions from work are rethrown after the wave.
 void run_waves(std::int64_t n, std::int64_t in_flight, const std::function<void(std::int64_t)>& work,
                const std::function<void(std::int64_t)>& done);
 
