@@ -38,5 +38,8 @@ export QSM_WASM_DIR="$PWD/build-wasm"
 # the residency, spill and finer-slab tests 252 s, passive ones 28 s (src/cli/omp_wait_policy.cpp;
 # qsm and the Python module choose passive themselves, the test binaries are told here).
 export OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-passive}"
-ctest --test-dir build --output-on-failure -j2 "$@"
-ctest --test-dir build-wasm/mt --output-on-failure "$@"
+# A failed test's output is printed again at the end (tools/ctest_failures.py): a CI report
+# keeps only the log's tail.
+suite() { ctest --test-dir "$1" --output-on-failure "${@:2}" || { /usr/bin/python3 tools/ctest_failures.py "$1"; return 1; }; }
+suite build -j2 "$@"
+suite build-wasm/mt "$@"
