@@ -73,14 +73,17 @@ import json, math, sys
 def patch(spec, core, halo):
     d = max([spec["size_divisor"]] + spec["pad_multiple"])
     return math.ceil((core + 2 * halo) / d) * d
-def tile_bytes(spec, v):
-    pts = spec["native_tile_small"] or []
+def cost(pts, fixed, per_voxel, v):
+    # TileCost::bytes: the line, or below the last small point the chord through them.
+    pts = pts or []
     if pts and v < pts[-1][0]:
         if v <= pts[0][0]:
             return pts[0][1]
         (a, ab), (b, bb) = next((pts[i - 1], pts[i]) for i in range(1, len(pts)) if pts[i][0] >= v)
         return ab if bb <= ab else ab + -(-(bb - ab) * (v - a) // (b - a))
-    return spec["native_tile_fixed_bytes"] + spec["native_tile_bytes_per_voxel"] * v
+    return fixed + per_voxel * v
+def tile_bytes(spec, v):
+    return cost(spec["native_tile_small"], spec["native_tile_fixed_bytes"], spec["native_tile_bytes_per_voxel"], v)
 def tiled_peak(spec, p, dims, n, field_copy=False):
     mem = spec["memory"]
     voxels = dims[0] * dims[1] * dims[2]
@@ -100,7 +103,7 @@ def wasm_tiled_peak(spec, p, dims, n, field_copy=False):
     invnet = spec["id"] == "qsmcore-invnet"
     wrapper = (1 + field_copy + invnet) * 8 * voxels + 4096
     prepare = (3 + field_copy) * 8 * voxels + 24 * (dims[0] // 2 + 1) * dims[1] * dims[2] + 4096 if invnet else 0
-    tile = run["tile_fixed_bytes"] + run["tile_bytes_per_voxel"] * p**3
+    tile = cost(run["tile_small"], run["tile_fixed_bytes"], run["tile_bytes_per_voxel"], p**3)
     return run["held_bytes"] + max(wrapper + n * tile, prepare)
 EOF
 

@@ -99,13 +99,20 @@ struct TileCost {
 /// A tiled network's whole tiled run in wasm32 (memory.md §4.6), measured by `qsm measure --all
 /// --wasm BUILD --wasm-tiles FILE` from the program break's rise over tiled runs of the web
 /// page's own entry points (tools/wasm/web_run.js): the heap such a run takes is the input
-/// volumes + held_bytes + the wrapper's volumes (tiled_wrapper_bytes) + one tile line per tile in
-/// flight. Measured, not derived from the native figures: wasm32 kernels, allocator and thread
-/// stacks differ, so the native cost under-counts a wasm32 run by up to 13 % (docs/wasm.md).
+/// volumes + held_bytes + the wrapper's volumes (tiled_wrapper_bytes) + one tile's bytes per tile
+/// in flight: from the patch of core 32 up the line tile_fixed_bytes + tile_bytes_per_voxel per
+/// voxel, below it the measured tiles as TileCost::small has them natively (tile_small).
+/// Measured, not derived from the native figures: wasm32 kernels, allocator and thread stacks
+/// differ, so the native cost under-counts a wasm32 run by up to 13 % (docs/wasm.md).
 struct WasmTiledRun {
   std::uint64_t held_bytes = 0;            // the model, its plan, the runtime's pools: shared by the tiles
   std::uint64_t tile_fixed_bytes = 0;      // one more tile in flight: this +
   std::uint64_t tile_bytes_per_voxel = 0;  // this per voxel of its padded patch
+  std::array<TilePoint, 3> tile_small{};   // TileCost::small: patches up to the line's first
+  /// One tile's cost as a TileCost (its bytes(patch): the line, or the chord below it).
+  TileCost tile_cost() const {
+    return TileCost{.fixed_bytes = tile_fixed_bytes, .bytes_per_voxel = tile_bytes_per_voxel, .small = tile_small};
+  }
   friend bool operator==(const WasmTiledRun&, const WasmTiledRun&) = default;
 };
 

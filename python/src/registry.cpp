@@ -79,9 +79,14 @@ void bind_spec_facts(SpecClass& c) {
             d["held_bytes"] = s.wasm_tiled_run->held_bytes;
             d["tile_fixed_bytes"] = s.wasm_tiled_run->tile_fixed_bytes;
             d["tile_bytes_per_voxel"] = s.wasm_tiled_run->tile_bytes_per_voxel;
+            py::list small;
+            for (const qsmcore::TilePoint& p : s.wasm_tiled_run->tile_small)
+              if (p.voxels > 0) small.append(py::cast(std::vector<std::uint64_t>{p.voxels, p.bytes}));  // as to_dict()
+            d["tile_small"] = small;
             return d;
           },
-          "A whole tiled run in wasm32 (memory.md §4.6): {held_bytes, tile_fixed_bytes, tile_bytes_per_voxel},\n"
+          "A whole tiled run in wasm32 (memory.md §4.6): {held_bytes, tile_fixed_bytes, tile_bytes_per_voxel,\n"
+          "tile_small: [[voxels, bytes]] of the patches up to the line's first},\n"
           "measured from the web page's own tiled runs; None if not.")
       .def_property_readonly("size_divisor", [](const ModelSpec& s) { return s.size_divisor; })
       .def_property_readonly("pad_multiple", [](const ModelSpec& s) { return s.pad_multiple; })

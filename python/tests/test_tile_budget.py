@@ -81,6 +81,11 @@ def test_the_wasm32_tiled_runs_estimate():
         room = held + wrapper + 2 * tile
         assert spec.wasm_tiles_in_flight(32, 8, 8, room, wrapper) == 2
         assert spec.wasm_tiles_in_flight(32, 8, 8, room - 1, wrapper) == 1
+        # Below the line's first patch (core 24: 40³) a tile costs its measured point, not the line.
+        p24 = spec.network_input_shape((40, 40, 40))[0]
+        small = run["tile_small"]
+        assert small and small[0][0] == p24**3 and small[-1][0] == patch**3
+        assert spec.wasm_tile_bytes(core=24, halo=8) == small[0][1]
 
 
 INVNET = os.path.join(os.path.dirname(__file__), "..", "..", "models", "qsmcore-invnet.onnx")

@@ -18,12 +18,24 @@ TileCost tile_of(const MeasuredRow& r) {
   return r.tile ? *r.tile : TileCost{.bytes_per_voxel = r.m.tile_bytes_per_voxel};
 }
 
+// Small points' "{V, B}, ..." ("" for none).
+std::string small_list(const std::array<TilePoint, 3>& small) {
+  std::string s;
+  for (const TilePoint& p : small)
+    if (p.voxels > 0) s += std::string(s.empty() ? "" : ", ") + "{" + u64(p.voxels) + ", " + u64(p.bytes) + "}";
+  return s;
+}
+
+// ", {{{V, B}, ...}}" after a WasmTiledRun's three figures, "" for no small points.
+std::string small_points(const std::array<TilePoint, 3>& small) {
+  const std::string list = small_list(small);
+  return list.empty() ? "" : ", {{" + list + "}}";
+}
+
 // A TileCost's initializer, its small patches only where it has some.
 std::string tile_initializer(const TileCost& t) {
   std::string s = "TileCost{.fixed_bytes = " + u64(t.fixed_bytes) + ", .bytes_per_voxel = " + u64(t.bytes_per_voxel);
-  std::string small;
-  for (const TilePoint& p : t.small)
-    if (p.voxels > 0) small += std::string(small.empty() ? "" : ", ") + "{" + u64(p.voxels) + ", " + u64(p.bytes) + "}";
+  const std::string small = small_list(t.small);
   if (!small.empty()) s += ",\n              .small = {{" + small + "}}";
   return s + "}";
 }
@@ -200,8 +212,9 @@ std::string measured_memory_markdown(const std::vector<MeasuredRow>& rows) {
 }
 
 std::map<std::string, WasmTileRow> wasm_tile_rows(const std::string& text) {
-  // Each row is "    // NOTE\n    // RUN NOTE\n    {"ID", NNNull, {HHull, FFull, SSull}},": the
-  // note lines, then the initializer; the run's braces and note are absent where not measured.
+  // Each row is "    // NOTE\n    // RUN NOTE\n    {"ID", NNNull, {HHull, FFull, SSull, {{{Vull, Bull}, ...}}}},":
+  // the note lines, then the initializer; the run's braces and note are absent where not
+  // measured, its small points where it has none.
   std::map<std::string, WasmTileRow> rows;
   std::size_t at = 0;
   while ((at = text.find("    {\"", at)) != std::string::npos) {
@@ -218,6 +231,18 @@ std::map<std::string, WasmTileRow> wasm_tile_rows(const std::string& text) {
         std::size_t used = 0;
         *f = std::stoull(text.substr(pos), &used);
         pos = text.find(',', pos + used) + 1;
+      }
+      // The small points: "{V, B}" pairs inside "{{...}}", up to the line's end.
+      const std::size_t open = text.find("{{", pos);
+      if (open != std::string::npos && open < line_end) {
+        std::size_t p = open + 2, n = 0;
+        while (n < r.run.tile_small.size() && (p = text.find('{', p)) != std::string::npos && p < line_end) {
+          std::size_t used = 0;
+          r.run.tile_small[n].voxels = std::stoull(text.substr(p + 1), &used);
+          const std::size_t comma2 = text.find(',', p + 1 + used);
+          r.run.tile_small[n++].bytes = std::stoull(text.substr(comma2 + 1), &used);
+          p = comma2 + 1 + used;
+        }
       }
     }
     // The note lines above the initializer: the first is the slope's, a second the run's.
@@ -251,7 +276,7 @@ std::string measured_wasm_tiles_header(const std::map<std::string, WasmTileRow>&
     body += "    {\"" + it->first + "\", " + u64(r.bytes_per_voxel);
     if (r.run.tile_bytes_per_voxel > 0)
       body += ", {" + u64(r.run.held_bytes) + ", " + u64(r.run.tile_fixed_bytes) + ", " +
-              u64(r.run.tile_bytes_per_voxel) + "}";
+              u64(r.run.tile_bytes_per_voxel) + small_points(r.run.tile_small) + "}";
     body += "},\n";
     ++n;
   }
@@ -270,11 +295,12 @@ std::string measured_wasm_tiles_header(const std::map<std::string, WasmTileRow>&
          "// wasm_tile_bytes_per_voxel are nullopt; wasm_tiles_in_flight then budgets with the native one).\n"
          "//\n"
          "// Then its whole tiled run (memory.md §4.6; ModelSpec::wasm_tiled_run: held_bytes,\n"
-         "// tile_fixed_bytes, tile_bytes_per_voxel): tiled runs of the web page's entry points on a 64³\n"
+         "// tile_fixed_bytes, tile_bytes_per_voxel, tile_small): tiled runs of the web page's entry points on a 64³\n"
          "// head phantom (tools/wasm/web_run.js), the program break's rise over each less its input\n"
          "// volumes and tiled_wrapper_bytes; one tile in flight (1 thread) and two (2 threads) at the\n"
          "// patch of core 40 split held part and tile; two in flight at cores 24, 32, 40 and 48 give\n"
-         "// the tile line (fit_wasm_tiled_run). The second note line says how each run compares.\n"
+         "// the tile line from core 32 up and the smaller patch's tile as a point (fit_wasm_tiled_run).\n"
+         "// The second note line says how each run compares.\n"
          "#pragma once\n#include <array>\n#include <cstdint>\n#include <string_view>\n\n"
          "#include \"qsmcore/model_spec.h\"\n\n"
          "namespace qsmcore::models_detail {\n\n"

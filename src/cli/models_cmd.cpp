@@ -93,9 +93,15 @@ void print_details(const ModelSpec& spec) {
     line("tile wasm32", per_voxel(spec.tile_bytes_per_voxel));
     // A whole tiled run in wasm32 (memory.md §4.6): what the web page budgets its tiles with.
     const auto& run = spec.wasm_tiled_run;
+    std::string small;
+    if (run)
+      for (const TilePoint& p : run->tile_small)
+        if (p.voxels > 0)
+          small += (small.empty() ? "; up to the line's first patch " : ", ") + std::to_string(p.bytes) + " B at " +
+                   std::to_string(p.voxels) + " voxels";
     line("wasm32 tiled", run ? std::to_string(run->held_bytes) + " B held; a tile " +
                                    std::to_string(run->tile_bytes_per_voxel) + " B/voxel + " +
-                                   std::to_string(run->tile_fixed_bytes) + " B"
+                                   std::to_string(run->tile_fixed_bytes) + " B" + small
                              : std::string("not measured yet"));
   }
   line("folder var", "$" + model_dir_env_var(spec.id));

@@ -12,11 +12,12 @@
 // wasm_tile_bytes_per_voxel are nullopt; wasm_tiles_in_flight then budgets with the native one).
 //
 // Then its whole tiled run (memory.md §4.6; ModelSpec::wasm_tiled_run: held_bytes,
-// tile_fixed_bytes, tile_bytes_per_voxel): tiled runs of the web page's entry points on a 64³
+// tile_fixed_bytes, tile_bytes_per_voxel, tile_small): tiled runs of the web page's entry points on a 64³
 // head phantom (tools/wasm/web_run.js), the program break's rise over each less its input
 // volumes and tiled_wrapper_bytes; one tile in flight (1 thread) and two (2 threads) at the
 // patch of core 40 split held part and tile; two in flight at cores 24, 32, 40 and 48 give
-// the tile line (fit_wasm_tiled_run). The second note line says how each run compares.
+// the tile line from core 32 up and the smaller patch's tile as a point (fit_wasm_tiled_run).
+// The second note line says how each run compares.
 #pragma once
 #include <array>
 #include <cstdint>
@@ -34,20 +35,20 @@ struct MeasuredWasmTile {
 
 inline constexpr std::array<MeasuredWasmTile, 5> kMeasuredWasmTiles{{
     // xqsm: patches 48³ 64³ 80³, check 72³ +0.43 %, 2 thread(s)
-    // tiled runs on a 64³ head (core/tiles in flight: fit/rise MB): 40/1: 111.57/107.95 24/2: 96.13/92.27 32/2: 135.55/131.98 40/2: 190.56/186.89 48/2: 263.76/260.05
-    {"xqsm", 429ull, {24176968ull, 4710400ull, 423ull}},
+    // tiled runs on a 64³ head (core/tiles in flight: fit/rise MB): 40/1: 111.57/107.95 24/2: 95.84/92.27 32/2: 135.55/131.98 40/2: 190.56/186.89 48/2: 263.76/260.05
+    {"xqsm", 429ull, {24185160ull, 4706304ull, 423ull, {{{64000ull, 31633408ull}, {110592ull, 51486720ull}}}}},
     // qsmnet: patches 48³ 64³ 80³, check 80x80x96 +0.45 %, 2 thread(s)
-    // tiled runs on a 64³ head (core/tiles in flight: fit/rise MB): 40/1: 482.77/472.04 24/2: 475.42/464.82 32/2: 475.42/464.81 40/2: 549.38/538.52 48/2: 549.38/538.52
-    {"qsmnet", 216ull, {407775314ull, 2641920ull, 244ull}},
+    // tiled runs on a 64³ head (core/tiles in flight: fit/rise MB): 40/1: 482.78/472.05 24/2: 475.42/464.82 32/2: 475.42/464.81 40/2: 549.38/538.52 48/2: 549.38/538.52
+    {"qsmnet", 216ull, {407783506ull, 2637824ull, 244ull, {{{110592ull, 29622272ull}}}}},
     // qsmnet-plus: patches 48³ 64³ 80³, check 80x80x96 +0.46 %, 2 thread(s)
-    // tiled runs on a 64³ head (core/tiles in flight: fit/rise MB): 40/1: 482.78/472.04 24/2: 475.42/464.82 32/2: 475.42/464.81 40/2: 549.38/538.52 48/2: 549.38/538.52
-    {"qsmnet-plus", 216ull, {407779328ull, 2639872ull, 244ull}},
+    // tiled runs on a 64³ head (core/tiles in flight: fit/rise MB): 40/1: 482.77/472.04 24/2: 475.42/464.82 32/2: 475.42/464.81 40/2: 549.38/538.52 48/2: 549.38/538.52
+    {"qsmnet-plus", 216ull, {407775314ull, 2641920ull, 244ull, {{{110592ull, 29626368ull}}}}},
     // ir2qsm: patches 48³ 64³ 80³, check 72³ +3.19 %, 2 thread(s)
-    // tiled runs on a 64³ head (core/tiles in flight: fit/rise MB): 40/1: 84.19/81.53 24/2: 80.10/77.66 32/2: 96.03/93.90 40/2: 118.27/115.10 48/2: 147.86/145.42
-    {"ir2qsm", 166ull, {41713746ull, 4050944ull, 171ull}},
+    // tiled runs on a 64³ head (core/tiles in flight: fit/rise MB): 40/1: 84.19/81.54 24/2: 79.80/77.66 32/2: 96.03/93.90 40/2: 118.27/115.10 48/2: 147.87/145.42
+    {"ir2qsm", 166ull, {41721938ull, 4048896ull, 171ull, {{{64000ull, 14841856ull}, {110592ull, 22960128ull}}}}},
     // qsmcore-invnet: patches 48³ 64³ 80³, check 72³ +1.20 %, 2 thread(s)
-    // tiled runs on a 64³ head (core/tiles in flight: fit/rise MB): 40/1: 40.87/39.40 24/2: 37.54/38.28 32/2: 50.58/49.45 40/2: 68.79/66.99 48/2: 93.02/91.67
-    {"qsmcore-invnet", 135ull, {2457109ull, 3334144ull, 140ull}},
+    // tiled runs on a 64³ head (core/tiles in flight: fit/rise MB): 40/1: 40.87/39.41 24/2: 39.42/38.29 32/2: 50.58/49.45 40/2: 68.79/66.99 48/2: 93.02/91.67
+    {"qsmcore-invnet", 135ull, {2461287ull, 3332096ull, 140ull, {{{64000ull, 13232128ull}, {110592ull, 18814976ull}}}}},
 }};
 
 }  // namespace qsmcore::models_detail

@@ -62,17 +62,20 @@ void to_json(nlohmann::json& j, const ModelSpec& spec) {
       spec.native_tile_bytes_per_voxel ? nlohmann::json(*spec.native_tile_bytes_per_voxel) : nlohmann::json();
   j["native_tile_fixed_bytes"] =
       spec.native_tile_bytes_per_voxel ? nlohmann::json(spec.native_tile_fixed_bytes) : nlohmann::json();
-  // TileCost::small: [voxels, bytes] of the measured patches below the line's range.
-  nlohmann::json small = nlohmann::json::array();
-  for (const TilePoint& p : spec.native_tile_small)
-    if (p.voxels > 0) small.push_back({p.voxels, p.bytes});
-  j["native_tile_small"] = spec.native_tile_bytes_per_voxel ? small : nlohmann::json();
-  // A whole tiled run in wasm32 (memory.md §4.6): held part and tile line, or null.
+  // TileCost::small: [voxels, bytes] of the measured patches up to the line's first.
+  const auto small = [](const std::array<TilePoint, 3>& points) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const TilePoint& p : points)
+      if (p.voxels > 0) out.push_back({p.voxels, p.bytes});
+    return out;
+  };
+  j["native_tile_small"] = spec.native_tile_bytes_per_voxel ? small(spec.native_tile_small) : nlohmann::json();
+  // A whole tiled run in wasm32 (memory.md §4.6): held part, tile line and small points, or null.
   j["wasm_tiled_run"] = spec.wasm_tiled_run
                             ? nlohmann::json{{"held_bytes", spec.wasm_tiled_run->held_bytes},
-
                                              {"tile_fixed_bytes", spec.wasm_tiled_run->tile_fixed_bytes},
-                                             {"tile_bytes_per_voxel", spec.wasm_tiled_run->tile_bytes_per_voxel}}
+                                             {"tile_bytes_per_voxel", spec.wasm_tiled_run->tile_bytes_per_voxel},
+                                             {"tile_small", small(spec.wasm_tiled_run->tile_small)}}
                             : nlohmann::json();
   j["memory"] = spec.memory ? nlohmann::json(*spec.memory) : nlohmann::json();
   j["available"] = spec.is_available();

@@ -156,10 +156,7 @@ std::optional<std::uint64_t> wasm_tile_bytes_per_voxel(const ModelSpec& spec) {
 std::uint64_t wasm_tile_bytes(const ModelSpec& spec, TileConfig cfg) {
   if (!spec.tiled) throw Error(ErrorKind::InvalidInput, "'" + std::string(spec.id) + "' is not run tiled");
   const std::size_t p = tile_patch_size(cfg, tile_divisor(spec));
-  if (spec.wasm_tiled_run)
-    return TileCost{.fixed_bytes = spec.wasm_tiled_run->tile_fixed_bytes,
-                    .bytes_per_voxel = spec.wasm_tiled_run->tile_bytes_per_voxel}
-        .bytes({p, p, p});
+  if (spec.wasm_tiled_run) return spec.wasm_tiled_run->tile_cost().bytes({p, p, p});
   const std::optional<std::uint64_t> bpv = wasm_tile_bytes_per_voxel(spec);
   if (!bpv) throw Error(ErrorKind::NotFound, "wasm32 tile cost of '" + std::string(spec.id) + "' not measured yet");
   return TileCost{.bytes_per_voxel = *bpv}.bytes({p, p, p});

@@ -88,6 +88,16 @@ function readNpyF32(file) {
 // network's wasm32 tiled run is measured (`wasm_tiled_run`; tiling.h: wasm_tiled_peak_bytes) its
 // held part and tile line; else the native figures (tiled_peak_bytes with tile_bytes); both with
 // tiled_wrapper_bytes and tiled_prepare_bytes.
+// TileCost::bytes: the line, or below the last small point ([voxels, bytes]) the chord through them.
+function tileCost(small, fixed, perVoxel, v) {
+  const pts = small || [];
+  if (!pts.length || v >= pts[pts.length - 1][0]) return fixed + perVoxel * v;
+  if (v <= pts[0][0]) return pts[0][1];
+  const i = pts.findIndex((q) => q[0] >= v);
+  const [a, ab] = pts[i - 1], [bv, bb] = pts[i];
+  return bb <= ab ? ab : ab + Math.ceil(((bb - ab) * (v - a)) / (bv - a));
+}
+
 function hostEstimate(spec, dims, inFlight) {
   const d = Math.max(spec.size_divisor, ...spec.pad_multiple, 1);
   const p = Math.ceil((core + 2 * halo) / d) * d, v = p ** 3;
@@ -97,19 +107,10 @@ function hostEstimate(spec, dims, inFlight) {
   const inputs = voxels * (4 + 8) * 2;
   const run = spec.wasm_tiled_run;
   if (run) {
-    const tile = run.tile_fixed_bytes + run.tile_bytes_per_voxel * v;
+    const tile = tileCost(run.tile_small, run.tile_fixed_bytes, run.tile_bytes_per_voxel, v);
     return { patch: p, peak: run.held_bytes + Math.max(wrapper + inFlight * tile, prepare), inputs, figure: "wasm32" };
   }
-  const pts = spec.native_tile_small || [];
-  let tile;
-  if (pts.length && v < pts[pts.length - 1][0]) {
-    if (v <= pts[0][0]) tile = pts[0][1];
-    else {
-      const i = pts.findIndex((q) => q[0] >= v);
-      const [a, ab] = pts[i - 1], [bv, bb] = pts[i];
-      tile = bb <= ab ? ab : ab + Math.ceil(((bb - ab) * (v - a)) / (bv - a));
-    }
-  } else tile = spec.native_tile_fixed_bytes + spec.native_tile_bytes_per_voxel * v;
+  const tile = tileCost(spec.native_tile_small, spec.native_tile_fixed_bytes, spec.native_tile_bytes_per_voxel, v);
   const m = spec.memory, held = m.resident_bytes + m.inference_fixed_bytes;
   const peak = Math.max(m.load_peak_bytes, held + Math.max(wrapper + inFlight * tile, prepare));
   return { patch: p, peak, inputs, figure: "native" };
