@@ -66,7 +66,7 @@ class RssTracksAccounting : public ::testing::TestWithParam<const char*> {
 qsmtest::ScratchDir* RssTracksAccounting::work_ = nullptr;
 
 TEST_P(RssTracksAccounting, PeakRssIsTheAccountedPeakPlusAtMost64MiB) {
-#if defined(__SANITIZE_ADDRESS__)
+#if defined(__SANITIZE_ADDRESS__) || defined(QSM_TESTS_UNDER_ASAN)
   GTEST_SKIP() << "ASan's shadow memory and quarantine are part of the RSS under the sanitizers";
 #endif
   const std::string policy = GetParam();

@@ -17,7 +17,7 @@
 #include "runtime/model_internals.h"
 #include "support/test_data.h"
 
-#if defined(__SANITIZE_ADDRESS__)
+#if defined(__SANITIZE_ADDRESS__) || defined(QSM_TESTS_UNDER_ASAN)
 #define QSM_UNDER_ASAN 1
 #elif defined(__has_feature)
 #if __has_feature(address_sanitizer)
