@@ -110,6 +110,14 @@ Volume consistent_chi(const Volume& prior, const Volume& field_ppm, const Volume
 /// included.
 std::int64_t predict_consistency_bytes(const Dims3& dims, const ConsistencyOptions& o = {});
 
+/// The field (ppm) χ makes inside `mask`, there (0 outside): D ∗ (M χ) on the inversions' FFT
+/// grid (`pad` as InversionOptions::pad), f32, D(0) = 0 — the forward model the inversions fit.
+/// `qsm pipeline` writes it as the local field after TV-ADMM (methods.md §5.2).
+/// Error{InvalidInput} for grids that differ. Runs on max_threads() threads.
+Volume dipole_field(const Volume& chi, const Volume& mask, const Vec3& b0_dir, int pad = 0);
+/// Its accounted high-water above what is held when it is called, the field it returns included.
+std::int64_t predict_dipole_field_bytes(const Dims3& dims, int pad = 0);
+
 /// The FFT grid the inversion of a volume of `dims` runs on (the volume padded as `o.pad` says).
 Dims3 inversion_fft_dims(const Dims3& dims, const InversionOptions& o = {});
 

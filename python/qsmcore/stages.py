@@ -599,7 +599,8 @@ def field_pipeline(magnitude: ArrayLike, phase: ArrayLike, te: EchoTimes, b0: fl
                    mask_net_files: Optional[Sequence[PathLike]] = None,
                    inversion_files: Optional[Sequence[PathLike]] = None, r2star: bool = False,
                    reference: Union[bool, ArrayLike] = True, consistency: bool = True,
-                   field_beyond_mask: bool = True, precision: str = "f32") -> Dict[str, Any]:
+                   field_beyond_mask: bool = True, precision: str = "f32",
+                   local_field: Optional[str] = None) -> Dict[str, Any]:
     """From a multi-echo scan's magnitude and phase to its local field (and with
     ``inversion=`` one of INVERSION_METHODS: χ) in one call, as ``qsm pipeline``: the scan checked as
     :func:`make_scan` does (phase in rad or vendor integers, ``phase_scale`` overriding), the
@@ -623,6 +624,10 @@ def field_pipeline(magnitude: ArrayLike, phase: ArrayLike, te: EchoTimes, b0: fl
     where the data's own mask reaches beyond it, and cuts every output back to the mask (χ at the
     brain's edge is more accurate so, docs/methods.md §5.1); ``False``: on the mask alone.
     ``precision="bf16"`` (opt-in) runs the networks' convolutions on bfloat16, as ``--precision``.
+    ``local_field``: after TV-ADMM (None or ``"chi"``) the local field returned is the field χ makes
+    inside the mask, nearer the truth at the brain's edge than the background removal's
+    (docs/methods.md §5.2); ``"removal"``: the background removal's, as every other inversion
+    returns it.
 
     Every stage's peak memory is predicted before anything runs; with ``mem_budget`` (bytes, a
     size such as ``"2GiB"``, ``"none"``/0, or None for what the process may use) a run that
@@ -653,6 +658,7 @@ def field_pipeline(magnitude: ArrayLike, phase: ArrayLike, te: EchoTimes, b0: fl
                                     "inversion"),
                "inversion_files": [], "r2star": bool(r2star), "consistency": bool(consistency),
                "field_beyond_mask": bool(field_beyond_mask),
+               "local_field": None if local_field is None else _choice(local_field, ("chi", "removal"), "local_field"),
                "reference": True, "reference_region": None,
                "tkd_threshold": float(tkd_threshold), "threads": _threads(threads),
                "mem_budget": parse_mem_budget(mem_budget), "progress": progress,

@@ -62,6 +62,14 @@ qsmcore::FieldPipelineOptions pipeline_options(const py::dict& kw) {
       o.inversion.method = qsmcore::parse_inversion_method(inv);
     }
   }
+  if (auto lf = optional_arg<std::string>(kw, "local_field")) {
+    if (*lf != "chi" && *lf != "removal")
+      throw Error(ErrorKind::InvalidInput, "local_field '" + *lf + "': expected 'chi' or 'removal'");
+    if (*lf == "chi" && inv != "tv")
+      throw Error(ErrorKind::InvalidInput,
+                  "local_field 'chi' is the field of TV-ADMM's χ: it needs inversion='tv', not '" + inv + "'");
+    o.local_field_from_chi = *lf == "chi";
+  }
   o.r2star = arg<bool>(kw, "r2star");
   o.engine.threads = arg<int>(kw, "threads");
   if (o.engine.threads < 0) throw Error(ErrorKind::InvalidInput, "threads must be >= 0");

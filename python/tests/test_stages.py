@@ -480,6 +480,8 @@ def bad_calls(ph):
         ("inversion", lambda: qsmcore.field_pipeline(mag, phase, TE, 3.0, inversion="hd-bet")),
         ("mem_budget", lambda: qsmcore.field_pipeline(mag, phase, TE, 3.0, mem_budget="lots")),
         ("bfr", lambda: qsmcore.field_pipeline(mag, phase, TE, 3.0, bfr="sharpest")),
+        ("local_field", lambda: qsmcore.field_pipeline(mag, phase, TE, 3.0, local_field="both")),
+        ("inversion='tv'", lambda: qsmcore.field_pipeline(mag, phase, TE, 3.0, inversion="tkd", local_field="chi")),
     ]
 
 
@@ -598,6 +600,41 @@ def test_field_pipeline_on_the_phantoms_raw_scan(phantom):
     assert "chi" not in r
     for st in r["stages"]:
         assert st["measured_peak_bytes"] <= st["predicted_peak_bytes"], st
+
+
+def _dipole_field(chi, voxel, b0=(0.0, 0.0, 1.0)):
+    """numpy's forward model on a 2N zero-padded grid, D(0) = 0: independent of the engine's FFT grid."""
+    n = chi.shape
+    k = np.meshgrid(*[np.fft.fftfreq(2 * s, d=v) for s, v in zip(n, voxel)], indexing="ij")
+    k2 = k[0] ** 2 + k[1] ** 2 + k[2] ** 2
+    kb = k[0] * b0[0] + k[1] * b0[1] + k[2] * b0[2]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        d = 1.0 / 3.0 - kb ** 2 / k2
+    d[0, 0, 0] = 0.0
+    x = np.zeros([2 * s for s in n])
+    x[:n[0], :n[1], :n[2]] = chi
+    return np.real(np.fft.ifftn(d * np.fft.fftn(x)))[:n[0], :n[1], :n[2]]
+
+
+def test_after_tv_the_local_field_is_the_field_of_chi(phantom):
+    # TV-ADMM (the default inversion): the local field returned is the field χ makes inside the
+    # mask (checked against numpy's forward model), its own last stage; local_field="removal"
+    # returns the background removal's, as inversion="none" does, with the same χ.
+    kw = dict(voxel_size=(2, 2, 2), mask=phantom["mask"], field_beyond_mask=False)
+    r = qsmcore.field_pipeline(phantom["magnitude"], phantom["phase"], TE, 3.0, **kw)
+    assert r["stages"][-1]["stage"] == "local field"
+    assert r["stages"][-1]["measured_peak_bytes"] <= r["stages"][-1]["predicted_peak_bytes"]
+    m = r["mask"] > 0.5
+    want = _dipole_field(np.where(m, r["chi"], 0.0), (2.0, 2.0, 2.0), r["b0_dir"])
+    got = r["local_field"]
+    assert np.isfinite(got).all() and np.all(got[~m] == 0.0)
+    assert rel_rms((got[m] - got[m].mean()) - (want[m] - want[m].mean()), want[m] - want[m].mean()) < 1e-2
+    removal = qsmcore.field_pipeline(phantom["magnitude"], phantom["phase"], TE, 3.0, local_field="removal", **kw)
+    alone = qsmcore.field_pipeline(phantom["magnitude"], phantom["phase"], TE, 3.0, inversion="none", **kw)
+    assert removal["stages"][-1]["stage"] == "inversion"
+    np.testing.assert_array_equal(removal["chi"], r["chi"])
+    np.testing.assert_array_equal(removal["local_field"], alone["local_field"])
+    assert np.abs(removal["local_field"] - got).max() > 1e-4
 
 
 def test_field_pipeline_refuses_a_budget_before_copying(phantom):

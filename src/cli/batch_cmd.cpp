@@ -140,6 +140,7 @@ const std::map<std::string, PipelineOptionRule>& pipeline_option_rules() {
       {"--mask-erode", {U::Task, false, ""}},
       {"--field-in-mask-only", {U::Task, true, ""}},
       {"--no-consistency", {U::Task, true, ""}},
+      {"--local-field", {U::Task, false, ""}},
       {"--unwrap", {U::Task, false, ""}},
       {"--no-offset-correction", {U::Task, true, ""}},
       {"--offset-sigma", {U::Task, false, ""}},

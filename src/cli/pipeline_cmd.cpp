@@ -215,6 +215,11 @@ void parse_inversion(const PipelineArgs& a, FieldPipelineOptions& o) {
   } else if (a.reference != "mask") {
     o.inversion.reference = Reference::Region;  // the region's file is read with the scan (run_scan)
   }
+  if (!a.local_field.empty() && a.local_field != "chi" && a.local_field != "removal")
+    bad_option("--local-field must be chi or removal, not '" + a.local_field + "'");
+  o.local_field_from_chi = a.local_field != "removal";
+  if (a.local_field == "chi" && a.inversion != "tv")
+    bad_option("--local-field chi is the field of TV-ADMM's χ: it needs --inversion tv, not " + a.inversion);
   if (a.inversion == "none") {
     if (a.reference != "mask") bad_option("--reference applies to χ: not with --inversion none");
     return;
@@ -342,6 +347,10 @@ nlohmann::json options_json(const PipelineArgs& a, const Setup& s) {
       {"reference", a.reference == "mask" || a.reference == "none" ? a.reference : fs::absolute(a.reference).string()},
       {"r2star", s.opts.r2star},
       {"swi", s.opts.swi},
+      {"local_field", s.opts.invert && s.opts.inversion_network.empty() &&
+                              s.opts.inversion.method == InversionMethod::TvAdmm && s.opts.local_field_from_chi
+                          ? "chi"
+                          : "removal"},
       {"consistency_after_network", s.opts.invert && !s.opts.inversion_network.empty() && s.opts.network_consistency},
       {"tkd_threshold", a.tkd_threshold ? nlohmann::json(*a.tkd_threshold) : nlohmann::json(nullptr)},
       {"lambda", a.lambda ? nlohmann::json(*a.lambda) : nlohmann::json(nullptr)},  // null: the method's default
@@ -505,6 +514,10 @@ void add_pipeline_options(CLI::App* cmd, PipelineArgs& a) {
   cmd->add_option("--reference", a.reference,
                   "χ's reference: mask (its mean inside the mask, default), none, or a region's NIfTI on the "
                   "scan's grid (its mean inside it, e.g. CSF)");
+  cmd->add_option("--local-field", a.local_field,
+                  "chi (the default after TV-ADMM): the local field written is the field TV-ADMM's χ makes inside "
+                  "the mask, nearer the truth at the brain's edge than the background removal's; removal: the "
+                  "background removal's (as every other inversion, and none, write it)");
   cmd->add_flag("--no-verify", a.no_verify,
                 "use a network's local weight files (--inversion, --mask-net) without checking their SHA-256");
   cmd->add_flag("--no-r2star", a.no_r2star, "no R2* map (made by default from 2 echoes or more)");

@@ -29,6 +29,7 @@ struct PipelineArgs {
   std::string te, b0_dir;
   std::optional<double> b0, phase_scale, tkd_threshold, offset_sigma, lambda;
   std::string reference = "mask";  // --reference: mask | none | a region's file
+  std::string local_field;         // --local-field: chi | removal ("" = chi after TV-ADMM)
   bool no_offset = false, no_preview = false, quiet = false, no_r2star = false, swi = false, no_verify = false,
        no_consistency = false, field_in_mask_only = false;
   std::string mem_budget;

@@ -156,6 +156,12 @@ bool uses_weights(const FieldPipelineOptions& o) {
   return o.bfr.method == BfrMethod::Pdf;
 }
 
+// Whether the local field written is the field of TV-ADMM's χ (FieldPipelineOptions::local_field_from_chi).
+bool local_field_from_tv(const FieldPipelineOptions& o) {
+  return o.local_field_from_chi && o.invert && !pipeline::network_inverts(o) && !pipeline::network_takes_phase(o) &&
+         o.inversion.method == InversionMethod::TvAdmm;
+}
+
 // The field's support reaches past a given or HD-BET mask (FieldPipelineOptions::field_beyond_mask).
 bool widens_mask(const FieldPipelineOptions& o) {
   return o.field_beyond_mask && o.mask_source != MaskSource::Data;
@@ -239,8 +245,11 @@ PipelinePrediction predict(const Dims3& dims, const Vec3& voxel_mm, std::int64_t
                                      scan_given_up ? held + scan : held));
     // Beside the network's χ (its input; the step's own figure counts the χ it returns).
     if (o.network_consistency) stage("consistency", v + predict_consistency_bytes(dims, o.consistency));
-  } else if (o.invert)
+  } else if (o.invert) {
     stage("inversion", pipeline::stage_bytes(pipeline::inversion_key(o), size, o));
+    // Beside χ, the local field it replaces.
+    if (local_field_from_tv(o)) stage("local field", v + predict_dipole_field_bytes(dims, o.inversion.pad));
+  }
   return p;
 }
 
@@ -572,6 +581,16 @@ void inversion_stage(const Scan& scan, const FieldPipelineOptions& o, const Prog
   });
 }
 
+// After TV-ADMM (and the cut to a given mask): the local field becomes the field χ makes inside
+// the mask (FieldPipelineOptions::local_field_from_chi).
+void local_field_stage(const Scan& scan, const FieldPipelineOptions& o, StageMeter& meter, std::int64_t predicted,
+                       FieldPipelineResult& r) {
+  meter.run("local field", "the field of TV-ADMM's χ inside the mask", predicted, [&](StageRecord&) {
+    Volume field = dipole_field(r.chi_ppm, r.local_mask, scan.b0_dir, o.inversion.pad);
+    r.local_field_ppm = std::move(field);
+  });
+}
+
 // After a network on the local field: χ nearest the network's that the local field agrees with
 // away from the mask's edge (methods.md §6.7), referenced again as the options say.
 void consistency_stage(const Scan& scan, const FieldPipelineOptions& o, const Progress& pr, StageMeter& meter,
@@ -667,6 +686,7 @@ FieldPipelineResult run_stages(const Scan& scan, Scan* owned, const FieldPipelin
       consistency_stage(scan, o, pr, meter, predicted(p, "consistency"), r);
   }
   cut_to_given_mask(given, o, r);
+  if (local_field_from_tv(o)) local_field_stage(scan, o, meter, predicted(p, "local field"), r);
   if (o.progress) o.progress(1.0, "done");
   return r;
 }

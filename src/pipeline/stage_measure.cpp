@@ -124,6 +124,7 @@ std::vector<StagePoint> measure_stage_points(const std::vector<StageShape>& shap
         o.mask = given;
         const FieldPipelineResult r = run_field_pipeline(scan, o);
         for (const StageRecord& rec : r.stages) {
+          if (rec.stage == "local field") continue;  // predicted from its arrays' sizes (predict_dipole_field_bytes)
           StagePoint p;
           p.key = key_of(rec, o, shape.echoes);
           p.shape = shape;

@@ -100,8 +100,9 @@ void expect_figures(const std::string& out) {
 }
 
 // A chain of part 1 that ran, with finite scores that a right inversion reaches, its memory as
-// predicted, and the local field of the first chain (`tv`: the stages before the inversion).
-void expect_sound_chain(const json& c, const json& tv, std::int64_t voxels) {
+// predicted, and the local field the chains that invert the background removal's field share
+// (`removal`: the network's chain; TV's writes the field of its χ instead).
+void expect_sound_chain(const json& c, const json& removal, std::int64_t voxels) {
   ASSERT_TRUE(c.at("ran").get<bool>()) << c.dump();
   const json& m = c.at("metrics");
   for (const char* k : {"nrmse_demeaned_percent", "xsim", "hfen", "cc", "slope", "intercept_ppm"})
@@ -122,8 +123,12 @@ void expect_sound_chain(const json& c, const json& tv, std::int64_t voxels) {
   const auto measured = c.at("measured_peak_bytes").get<std::int64_t>();
   EXPECT_LE(measured, predicted) << c.at("key");  // the issue's +5 % / −0 %
   EXPECT_LE(static_cast<double>(predicted), 1.05 * static_cast<double>(measured)) << c.at("key");
-  // Every chain runs the same stages before its inversion, deterministically.
-  EXPECT_EQ(num(c, "local_field_nrmse_demeaned_percent"), num(tv, "local_field_nrmse_demeaned_percent"));
+  // Every chain runs the same stages before its inversion, deterministically; TV's then writes
+  // the field of its χ, nearer the truth (methods.md §5.2; measured 78.0 against 100.1 % here).
+  if (c.at("key") == "tv")
+    EXPECT_LT(num(c, "local_field_nrmse_demeaned_percent"), num(removal, "local_field_nrmse_demeaned_percent") - 5.0);
+  else
+    EXPECT_EQ(num(c, "local_field_nrmse_demeaned_percent"), num(removal, "local_field_nrmse_demeaned_percent"));
 }
 
 TEST(QsmDemo, TheRawScanThroughThePipelineScoresAgainstTheTruth) {
@@ -151,7 +156,7 @@ TEST(QsmDemo, TheRawScanThroughThePipelineScoresAgainstTheTruth) {
   const json& tv = chain(j, "tv");
   const json& net = chain(j, "network");
   const json& tk = chain(j, "tkd");
-  for (const json* c : {&tv, &net, &tk}) expect_sound_chain(*c, tv, 64 * 77 * 64);
+  for (const json* c : {&tv, &net, &tk}) expect_sound_chain(*c, net, 64 * 77 * 64);
   // The default chain (TV-ADMM) ahead of TKD: measured 102 against 112 % here, 72 against 92 % at
   // 128 voxels across, 49 against 68 % at 1 mm (docs/pipeline.md): TKD's truncated inverse keeps
   // the noise and streaks that TV's regularisation removes.
