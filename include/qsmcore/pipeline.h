@@ -94,6 +94,10 @@ struct FieldPipelineOptions {
   bool measuring = false;
 };
 
+/// Whether a run with these options writes the field of TV-ADMM's χ as its local field
+/// (FieldPipelineOptions::local_field_from_chi with a TV-ADMM inversion).
+bool writes_chi_field(const FieldPipelineOptions& o);
+
 /// One stage's record, in the order they ran.
 struct StageRecord {
   std::string stage;   // "mask", "field map", "background removal", ...

@@ -347,10 +347,7 @@ nlohmann::json options_json(const PipelineArgs& a, const Setup& s) {
       {"reference", a.reference == "mask" || a.reference == "none" ? a.reference : fs::absolute(a.reference).string()},
       {"r2star", s.opts.r2star},
       {"swi", s.opts.swi},
-      {"local_field", s.opts.invert && s.opts.inversion_network.empty() &&
-                              s.opts.inversion.method == InversionMethod::TvAdmm && s.opts.local_field_from_chi
-                          ? "chi"
-                          : "removal"},
+      {"local_field", writes_chi_field(s.opts) ? "chi" : "removal"},
       {"consistency_after_network", s.opts.invert && !s.opts.inversion_network.empty() && s.opts.network_consistency},
       {"tkd_threshold", a.tkd_threshold ? nlohmann::json(*a.tkd_threshold) : nlohmann::json(nullptr)},
       {"lambda", a.lambda ? nlohmann::json(*a.lambda) : nlohmann::json(nullptr)},  // null: the method's default

@@ -156,12 +156,6 @@ bool uses_weights(const FieldPipelineOptions& o) {
   return o.bfr.method == BfrMethod::Pdf;
 }
 
-// Whether the local field written is the field of TV-ADMM's χ (FieldPipelineOptions::local_field_from_chi).
-bool local_field_from_tv(const FieldPipelineOptions& o) {
-  return o.local_field_from_chi && o.invert && !pipeline::network_inverts(o) && !pipeline::network_takes_phase(o) &&
-         o.inversion.method == InversionMethod::TvAdmm;
-}
-
 // The field's support reaches past a given or HD-BET mask (FieldPipelineOptions::field_beyond_mask).
 bool widens_mask(const FieldPipelineOptions& o) {
   return o.field_beyond_mask && o.mask_source != MaskSource::Data;
@@ -186,6 +180,11 @@ PipelinePrediction predict(const Dims3& dims, const Vec3& voxel_mm, std::int64_t
                            bool scan_given_up, std::int64_t mask_voxels, std::int64_t caller_held);
 
 }  // namespace
+
+bool writes_chi_field(const FieldPipelineOptions& o) {
+  return o.local_field_from_chi && o.invert && !pipeline::network_inverts(o) && !pipeline::network_takes_phase(o) &&
+         o.inversion.method == InversionMethod::TvAdmm;
+}
 
 PipelinePrediction predict_field_pipeline(const Dims3& dims, const Vec3& voxel_mm, std::int64_t echoes,
                                           const FieldPipelineOptions& o, bool scan_given_up, std::int64_t mask_voxels) {
@@ -248,7 +247,7 @@ PipelinePrediction predict(const Dims3& dims, const Vec3& voxel_mm, std::int64_t
   } else if (o.invert) {
     stage("inversion", pipeline::stage_bytes(pipeline::inversion_key(o), size, o));
     // Beside χ, the local field it replaces.
-    if (local_field_from_tv(o)) stage("local field", v + predict_dipole_field_bytes(dims, o.inversion.pad));
+    if (writes_chi_field(o)) stage("local field", v + predict_dipole_field_bytes(dims, o.inversion.pad));
   }
   return p;
 }
@@ -586,8 +585,7 @@ void inversion_stage(const Scan& scan, const FieldPipelineOptions& o, const Prog
 void local_field_stage(const Scan& scan, const FieldPipelineOptions& o, StageMeter& meter, std::int64_t predicted,
                        FieldPipelineResult& r) {
   meter.run("local field", "the field of TV-ADMM's χ inside the mask", predicted, [&](StageRecord&) {
-    Volume field = dipole_field(r.chi_ppm, r.local_mask, scan.b0_dir, o.inversion.pad);
-    r.local_field_ppm = std::move(field);
+    r.local_field_ppm = dipole_field(r.chi_ppm, r.local_mask, scan.b0_dir, o.inversion.pad);
   });
 }
 
@@ -686,7 +684,7 @@ FieldPipelineResult run_stages(const Scan& scan, Scan* owned, const FieldPipelin
       consistency_stage(scan, o, pr, meter, predicted(p, "consistency"), r);
   }
   cut_to_given_mask(given, o, r);
-  if (local_field_from_tv(o)) local_field_stage(scan, o, meter, predicted(p, "local field"), r);
+  if (writes_chi_field(o)) local_field_stage(scan, o, meter, predicted(p, "local field"), r);
   if (o.progress) o.progress(1.0, "done");
   return r;
 }
