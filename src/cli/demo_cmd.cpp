@@ -702,10 +702,12 @@ void write_outputs(const DemoArgs& a, const DemoNetwork& net, const RawResults& 
 
 // ---- The summary on stdout ----
 
+// The stages every chain shares: those before the inversion (the default chain's "local field"
+// after it is its own; print_local_field says what it wrote).
 std::string stages_line(const Chain& c) {
   std::string s;
   for (const StageRecord& r : c.stages) {
-    if (r.stage == "inversion") continue;
+    if (r.stage == "inversion") break;
     s += (s.empty() ? "" : " -> ") + r.stage + " (" + r.method + ")";
   }
   return s;
