@@ -186,10 +186,9 @@ def test_precision_bf16_is_opt_in_matches_the_cli_and_stays_near_f32(twins, qsm_
     assert_same_bytes(got, np.load(tmp_path / "out" / "chi.npy"))
 
 
-def test_run_releases_the_gil(twins):
-    m = qsmcore.OnnxModel(twins / "xqsm.onnx", threads=1)
-    x = _field((1, 1, 64, 64, 64))
-    m.plan({"field": x.shape})  # plan outside the timed window: only the run is measured
+def _gil_gap(m, x):
+    """The run in a thread while this one ticks: (the longest gap between ticks inside the run's
+    window, the window's length, the ticks inside it)."""
     window = {}
 
     def worker():
@@ -205,8 +204,22 @@ def test_run_releases_the_gil(twins):
     t.join()
     start, end = window["start"], window["end"]
     inside = [start] + [s for s in ticks if start < s < end] + [end]
+    return max(b - a for a, b in zip(inside, inside[1:])), end - start, len(inside)
+
+
+def test_run_releases_the_gil(twins):
+    m = qsmcore.OnnxModel(twins / "xqsm.onnx", threads=1)
+    x = _field((1, 1, 64, 64, 64))
+    m.plan({"field": x.shape})  # plan outside the timed window: only the run is measured
     # Holding the GIL for the run leaves this thread a few ms of ticks at the window's edges (the
     # interpreter's switch interval) and one gap as long as the run; released, it ticks throughout.
-    longest_gap = max(b - a for a, b in zip(inside, inside[1:]))
-    assert end - start > 0.05
-    assert longest_gap < 0.5 * (end - start), (longest_gap, end - start, len(inside))
+    # Up to three tries: beside another test on 2 cores (ctest -j2) the OS once left this thread
+    # unscheduled for 106 of a run's 115 ms; a held GIL makes that gap in every try.
+    tries = []
+    for _ in range(3):
+        gap, length, n = _gil_gap(m, x)
+        assert length > 0.05
+        tries.append((gap, length, n))
+        if gap < 0.5 * length:
+            break
+    assert tries[-1][0] < 0.5 * tries[-1][1], tries
